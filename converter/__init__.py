@@ -1,0 +1,47 @@
+"""The model converter: ONNX -> IR -> optimisation passes -> `.ms` FlatBuffers."""
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import onnx
+
+from converter.export import to_bytes, write_atomic
+from converter.frontends.onnx import import_model
+from converter.ir import Graph
+from converter.passes import optimize
+from lite.status import GraphFileError
+
+__all__ = ["convert", "convert_file", "load_onnx", "to_graph"]
+
+
+def load_onnx(path: str | os.PathLike) -> onnx.ModelProto:
+    """Read an ONNX file (external data included), reporting unreadable files as GraphFileError."""
+    try:
+        return onnx.load(os.fspath(path))
+    except FileNotFoundError:
+        raise GraphFileError(f"model file '{path}' does not exist") from None
+    except Exception as e:
+        raise GraphFileError(f"'{path}' is not a readable ONNX model: {e}") from e
+
+
+def to_graph(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,
+             disabled_passes: Iterable[str] = ()) -> Graph:
+    """Import and optimise: the IR just before export."""
+    return optimize(import_model(model, input_shapes), disabled_passes)
+
+
+def convert(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,
+            disabled_passes: Iterable[str] = ()) -> bytes:
+    """An ONNX model as `.ms` bytes."""
+    return to_bytes(to_graph(model, input_shapes, disabled_passes))
+
+
+def convert_file(model_file: str | os.PathLike, output_file: str | os.PathLike,
+                 input_shapes: dict[str, list[int]] | None = None) -> str:
+    """Convert `model_file` and write `<output_file>.ms` atomically; returns the written path."""
+    out = os.fspath(output_file)
+    if not out.endswith(".ms"):
+        out += ".ms"
+    write_atomic(out, convert(load_onnx(model_file), input_shapes))
+    return out

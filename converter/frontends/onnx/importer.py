@@ -1,0 +1,88 @@
+"""Walk an ONNX graph in order and apply one importer rule per node."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from converter.frontends.onnx import rules  # noqa: F401  (registers every importer rule)
+from converter.frontends.onnx.registry import IMPORTERS, ImportContext
+from converter.ir import Graph, Value
+from lite.status import GraphFileError, InputTensorError, LiteError, NotSupportedError
+
+MIN_OPSET = 7
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def supported_ops() -> list[str]:
+    return sorted(IMPORTERS)
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    if not versions:
+        raise NotSupportedError("the ONNX model imports no default-domain opset")
+    opset = versions[0]
+    if opset < MIN_OPSET:
+        raise NotSupportedError(f"ONNX opset {opset} is older than the oldest supported ({MIN_OPSET})")
+    return opset
+
+
+def _input_value(vi: onnx.ValueInfoProto, override: list[int] | None) -> Value:
+    tt = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type"):
+        raise NotSupportedError(f"graph input '{vi.name}' is not a tensor")
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    if override is not None:
+        return Value(vi.name, tuple(int(d) for d in override), dtype)
+    if not tt.HasField("shape"):
+        raise InputTensorError(f"graph input '{vi.name}' has no shape: give it with --inputShape")
+    dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tt.shape.dim)
+    return Value(vi.name, dims, dtype)
+
+
+def import_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> Graph:
+    """Build the IR of `model`. `input_shapes` overrides (or fixes unknown) graph input dims by input name."""
+    input_shapes = dict(input_shapes or {})
+    opset = _opset(model)
+    g = model.graph
+    graph = Graph(g.name or "graph")
+    for init in g.initializer:
+        try:
+            array = numpy_helper.to_array(init)
+        except Exception as e:
+            raise GraphFileError(f"ONNX initializer '{init.name}' cannot be read: {e}") from e
+        graph.values[init.name] = Value(init.name, tuple(array.shape), array.dtype, np.ascontiguousarray(array))
+    initialized = {i.name for i in g.initializer}
+    for vi in g.input:
+        if vi.name in initialized:
+            continue
+        graph.values[vi.name] = _input_value(vi, input_shapes.pop(vi.name, None))
+        graph.inputs.append(vi.name)
+    if input_shapes:
+        raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
+                               f"(inputs: {graph.inputs})")
+    ctx = ImportContext(graph, opset)
+    for index, node in enumerate(g.node):
+        ctx.node, ctx.name = node, node.name or f"{node.op_type}_{index}"
+        if node.domain not in _DEFAULT_DOMAINS:
+            raise NotSupportedError(f"Unsupported ONNX op '{node.domain}.{node.op_type}' at node '{ctx.name}' "
+                                    f"(opset {opset})")
+        rule = IMPORTERS.get(node.op_type)
+        if rule is None:
+            raise NotSupportedError(f"Unsupported ONNX op '{node.op_type}' at node '{ctx.name}' (opset {opset})")
+        missing = [i for i in node.input if i and i not in graph.values]
+        if missing:
+            raise GraphFileError(f"ONNX node '{ctx.name}' reads '{missing[0]}', which is not produced before it")
+        try:
+            rule(ctx)
+        except LiteError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            raise ctx.error(f"cannot import: {e}") from e
+    graph.outputs = [o.name for o in g.output]
+    missing = [o for o in graph.outputs if o not in graph.values]
+    if missing:
+        raise GraphFileError(f"ONNX graph output '{missing[0]}' is produced by no node")
+    graph.prune()
+    return graph

@@ -1,0 +1,138 @@
+"""The converter's graph IR: named values (shape, dtype, optional constant) and nodes of our canonical ops.
+
+Every intermediate graph is executable: passes rewrite it while keeping its meaning, so each can be tested
+alone by running the graph before and after.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+from lite.kernel import TensorSpec
+from schema import fb
+
+
+@dataclass
+class Value:
+    """A tensor of the graph. `shape` uses -1 for dims unknown until run time; `const` holds constants."""
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    const: np.ndarray | None = None
+    format: int = fb.Format.ND
+    probes: tuple[TensorSpec, TensorSpec] | None = None   # specs under two settings of the unknown dims
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def static(self) -> bool:
+        return all(d >= 0 for d in self.shape)
+
+
+@dataclass
+class Node:
+    """One op. `inputs` may contain "" for an omitted optional input; `attrs` are schema field values."""
+    op: str
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+class Graph:
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.nodes: list[Node] = []
+        self.values: dict[str, Value] = {}
+        self.inputs: list[str] = []
+        self.outputs: list[str] = []
+        self._counter = itertools.count()
+
+    # ---- names and values ------------------------------------------------------------------------------------
+    def fresh(self, hint: str) -> str:
+        """A value or node name not used yet, derived from `hint`."""
+        taken = self.values.keys() | {n.name for n in self.nodes}
+        name = hint
+        while name in taken or not name:
+            name = f"{hint}_{next(self._counter)}"
+        return name
+
+    def add_const(self, array: np.ndarray, hint: str = "const") -> str:
+        array = np.ascontiguousarray(array)
+        name = self.fresh(hint)
+        self.values[name] = Value(name, tuple(array.shape), array.dtype, array)
+        return name
+
+    def const(self, name: str) -> np.ndarray | None:
+        """The constant value of `name`, or None when it is computed at run time (or absent)."""
+        v = self.values.get(name)
+        return None if v is None else v.const
+
+    # ---- structure --------------------------------------------------------------------------------------------
+    def producer(self, name: str) -> Node | None:
+        return next((n for n in self.nodes if name in n.outputs), None)
+
+    def consumers(self, name: str) -> list[Node]:
+        return [n for n in self.nodes if name in n.inputs]
+
+    def uses(self, name: str) -> int:
+        """How many places read `name` (node inputs and graph outputs)."""
+        return sum(n.inputs.count(name) for n in self.nodes) + self.outputs.count(name)
+
+    def replace_uses(self, old: str, new: str) -> None:
+        """Make every reader of `old` read `new` instead."""
+        for n in self.nodes:
+            n.inputs = [new if i == old else i for i in n.inputs]
+        self.outputs = [new if o == old else o for o in self.outputs]
+
+    def rename_value(self, old: str, new: str) -> None:
+        """Rename value `old` to the unused name `new` everywhere (keeps graph output names stable)."""
+        value = self.values.pop(old)
+        value.name = new
+        self.values[new] = value
+        for n in self.nodes:
+            n.inputs = [new if i == old else i for i in n.inputs]
+            n.outputs = [new if o == old else o for o in n.outputs]
+        self.inputs = [new if i == old else i for i in self.inputs]
+        self.outputs = [new if o == old else o for o in self.outputs]
+
+    def remove_node(self, node: Node) -> None:
+        self.nodes.remove(node)
+
+    def prune(self) -> None:
+        """Drop nodes and constants that no graph output depends on."""
+        live = set(self.outputs)
+        kept = []
+        for node in reversed(self.topological()):
+            if any(o in live for o in node.outputs):
+                kept.append(node)
+                live.update(i for i in node.inputs if i)
+        self.nodes = kept[::-1]
+        produced = {o for n in self.nodes for o in n.outputs}
+        self.values = {k: v for k, v in self.values.items()
+                       if k in live or k in produced or k in self.inputs}
+
+    def topological(self) -> list[Node]:
+        ready = set(self.inputs) | {k for k, v in self.values.items() if v.const is not None} | {""}
+        order, pending = [], list(self.nodes)
+        while pending:
+            progress = [n for n in pending if all(i in ready for i in n.inputs)]
+            if not progress:
+                raise ValueError(f"graph has a cycle or a dangling input at node '{pending[0].name}'")
+            for n in progress:
+                order.append(n)
+                ready.update(n.outputs)
+            pending = [n for n in pending if n not in progress]
+        return order
+
+    def sort(self) -> None:
+        self.nodes = self.topological()
+
+    def op_nodes(self, *ops: str) -> Iterable[Node]:
+        """Snapshot of the nodes of the given ops (safe to mutate the graph while iterating)."""
+        return [n for n in self.nodes if n.op in ops]

@@ -1,0 +1,57 @@
+"""fuse_activation: x * sigmoid(x) -> SWISH, x * hsigmoid(x) -> HSWISH, then an activation whose input has one
+reader folds into the op that produced it (Conv2D, FullConnection, MatMul, Add, Sub, Mul, Div, Pooling)."""
+from __future__ import annotations
+
+from converter.ir import Graph, Node
+from schema import fb
+
+A = fb.ActivationType
+FUSABLE_INTO = ("Conv2D", "Conv2DTranspose", "FullConnection", "MatMul", "Add", "Sub", "Mul", "Div", "Pooling")
+FUSABLE = (A.RELU, A.RELU6, A.SIGMOID, A.TANH, A.HSWISH, A.SWISH)
+_HARD_SIGMOID = (1.0 / 6.0, 0.5)
+
+
+def _gate_of(graph: Graph, mul: Node) -> tuple[str, int] | None:
+    """(x, activation type) when `mul` computes x * gate(x) with a sigmoid or hard-sigmoid gate."""
+    for a, b in (mul.inputs, mul.inputs[::-1]):
+        gate = graph.producer(b)
+        if gate is None or gate.op != "Activation" or gate.inputs[0] != a or graph.uses(b) != 1:
+            continue
+        kind = gate.attrs.get("type")
+        if kind == A.SIGMOID:
+            return a, A.SWISH
+        if kind == A.HSIGMOID and all(abs(gate.attrs.get(k, 0) - v) < 1e-6
+                                      for k, v in zip(("alpha", "beta"), _HARD_SIGMOID)):
+            return a, A.HSWISH
+    return None
+
+
+def fuse_gated(graph: Graph) -> None:
+    for mul in graph.op_nodes("Mul"):
+        if mul.attrs.get("activation", 0) or len(set(mul.inputs)) != 2:
+            continue
+        found = _gate_of(graph, mul)
+        if found:
+            x, kind = found
+            mul.op, mul.inputs, mul.attrs = "Activation", [x], {"type": kind}
+    graph.prune()
+
+
+def fuse_into_producer(graph: Graph) -> None:
+    for act in graph.op_nodes("Activation"):
+        kind = act.attrs.get("type")
+        producer = graph.producer(act.inputs[0])
+        if (kind not in FUSABLE or producer is None or producer.op not in FUSABLE_INTO
+                or producer.attrs.get("activation", 0) or graph.uses(act.inputs[0]) != 1
+                or act.inputs[0] in graph.outputs):
+            continue
+        producer.attrs["activation"] = kind
+        graph.remove_node(act)
+        out = act.outputs[0]
+        graph.values.pop(out)
+        graph.rename_value(producer.outputs[0], out)
+
+
+def fuse_activation(graph: Graph) -> None:
+    fuse_gated(graph)
+    fuse_into_producer(graph)

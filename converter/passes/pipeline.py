@@ -1,0 +1,32 @@
+"""The optimisation pipeline: named passes in order; any can be switched off by name."""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from converter.ir import Graph
+from converter.passes.fold_constants import fold_constants
+from converter.passes.fuse_activation import fuse_activation
+from converter.passes.fuse_batchnorm import fuse_batchnorm
+from converter.passes.remove_identity import remove_identity
+from converter.passes.to_nhwc import to_nhwc
+
+PASSES: dict[str, Callable[[Graph], None]] = {
+    "fold_constants": fold_constants,
+    "remove_identity": remove_identity,
+    "to_nhwc": to_nhwc,
+    "fuse_batchnorm": fuse_batchnorm,
+    "fuse_activation": fuse_activation,
+}
+
+
+def optimize(graph: Graph, disabled: Iterable[str] = ()) -> Graph:
+    """Run every pass not in `disabled`, in order, then re-infer shapes for the exporter."""
+    skip = set(disabled)
+    unknown = skip - PASSES.keys()
+    if unknown:
+        raise ValueError(f"unknown passes {sorted(unknown)}; passes are {list(PASSES)}")
+    for name, run in PASSES.items():
+        if name not in skip:
+            run(graph)
+    fold_constants(graph)
+    return graph

@@ -1,0 +1,162 @@
+"""to_nhwc: make the graph NHWC inside by moving and cancelling transposes.
+
+Importers wrap every layout-bound op (Conv2D, Pooling, ...) as NCHW -> Transpose -> op (NHWC) -> Transpose ->
+NCHW. This pass pushes each transpose down through ops that do not care about layout (elementwise ops, with
+their constants permuted) or whose axis can be renumbered (Concat, Softmax, Reduce, BatchNorm, ...), merges
+consecutive transposes and drops identities, so transposes remain only at the graph's borders and around ops
+that truly need the source layout (e.g. Flatten of a non-trivial spatial map). A transpose that moves only
+size-1 dims becomes a free Reshape.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from converter.ir import Graph, Node
+from converter.passes.remove_identity import bypass
+from converter.shape_inference import infer_node
+from schema import fb
+
+Perm = tuple[int, ...]
+
+UNARY = {"Activation", "Sqrt", "Exp", "Log", "Neg", "Abs", "Erf", "Identity", "Dropout", "Cast"}
+BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Minimum", "Maximum", "PReLU"}
+AXIS_ATTR = {"Concat", "Softmax", "LogSoftmax", "BatchNorm", "Split"}
+
+
+def _compose(first: Perm, second: Perm) -> Perm:
+    """The single perm equal to transposing by `first`, then by `second`."""
+    return tuple(first[i] for i in second)
+
+
+def _inverse(perm: Perm) -> Perm:
+    return tuple(int(i) for i in np.argsort(perm))
+
+
+def _transpose_input(graph: Graph, name: str) -> tuple[str, Perm] | None:
+    node = graph.producer(name) if name else None
+    if node is None or node.op != "Transpose":
+        return None
+    return node.inputs[0], tuple(int(p) for p in node.attrs["perm"])
+
+
+def _permute_const(array: np.ndarray, perm: Perm) -> np.ndarray:
+    """A constant that broadcasts against T(x, perm) rewritten to broadcast against x."""
+    rank = len(perm)
+    full = array.reshape((1,) * (rank - array.ndim) + array.shape)
+    return np.ascontiguousarray(full.transpose(_inverse(perm)))
+
+
+def _rewrite(graph: Graph, node: Node, inputs: list[str], attrs: dict, out_perm: Perm) -> None:
+    """Replace `node` by the same op on untransposed inputs followed by Transpose(out_perm) on each output."""
+    inner = Node(node.op, node.name, inputs, [graph.fresh(o + "_nhwc") for o in node.outputs], attrs)
+    at = graph.nodes.index(node)
+    graph.nodes[at] = inner
+    infer_node(graph, inner)
+    for k, (src, dst) in enumerate(zip(inner.outputs, node.outputs)):
+        t = Node("Transpose", graph.fresh(f"{node.name}/to_source_layout_{k}"), [src], [dst],
+                 {"perm": list(out_perm)})
+        graph.nodes.insert(at + 1 + k, t)
+        graph.values[src].format = fb.Format.NHWC if len(out_perm) == 4 else fb.Format.ND
+
+
+def _push_elementwise(graph: Graph, node: Node) -> bool:
+    data = [(i, _transpose_input(graph, i)) for i in node.inputs]
+    perms = {t[1] for _, t in data if t}
+    if len(perms) != 1:
+        return False
+    perm = perms.pop()
+    new_inputs = []
+    for name, t in data:
+        if t:
+            new_inputs.append(t[0])
+        elif graph.const(name) is not None and graph.values[name].rank <= len(perm):
+            new_inputs.append(graph.add_const(_permute_const(graph.const(name), perm), name + "_nhwc"))
+        elif graph.values[name].rank == 0:
+            new_inputs.append(name)
+        else:
+            return False
+    if any(graph.values[i].rank != len(perm) for i, t in data if t):
+        return False
+    _rewrite(graph, node, new_inputs, dict(node.attrs), perm)
+    return True
+
+
+def _push_axis_attr(graph: Graph, node: Node) -> bool:
+    """Ops with an `axis` attribute: every non-const data input must come through the same transpose."""
+    ts = [_transpose_input(graph, i) for i in node.inputs]
+    data_inputs = node.inputs if node.op == "Concat" else node.inputs[:1]
+    if not all(ts[k] for k in range(len(data_inputs))) or len({ts[k][1] for k in range(len(data_inputs))}) != 1:
+        return False
+    perm = ts[0][1]
+    rank = len(perm)
+    attrs = dict(node.attrs)
+    attrs["axis"] = perm[attrs.get("axis", -1 if node.op in ("Softmax", "LogSoftmax") else
+                                   1 if node.op == "BatchNorm" else 0) % rank]
+    inputs = [ts[k][0] for k in range(len(data_inputs))] + node.inputs[len(data_inputs):]
+    _rewrite(graph, node, inputs, attrs, perm)
+    return True
+
+
+def _push_axes_input(graph: Graph, node: Node) -> bool:
+    """Reduce with keep_dims: the const `axes` input is renumbered."""
+    t = _transpose_input(graph, node.inputs[0])
+    if t is None or not node.attrs.get("keep_dims", True):
+        return False
+    axes_name = node.inputs[1] if len(node.inputs) > 1 else ""
+    perm = t[1]
+    inputs = [t[0]]
+    if axes_name:
+        axes = graph.const(axes_name)
+        if axes is None:
+            return False
+        inputs.append(graph.add_const(np.array([perm[a % len(perm)] for a in axes.ravel()], np.int64),
+                                      axes_name + "_nhwc"))
+    _rewrite(graph, node, inputs, dict(node.attrs), perm)
+    return True
+
+
+def _merge_transposes(graph: Graph, node: Node) -> bool:
+    t = _transpose_input(graph, node.inputs[0])
+    perm = tuple(int(p) for p in node.attrs["perm"])
+    if t is not None:
+        node.inputs[0], node.attrs["perm"] = t[0], list(_compose(t[1], perm))
+        return True
+    if perm == tuple(range(len(perm))):
+        return bypass(graph, node)
+    return False
+
+
+def _as_reshape(graph: Graph, node: Node, perm: Perm) -> bool:
+    """A transpose that keeps the order of all dims other than 1s is a (copy-free) reshape."""
+    x = graph.values[node.inputs[0]]
+    moved = [p for p in perm if x.shape[p] != 1]
+    if moved != sorted(moved) or sum(d < 0 for d in x.shape) > 1:
+        return False
+    shape = [x.shape[p] for p in perm]
+    node.op, node.attrs = "Reshape", {}
+    node.inputs = [node.inputs[0], graph.add_const(np.array(shape, np.int64), node.name + "/shape")]
+    return True
+
+
+PUSH: dict[str, Callable[[Graph, Node], bool]] = {
+    **{op: _push_elementwise for op in UNARY | BINARY},
+    **{op: _push_axis_attr for op in AXIS_ATTR},
+    "Reduce": _push_axes_input,
+    "Transpose": _merge_transposes,
+}
+
+
+def to_nhwc(graph: Graph) -> None:
+    changed = True
+    while changed:
+        changed = False
+        graph.sort()
+        for node in list(graph.nodes):
+            if node in graph.nodes and node.op in PUSH and PUSH[node.op](graph, node):
+                changed = True
+        graph.prune()
+    for node in graph.op_nodes("Transpose"):    # what is left: free when only size-1 dims move
+        _as_reshape(graph, node, tuple(int(p) for p in node.attrs["perm"]))
+    graph.prune()

@@ -1,0 +1,69 @@
+"""Shape inference and constant folding for the IR, through the runtime's own shape rules and kernels.
+
+Dims unknown until run time (a symbolic batch) are inferred under two different probe sizes: a dim that comes
+out equal under both is known, and a value (a folded shape computation) is folded only if both agree.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from converter.ir import Graph, Node, Value
+from lite.compiler import fold_or_infer
+from lite.kernel import TensorSpec
+from lite.model import NodeDef
+from lite.status import InvalidOpAttrError
+from schema import attrs as op_attrs
+from schema import fb
+
+PROBES = (64, 96)   # stand-ins for unknown dims; no activation is ever allocated at these sizes
+
+
+def make_attrs(op: str, attrs: dict[str, Any]) -> SimpleNamespace:
+    """`attrs` over the schema defaults of `op`, as the runtime's kernels see them."""
+    try:
+        return op_attrs.build(op, attrs)
+    except KeyError as e:
+        raise InvalidOpAttrError(e.args[0]) from None
+
+
+def probe_specs(value: Value) -> tuple[TensorSpec, TensorSpec]:
+    if value.const is not None:
+        spec = TensorSpec(tuple(value.const.shape), value.const.dtype, value.const)
+        return spec, spec
+    if value.probes is None:
+        return tuple(TensorSpec(tuple(p if d < 0 else d for d in value.shape), value.dtype)  # type: ignore
+                     for p in PROBES)
+    return value.probes
+
+
+def infer_node(graph: Graph, node: Node) -> bool:
+    """Infer (and where possible fold) `node`; returns True when it was folded into constants."""
+    nd = NodeDef(node.name, node.op, make_attrs(node.op, node.attrs), [], node.outputs)
+    probes = [probe_specs(graph.values[i]) if i else (None, None) for i in node.inputs]
+    first = fold_or_infer(nd, [p[0] for p in probes])[0]
+    static = all(a is b or (a.shape == b.shape and a.value is None and b.value is None) for a, b in probes)
+    runs = [first, first if static else fold_or_infer(nd, [p[1] for p in probes])[0]]
+    folded = True
+    for name, a, b in zip(node.outputs, *runs):
+        same_value = (a.value is not None and b.value is not None and a.value.shape == b.value.shape
+                      and np.array_equal(a.value, b.value))
+        shape = tuple(x if x == y else -1 for x, y in zip(a.shape, b.shape))
+        if len(a.shape) != len(b.shape):
+            shape = a.shape
+        old = graph.values.get(name)
+        value = Value(name, shape, a.dtype, a.value if same_value else None,
+                      old.format if old else fb.Format.ND, None if same_value else (a, b))
+        graph.values[name] = value
+        folded &= same_value
+    return folded
+
+
+def infer_graph(graph: Graph) -> None:
+    """(Re)infer every node in order, removing the nodes that fold."""
+    graph.sort()
+    for node in list(graph.nodes):
+        if infer_node(graph, node) and not any(o in graph.inputs for o in node.outputs):
+            graph.remove_node(node)

@@ -1,0 +1,109 @@
+"""The kernel contract and the registry that finds a kernel by (op, data type).
+
+A kernel is MindSpore's/TFLite's Prepare + Eval split: `infer` runs at compile time (shape rule, parameter
+checks, anything precomputable), `run` only computes into the preallocated output arrays it is given.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from lite import dtypes
+from lite.model import NodeDef
+from lite.status import InferShapeError, LiteError, NotSupportedError
+
+ANY = -1   # registry wildcard: the kernel handles every data type
+
+
+@dataclass
+class TensorSpec:
+    """What compile time knows of a tensor: its shape, dtype and, for constants and folded values, its value."""
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    value: np.ndarray | None = None
+    quant: Any = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+class Kernel(ABC):
+    """Base class of every op kernel.
+
+    Subclasses implement `infer` (inputs -> output specs; omitted optional inputs are None) and `run`
+    (inputs -> writes every output array in place). Class flags tell the compiler what it may do.
+    """
+
+    inplace: bool = False    # output 0 may share input 0's memory when input 0 dies here
+    foldable: bool = True    # may be evaluated at compile time when all its inputs are known
+
+    def __init__(self, node: NodeDef):
+        self.node = node
+        self.attrs = node.attrs
+
+    @abstractmethod
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        """The output specs; raise `self.error(...)` when the inputs break the op's rule."""
+
+    def scratch(self) -> list[TensorSpec]:
+        """Work buffers `run` needs; the memory planner places them for this node only."""
+        return []
+
+    def bind(self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray],
+             scratch: Sequence[np.ndarray]) -> None:
+        """Called once per compile with the arrays `run` will receive; keep views or precompute here."""
+        self.work = list(scratch)
+
+    @abstractmethod
+    def run(self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray]) -> None:
+        """Compute; write every output in place (`out=` / `np.copyto`), allocate nothing that lives on."""
+
+    # helpers for subclasses -----------------------------------------------------------------------------------
+    def error(self, message: str, kind: type[LiteError] = InferShapeError) -> LiteError:
+        return kind(f"{self.node.op} node '{self.node.name}': {message}")
+
+    def known(self, spec: TensorSpec | None, what: str) -> np.ndarray:
+        """The compile-time value of a parameter input (Reshape's shape, Slice's starts, ...)."""
+        if spec is None or spec.value is None:
+            raise self.error(f"{what} must be known before running (a constant or computed from shapes)",
+                             NotSupportedError)
+        return spec.value
+
+
+KernelFactory = Callable[[NodeDef], Kernel]
+_REGISTRY: dict[tuple[str, int], type[Kernel]] = {}
+
+
+def register(op: str, *type_ids: int) -> Callable[[type[Kernel]], type[Kernel]]:
+    """Class decorator: `@register("Conv2D", DataType.FLOAT32)`; `ANY` matches every data type."""
+    def wrap(cls: type[Kernel]) -> type[Kernel]:
+        for t in type_ids or (ANY,):
+            key = (op, t)
+            if key in _REGISTRY:
+                raise RuntimeError(f"kernel {key} registered twice")
+            _REGISTRY[key] = cls
+        return cls
+    return wrap
+
+
+def create_kernel(node: NodeDef, input_type: int) -> Kernel:
+    """The kernel for `node` given the data type of its first input."""
+    cls = _REGISTRY.get((node.op, input_type)) or _REGISTRY.get((node.op, ANY))
+    if cls is None:
+        have = sorted(dtypes.type_name(t) for (op, t) in _REGISTRY if op == node.op)
+        detail = f"kernels exist for {', '.join(have)}" if have else "no kernel exists for this op"
+        raise NotSupportedError(f"no {dtypes.type_name(input_type)} kernel for {node.op} node '{node.name}' "
+                                f"({detail})")
+    return cls(node)
+
+
+def registered_ops() -> set[str]:
+    return {op for op, _ in _REGISTRY}

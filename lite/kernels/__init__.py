@@ -1,0 +1,4 @@
+"""fp32 (and dtype-generic) kernels, one module per op or op family; importing this package registers them."""
+from lite.kernels import (activation, arithmetic, batchnorm, cast, concat, conv2d, conv2d_transpose,  # noqa: F401
+                          full_connection, gather, identity, layer_norm, lrn, pad, pooling, reduce, reshape,
+                          resize, shape, slice, softmax, split, transpose, unary)

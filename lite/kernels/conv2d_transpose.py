@@ -1,0 +1,1 @@
+"""Kernels: conv2d_transpose."""

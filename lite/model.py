@@ -1,0 +1,187 @@
+"""`Model.Import`: verify a `.ms` buffer and read it into plain graph definitions with zero-copy weights."""
+from __future__ import annotations
+
+import heapq
+import mmap
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lite import dtypes
+from lite.status import GraphFileError, LiteError
+from lite.verify import verify_buffer
+from schema import NO_TENSOR, fb
+from schema import attrs as op_attrs
+
+_OP_NAMES = {code: name for name, code in vars(fb.Primitive).items() if not name.startswith("_") and code}
+_MAX_ELEMENTS = 1 << 34     # refuse shapes no device could hold instead of attempting the allocation
+
+
+@dataclass
+class TensorDef:
+    """A tensor of the flat tensor table. `data` is a read-only view into the model buffer for const tensors."""
+    index: int
+    name: str
+    node_type: int
+    data_type: int
+    dims: tuple[int, ...]
+    format: int
+    data: np.ndarray | None = None
+    quant_params: list[Any] = field(default_factory=list)
+    quant_axis: int = 0
+
+    @property
+    def is_const(self) -> bool:
+        return self.data is not None
+
+
+@dataclass
+class NodeDef:
+    """One op node. `attrs` holds the op's schema fields by name (`attrs.pad_top`); omitted inputs are -1."""
+    name: str
+    op: str
+    attrs: Any
+    inputs: list[int]
+    outputs: list[int]
+    quant_type: int = 0
+
+
+class Model:
+    """An imported model: its tensors, its nodes in execution (topological) order and its graph inputs/outputs."""
+
+    def __init__(self, name: str, version: str, tensors: list[TensorDef], nodes: list[NodeDef],
+                 inputs: list[int], outputs: list[int], buffer: Any = None):
+        self.name, self.version = name, version
+        self.tensors, self.nodes = tensors, nodes
+        self.inputs, self.outputs = inputs, outputs
+        self._buffer = buffer    # keeps the mapped bytes alive as long as weight views exist
+
+    @staticmethod
+    def Import(model_buf: bytes | bytearray | memoryview | mmap.mmap, size: int | None = None) -> "Model":
+        """Verify and read a model from a buffer (`size` bytes of it, default all). Weights are not copied."""
+        view = memoryview(model_buf).cast("B")
+        if size is not None:
+            if not 0 <= size <= len(view):
+                raise GraphFileError(f"size {size} does not fit the {len(view)}-byte buffer")
+            view = view[:size]
+        verify_buffer(view)
+        try:
+            return _read(view)
+        except LiteError:
+            raise
+        except (ValueError, TypeError, IndexError, UnicodeDecodeError, OverflowError) as e:
+            raise GraphFileError(f"model buffer is inconsistent: {e}") from e
+
+    @staticmethod
+    def Load(path: str | os.PathLike) -> "Model":
+        """Map a `.ms` file read-only and import it; weights stay views into the mapping."""
+        try:
+            with open(path, "rb") as f:
+                if os.fstat(f.fileno()).st_size == 0:
+                    raise GraphFileError(f"model file '{path}' is empty")
+                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as e:
+            raise GraphFileError(f"cannot read model file '{path}': {e.strerror}") from e
+        return Model.Import(mapped)
+
+    def Free(self) -> None:
+        """Drop the graph definition; sessions already compiled keep what they need."""
+        self.tensors, self.nodes, self._buffer = [], [], None
+
+
+def _read(buf: memoryview) -> Model:
+    root = fb.MetaGraph.GetRootAs(buf, 0)
+    tensors = [_read_tensor(i, root.AllTensors(i)) for i in range(root.AllTensorsLength())]
+    n = len(tensors)
+
+    def indices(values: np.ndarray, where: str, optional: bool = False) -> list[int]:
+        out = []
+        for v in values.tolist():
+            if optional and v == NO_TENSOR:
+                out.append(-1)
+            elif v >= n:
+                raise GraphFileError(f"{where} refers to tensor {v}, but the model has {n} tensors")
+            else:
+                out.append(v)
+        return out
+
+    nodes = []
+    for i in range(root.NodesLength()):
+        node = root.Nodes(i)
+        name = (node.Name() or b"").decode() or f"node_{i}"
+        op = _OP_NAMES.get(node.PrimitiveType())
+        if op is None:
+            raise GraphFileError(f"node '{name}' has no op")
+        attrs = op_attrs.read(op, fb.PrimitiveCreator(node.PrimitiveType(), node.Primitive()))
+        nodes.append(NodeDef(name, op, attrs, indices(node.InputIndexAsNumpy() if node.InputIndexLength() else
+                                                      np.zeros(0, np.uint32), f"node '{name}'", optional=True),
+                             indices(node.OutputIndexAsNumpy() if node.OutputIndexLength() else
+                                     np.zeros(0, np.uint32), f"node '{name}'"), node.QuantType()))
+    graph_in = indices(root.InputIndexAsNumpy() if root.InputIndexLength() else np.zeros(0, np.uint32),
+                       "graph input")
+    graph_out = indices(root.OutputIndexAsNumpy() if root.OutputIndexLength() else np.zeros(0, np.uint32),
+                        "graph output")
+    if not graph_out:
+        raise GraphFileError("model has no outputs")
+    ordered = _topological_order(nodes, tensors, graph_in)
+    return Model((root.Name() or b"").decode(), (root.Version() or b"").decode(), tensors, ordered, graph_in,
+                 graph_out, buf.obj)
+
+
+def _read_tensor(index: int, t: Any) -> TensorDef:
+    name = (t.Name() or b"").decode() or f"tensor_{index}"
+    dims = tuple(int(d) for d in t.DimsAsNumpy()) if t.DimsLength() else ()
+    if any(d < -1 for d in dims):
+        raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")
+    try:
+        dtype = dtypes.to_numpy(t.DataType())
+    except LiteError:
+        raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
+    data = None
+    if t.DataLength():
+        if any(d < 0 for d in dims):
+            raise GraphFileError(f"const tensor '{name}' has unknown dims {list(dims)}")
+        count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+        if count > _MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():
+            raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
+                                 f"{dtypes.type_name(t.DataType())} need {count * dtype.itemsize}")
+        data = t.DataAsNumpy().view(dtype).reshape(dims)   # a view into the mapped buffer, never a copy
+    quant = [t.QuantParams(i) for i in range(t.QuantParamsLength())]
+    return TensorDef(index, name, t.NodeType(), t.DataType(), dims, t.Format(), data,
+                     [fb.QuantParamT.InitFromObj(q) for q in quant], t.QuantAxis())
+
+
+def _topological_order(nodes: list[NodeDef], tensors: list[TensorDef], graph_in: list[int]) -> list[NodeDef]:
+    """Nodes in an order where every input is ready before use; rejects cycles and dangling inputs."""
+    producer: dict[int, int] = {}
+    for i, node in enumerate(nodes):
+        for t in node.outputs:
+            if t in producer or tensors[t].is_const or t in graph_in:
+                raise GraphFileError(f"tensor '{tensors[t].name}' is written twice (node '{node.name}')")
+            producer[t] = i
+    ready = {t.index for t in tensors if t.is_const} | set(graph_in)
+    pending = {i: {t for t in n.inputs if t >= 0 and t not in ready} for i, n in enumerate(nodes)}
+    for i, node in enumerate(nodes):
+        for t in pending[i]:
+            if t not in producer:
+                raise GraphFileError(f"node '{node.name}' reads tensor '{tensors[t].name}', which nothing produces")
+    consumers: dict[int, list[int]] = {}
+    for i, deps in pending.items():
+        for t in deps:
+            consumers.setdefault(t, []).append(i)
+    queue = [i for i in range(len(nodes)) if not pending[i]]   # a heap: keeps the file's order when it is valid
+    order: list[NodeDef] = []
+    while queue:
+        i = heapq.heappop(queue)
+        order.append(nodes[i])
+        for t in nodes[i].outputs:
+            for c in consumers.get(t, ()):
+                pending[c].discard(t)
+                if not pending[c]:
+                    heapq.heappush(queue, c)
+    if len(order) != len(nodes):
+        stuck = next(nodes[i].name for i, deps in pending.items() if deps)
+        raise GraphFileError(f"the graph has a cycle through node '{stuck}'")
+    return order

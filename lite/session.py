@@ -1,0 +1,188 @@
+"""`LiteSession`: compile a model once, then run it with no lookups or allocations per run."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from lite import dtypes
+from lite.compiler import ExecutionPlan, compile_graph
+from lite.context import Context
+from lite.model import Model
+from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, OpExecuteError,
+                         ParamInvalidError)
+from lite.tensor import MSTensor
+from lite.threads import blas_threads
+
+
+@dataclass(frozen=True)
+class CallBackParam:
+    node_name: str
+    node_type: str
+
+
+KernelCallBack = Callable[[list[MSTensor], list[MSTensor], CallBackParam], bool]
+
+
+class LiteSession:
+    """Runs one compiled model. Create it with `CreateSession(context)` + `CompileGraph(model)`, or with
+    `CreateSession(model_buf, size, context)` to import and compile in one call."""
+
+    def __init__(self, context: Context | None = None):
+        self.context = context or Context()
+        if not isinstance(self.context, Context):
+            raise ParamInvalidError(f"context must be a lite.Context, got {type(self.context).__name__}")
+        self.device = self.context.resolve_device()
+        self._model: Model | None = None
+        self._plan: ExecutionPlan | None = None
+        self._tensors: dict[int, MSTensor] = {}
+        self._node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]] | None = None
+
+    @staticmethod
+    def CreateSession(*args) -> "LiteSession":
+        """`CreateSession(context)` or `CreateSession(model_buf, size, context)`."""
+        if len(args) <= 1:
+            return LiteSession(args[0] if args else None)
+        if len(args) != 3:
+            raise ParamInvalidError("CreateSession takes (context) or (model_buf, size, context)")
+        buf, size, context = args
+        session = LiteSession(context)
+        session.CompileGraph(Model.Import(buf, size))
+        return session
+
+    # ---- compile ------------------------------------------------------------------------------------------
+    def CompileGraph(self, model: Model) -> int:
+        if not isinstance(model, Model):
+            raise ParamInvalidError(f"CompileGraph needs a lite.Model, got {type(model).__name__}")
+        shapes = {i: tuple(max(d, 1) if d < 0 else d for d in model.tensors[i].dims) for i in model.inputs}
+        self._model = model
+        self._compile(shapes)
+        return RET_OK
+
+    def _compile(self, shapes: dict[int, tuple[int, ...]]) -> None:
+        plan = compile_graph(self._model, shapes)
+        self._plan = plan
+        self._node_io = None
+        for i in set(self._model.inputs) | set(self._model.outputs):
+            t = self._model.tensors[i]
+            if i in self._tensors:
+                self._tensors[i]._rebind(plan.arrays[i])
+            else:
+                self._tensors[i] = MSTensor(t.name, dtypes.from_numpy(plan.specs[i].dtype), plan.arrays[i])
+
+    def _require_compiled(self) -> ExecutionPlan:
+        if self._plan is None:
+            raise ParamInvalidError("the session has no compiled graph: call CompileGraph first")
+        return self._plan
+
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the planned activation arena (inputs, intermediates, outputs and scratch)."""
+        return self._require_compiled().arena_bytes
+
+    # ---- inputs / outputs ----------------------------------------------------------------------------------
+    def GetInputs(self) -> list[MSTensor]:
+        self._require_compiled()
+        return [self._tensors[i] for i in self._model.inputs]
+
+    def GetInputsByTensorName(self, name: str) -> MSTensor | None:
+        return next((t for t in self.GetInputs() if t.tensor_name() == name), None)
+
+    def GetOutputs(self) -> dict[str, MSTensor]:
+        self._require_compiled()
+        return {self._tensors[i].tensor_name(): self._tensors[i] for i in self._model.outputs}
+
+    def GetOutputTensorNames(self) -> list[str]:
+        return list(self.GetOutputs())
+
+    def GetOutputByTensorName(self, name: str) -> MSTensor | None:
+        return self.GetOutputs().get(name)
+
+    def GetOutputsByNodeName(self, node_name: str) -> list[MSTensor]:
+        """Deprecated (as in MindSpore Lite 1.1): use GetOutputByTensorName."""
+        warnings.warn("GetOutputsByNodeName is deprecated; use GetOutputByTensorName", DeprecationWarning,
+                      stacklevel=2)
+        self._require_compiled()
+        outs = set(self._model.outputs)
+        node = next((n for n in self._model.nodes if n.name == node_name), None)
+        return [self._tensors[t] for t in node.outputs if t in outs] if node else []
+
+    # ---- run -----------------------------------------------------------------------------------------------
+    def RunGraph(self, before: KernelCallBack | None = None, after: KernelCallBack | None = None) -> int:
+        """Run every node in order. A callback returning False stops the run: the remaining nodes are skipped
+        and RET_SUCCESS_EXIT is returned."""
+        plan = self._require_compiled()
+        with blas_threads(self.context.thread_num):
+            if before is None and after is None:
+                self._run_plain(plan)
+                return RET_OK
+            return self._run_with_callbacks(plan, before, after)
+
+    def _run_plain(self, plan: ExecutionPlan) -> None:
+        step = None
+        try:
+            for step in plan.steps:
+                step.kernel.run(step.inputs, step.outputs)
+        except LiteError:
+            raise
+        except Exception as e:
+            raise OpExecuteError(f"{step.node.op} node '{step.node.name}' failed: {e}") from e
+
+    def _run_with_callbacks(self, plan: ExecutionPlan, before: KernelCallBack | None,
+                            after: KernelCallBack | None) -> int:
+        if self._node_io is None:
+            self._node_io = [self._callback_args(s) for s in plan.steps]
+        for step, (ins, outs, param) in zip(plan.steps, self._node_io):
+            if before is not None and before(ins, outs, param) is False:
+                return RET_SUCCESS_EXIT
+            try:
+                step.kernel.run(step.inputs, step.outputs)
+            except LiteError:
+                raise
+            except Exception as e:
+                raise OpExecuteError(f"{step.node.op} node '{step.node.name}' failed: {e}") from e
+            if after is not None and after(ins, outs, param) is False:
+                return RET_SUCCESS_EXIT
+        return RET_OK
+
+    def _callback_args(self, step) -> tuple[list[MSTensor], list[MSTensor], CallBackParam]:
+        tensors = self._model.tensors
+
+        def wrap(ids: list[int], arrays: list[np.ndarray | None]) -> list[MSTensor]:
+            return [MSTensor(tensors[i].name, dtypes.from_numpy(a.dtype), a)
+                    for i, a in zip(ids, arrays) if i >= 0 and a is not None]
+
+        return (wrap(step.input_ids, step.inputs), wrap(step.output_ids, step.outputs),
+                CallBackParam(step.node.name, step.node.op))
+
+    # ---- resize / threads ------------------------------------------------------------------------------------
+    def Resize(self, inputs: Sequence[MSTensor], dims: Sequence[Sequence[int]]) -> int:
+        """Give graph inputs new shapes and recompile (shapes, folding, memory plan). Input data is reset."""
+        self._require_compiled()
+        if len(inputs) != len(dims):
+            raise ParamInvalidError(f"Resize got {len(inputs)} tensors but {len(dims)} shapes")
+        by_name = {self._tensors[i].tensor_name(): i for i in self._model.inputs}
+        shapes = {i: tuple(self._plan.specs[i].shape) for i in self._model.inputs}
+        for tensor, shape in zip(inputs, dims):
+            name = tensor.tensor_name() if isinstance(tensor, MSTensor) else str(tensor)
+            if name not in by_name:
+                raise InputTensorError(f"Resize: '{name}' is not an input of this model")
+            shape = tuple(int(d) for d in shape)
+            old = shapes[by_name[name]]
+            if len(shape) != len(old) or any(d <= 0 for d in shape):
+                raise InputTensorError(f"Resize: input '{name}' has shape {list(old)}; {list(shape)} must have "
+                                       f"the same rank and positive dims")
+            shapes[by_name[name]] = shape
+        previous = {i: tuple(self._plan.specs[i].shape) for i in self._model.inputs}
+        try:
+            self._compile(shapes)
+        except LiteError:
+            self._compile(previous)     # the session stays usable with its former shapes
+            raise
+        return RET_OK
+
+    def BindThread(self, if_bind: bool) -> None:
+        """Accepted for API compatibility: Python cannot pin its threads to cores portably."""
+        self._bound = bool(if_bind)

@@ -1,0 +1,69 @@
+"""`MSTensor`: a named view of one session tensor."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lite import dtypes
+from lite.status import InputTensorError
+
+
+class MSTensor:
+    """A graph tensor as the user sees it, in the model's own layout (graph inputs/outputs keep the source
+    model's layout). The data lives in the session; `MutableData()` is a writable view of it."""
+
+    def __init__(self, name: str, data_type: int, array: np.ndarray | None = None):
+        self._name = name
+        self._type = data_type
+        self._array = array if array is not None else np.zeros((0,), dtypes.to_numpy(data_type))
+
+    def _rebind(self, array: np.ndarray) -> None:
+        self._array = array
+
+    def tensor_name(self) -> str:
+        return self._name
+
+    def data_type(self) -> int:
+        """The MindSpore TypeId (`lite.DataType.FLOAT32` == 43, ...)."""
+        return self._type
+
+    def shape(self) -> list[int]:
+        return list(self._array.shape)
+
+    def DimensionSize(self, index: int) -> int:
+        shape = self._array.shape
+        if not -len(shape) <= index < len(shape):
+            raise InputTensorError(f"tensor '{self._name}' has {len(shape)} dimensions, asked for {index}")
+        return int(shape[index])
+
+    def ElementsNum(self) -> int:
+        return int(self._array.size)
+
+    def Size(self) -> int:
+        """Bytes of data."""
+        return int(self._array.nbytes)
+
+    def MutableData(self) -> np.ndarray:
+        """A writable view of the tensor's memory; writes go straight into the session."""
+        return self._array
+
+    def set_data(self, data: Any) -> None:
+        """Copy `data` in; its shape and dtype must be the tensor's (no silent casts or reshapes)."""
+        arr = np.asarray(data)
+        if arr.dtype != self._array.dtype:
+            raise InputTensorError(f"tensor '{self._name}' expects {self._array.dtype} data, got {arr.dtype}")
+        if arr.shape != self._array.shape:
+            raise InputTensorError(f"tensor '{self._name}' expects shape {list(self._array.shape)}, got "
+                                   f"{list(arr.shape)} (call Resize first to change it)")
+        np.copyto(self._array, arr)
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the data."""
+        return self._array.copy()
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self._array[key]
+
+    def __repr__(self) -> str:
+        return f"MSTensor('{self._name}', {dtypes.type_name(self._type)}, {list(self._array.shape)})"

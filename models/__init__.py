@@ -1,0 +1,55 @@
+"""Model zoo: seeded ONNX (opset 13) builders of classic CNNs, shaped like PyTorch exports.
+
+Every builder is ``builder(num_classes=..., input_size=..., in_channels=..., batch=1, seed=0) -> onnx.ModelProto``
+with graph input ``input`` (NCHW float32; ``batch=None`` gives a symbolic "N") and output ``logits``
+``[batch, num_classes]``. This package does not import torch; see ``models.torch_reference`` for the PyTorch executor.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+
+from .classic import alexnet, lenet5
+from .efficientnet import efficientnet_b0
+from .mobilenet import mobilenet_v1, mobilenet_v2, mobilenet_v3_large, mobilenet_v3_small
+from .resnet import resnet18, resnet50
+
+ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
+    "lenet5": lenet5,
+    "alexnet": alexnet,
+    "resnet18": resnet18,
+    "resnet50": resnet50,
+    "mobilenet_v1": mobilenet_v1,
+    "mobilenet_v2": mobilenet_v2,
+    "mobilenet_v3_small": mobilenet_v3_small,
+    "mobilenet_v3_large": mobilenet_v3_large,
+    "efficientnet_b0": efficientnet_b0,
+}
+
+
+def build(name: str, **kwargs: object) -> onnx.ModelProto:
+    """Build zoo model ``name`` with the builder's keyword arguments; ValueError for an unknown name."""
+    if name not in ZOO:
+        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(ZOO)}")
+    return ZOO[name](**kwargs)
+
+
+def save(model: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
+    """Write ``model`` to ``path`` atomically (temporary file in the same directory, then ``os.replace``)."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(model.SerializeToString())
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+__all__ = ["ZOO", "build", "save", *ZOO]
