@@ -24,7 +24,7 @@ def _aligned_bytes(builder: flatbuffers.Builder, data: bytes) -> int:
     builder.StartVector(1, len(data), DATA_ALIGNMENT)
     builder.head -= len(data)
     builder.Bytes[builder.head:builder.head + len(data)] = data
-    return builder.EndVector(len(data))
+    return builder.EndVector()
 
 
 def _tensor(builder: flatbuffers.Builder, value: Value, node_type: int, quant: list | None) -> int:
@@ -39,7 +39,7 @@ def _tensor(builder: flatbuffers.Builder, value: Value, node_type: int, quant: l
         builder.StartVector(4, len(quant_offsets), 4)
         for q in reversed(quant_offsets):
             builder.PrependUOffsetTRelative(q)
-        qvec = builder.EndVector(len(quant_offsets))
+        qvec = builder.EndVector()
     fb.TensorStart(builder)
     fb.TensorAddName(builder, name)
     fb.TensorAddNodeType(builder, node_type)
@@ -57,7 +57,7 @@ def _table_vector(builder: flatbuffers.Builder, offsets: list[int]) -> int:
     builder.StartVector(4, len(offsets), 4)
     for off in reversed(offsets):
         builder.PrependUOffsetTRelative(off)
-    return builder.EndVector(len(offsets))
+    return builder.EndVector()
 
 
 def to_bytes(graph: Graph, quant_params: dict[str, list] | None = None) -> bytes:

@@ -1,6 +1,32 @@
 """MindSpore Lite status codes and the exceptions that carry them."""
 from __future__ import annotations
 
+__all__ = [
+    "RET_OK",
+    "RET_ERROR",
+    "RET_NULL_PTR",
+    "RET_PARAM_INVALID",
+    "RET_NO_CHANGE",
+    "RET_SUCCESS_EXIT",
+    "RET_MEMORY_FAILED",
+    "RET_NOT_SUPPORT",
+    "RET_THREAD_POOL_ERROR",
+    "RET_OUT_OF_TENSOR_RANGE",
+    "RET_INPUT_TENSOR_ERROR",
+    "RET_REENTRANT_ERROR",
+    "RET_GRAPH_FILE_ERR",
+    "RET_NOT_FIND_OP",
+    "RET_INVALID_OP_NAME",
+    "RET_INVALID_OP_ATTR",
+    "RET_OP_EXECUTE_FAILURE",
+    "RET_FORMAT_ERR",
+    "RET_INFER_ERR",
+    "RET_INFER_INVALID",
+    "RET_INPUT_PARAM_INVALID",
+    "GetErrorInfo", "LiteError", "GraphFileError", "NotSupportedError", "InvalidOpAttrError", "InputTensorError",
+    "InferShapeError", "ParamInvalidError", "OpExecuteError", "MemoryFailedError",
+]
+
 RET_OK = 0
 RET_ERROR = -1
 RET_NULL_PTR = -2

@@ -23,7 +23,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--batch", type=_batch, default=1, help='batch size, or "N" for a symbolic batch')
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    options = {k: getattr(args, k) for k in ("input_size", "num_classes", "in_channels") if getattr(args, k) is not None}
+    names = ("input_size", "num_classes", "in_channels")
+    options = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     save(build(args.name, batch=args.batch, seed=args.seed, **options), args.output)
 
 

@@ -14,7 +14,6 @@ from .graph import (
     conv,
     dropout,
     flatten,
-    graph_input,
     linear,
     local_response_norm,
     max_pool,
@@ -30,7 +29,7 @@ def lenet5(
     first convolution that restores the paper's 32x32 geometry.
     """
     g = Graph(seed)
-    x = graph_input(batch, in_channels, input_size)
+    x = g.input(batch, in_channels, input_size)
     y = conv(g, x, 6, 5, padding=max(0, (32 - input_size) // 2), bias=True, name="conv1")
     y = avg_pool(g, activation(g, y, "relu", "relu1"), 2, 2, name="pool1")
     y = conv(g, y, 16, 5, padding=0, bias=True, name="conv2")
@@ -74,7 +73,7 @@ def alexnet(
     average pool of torchvision reduced to an exactly-dividing size (6x6 at 224, 1x1 at 32 or 64), and the
     classifier Dropout -> FC4096 -> ReLU -> Dropout -> FC4096 -> ReLU -> FC."""
     g = Graph(seed)
-    x = graph_input(batch, in_channels, input_size)
+    x = g.input(batch, in_channels, input_size)
     y = _alexnet_features(g, x)
     size = int(y.shape[2])
     pooled = _largest_divisor_up_to(size, 6)

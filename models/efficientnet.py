@@ -11,7 +11,6 @@ from .graph import (
     dropout,
     flatten,
     global_avg_pool,
-    graph_input,
     inverted_residual,
     linear,
 )
@@ -27,7 +26,7 @@ def efficientnet_b0(
     """EfficientNet-B0: swish (SiLU) MBConv blocks with squeeze-excitation (squeeze = block input channels / 4,
     sigmoid gate), 1280-channel head, classifier Dropout(0.2) -> FC."""
     g = Graph(seed)
-    x = graph_input(batch, in_channels, input_size)
+    x = g.input(batch, in_channels, input_size)
     with g.scope("features"):
         with g.scope(0):
             y = conv_bn_act(g, x, 32, 3, 2, act="silu")

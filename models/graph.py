@@ -5,14 +5,14 @@ A :class:`Graph` collects opset-13 nodes and seeded initial weights; the layer h
 the matching ``torch.nn`` modules, so builders read like the architecture. Names follow the exporter too: nodes are
 ``/layer1/layer1.0/conv1/Conv`` with outputs ``<node>_output_0``, initializers ``layer1.0.conv1.weight``.
 
-Initialisation (all drawn from ``numpy.random.default_rng(seed)`` in construction order): convolutions He-normal
-over fan_out (``out_channels / groups * k * k``), linear layers Glorot-uniform, biases zero, BatchNorm
-gamma ~ U(0.8, 1.2) and beta ~ N(0, 0.1). BatchNorm running statistics are those of a network that has seen data:
-every value carries an analytic estimate of its per-channel mean and variance for a standard-normal input
-(:class:`Stats`, propagated exactly through convolutions including border effects and by Gauss-Hermite quadrature
-through activations), and each BatchNormalization gets running_mean = mean + N(0, 0.1) * std and
-running_var = var * U(0.5, 2). The statistics are therefore far from trivial (BN folding is really exercised) while
-activations stay unit-scaled at any depth, so the logits depend on the input instead of on accumulated biases.
+Initialisation is deterministic in ``seed``: convolutions He-normal over fan_out (``out_channels / groups * k * k``),
+linear layers Glorot-uniform, biases zero, BatchNorm gamma ~ U(0.8, 1.2) and beta ~ N(0, 0.1). BatchNorm running
+statistics are those of a network that has seen data: while the graph is built, a seeded standard-normal probe
+batch is pushed through it in numpy (float64, so the statistics hardly depend on BLAS rounding), and each
+BatchNormalization gets running_mean = m + N(0, 0.1) * s and running_var = s^2 * U(0.5, 2), where m and s^2 are
+its input's per-channel probe mean and variance. The statistics are thus far from trivial (BN folding is really
+exercised) while activations stay unit-scaled at any depth, so the logits depend on the input rather than on
+accumulated BN offsets.
 """
 
 from __future__ import annotations
@@ -25,19 +25,17 @@ from itertools import count
 
 import numpy as np
 import onnx
+from numpy.lib.stride_tricks import sliding_window_view
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 13
 IR_VERSION = 8
 INPUT_NAME = "input"
 OUTPUT_NAME = "logits"
+PROBE_PIXELS = 131072  # probe batch = clip(PROBE_PIXELS // input_size^2, 2, PROBE_BATCH_MAX)
+PROBE_BATCH_MAX = 64  # enough samples per channel for BatchNorms on 1x1 maps
 
 Dim = int | str
-
-# Probabilists' Gauss-Hermite rule: E[f(Z)], Z ~ N(0, 1), is approximately f(_NODES) @ _WEIGHTS.
-_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(96)
-_WEIGHTS = _WEIGHTS / np.sqrt(2.0 * np.pi)
-
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
@@ -58,53 +56,42 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 
 @dataclass(frozen=True)
-class Stats:
-    """Estimated per-channel mean and variance of a value, over samples and positions, for standard-normal input."""
-
-    mean: np.ndarray
-    var: np.ndarray
-
-    def through(self, fn: Callable[[np.ndarray], np.ndarray]) -> Stats:
-        """Statistics of ``fn(v)``, treating each channel of ``v`` as Gaussian (Gauss-Hermite quadrature)."""
-        y = fn(self.mean[:, None] + np.sqrt(self.var)[:, None] * _NODES)
-        mean = y @ _WEIGHTS
-        return Stats(mean, np.maximum(y * y @ _WEIGHTS - mean * mean, 0.0))
-
-    def __add__(self, other: Stats) -> Stats:
-        return Stats(self.mean + other.mean, self.var + other.var)
-
-    def __mul__(self, other: Stats) -> Stats:
-        mean = self.mean * other.mean
-        return Stats(mean, (self.var + self.mean**2) * (other.var + other.mean**2) - mean**2)
-
-
-@dataclass(frozen=True)
 class Tensor:
     """A value of the graph under construction: ONNX name, static shape (dim 0 may be symbolic) and, for feature
-    maps, its estimated :class:`Stats`."""
+    maps, its ``probe`` value (the numpy forward pass of the probe batch, see the module docstring)."""
 
     name: str
     shape: tuple[Dim, ...]
-    stats: Stats | None = None
+    probe: np.ndarray | None = None
 
     @property
     def channels(self) -> int:
         return int(self.shape[1])
 
-    def derive(self, name: str, stats: Stats | None) -> Tensor:
-        """The output ``name`` of a shape-preserving op, with statistics ``stats``."""
-        return Tensor(name, self.shape, stats)
+    def derive(self, name: str, probe: np.ndarray | None) -> Tensor:
+        """The output ``name`` of a shape-preserving op, with probe value ``probe``."""
+        return Tensor(name, self.shape, probe)
 
 
 class Graph:
-    """Accumulates nodes and initializers under a PyTorch-style module scope; ``seed`` drives all weights."""
+    """Accumulates nodes and initializers under a PyTorch-style module scope; ``seed`` drives weights and probe."""
 
     def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
+        weight_seed, probe_seed = np.random.SeedSequence(seed).spawn(2)
+        self.rng = np.random.default_rng(weight_seed)
+        self._probe_rng = np.random.default_rng(probe_seed)
         self._nodes: list[onnx.NodeProto] = []
         self._initializers: list[onnx.TensorProto] = []
         self._scope: list[str] = []
         self._node_counts: Counter[str] = Counter()
+
+    def input(self, batch: int | None, channels: int, size: int) -> Tensor:
+        """The NCHW float32 graph input; ``batch=None`` makes the batch dimension symbolic ("N")."""
+        if size < 1 or channels < 1 or (batch is not None and batch < 1):
+            raise ValueError(f"invalid input geometry: batch={batch}, channels={channels}, size={size}")
+        probe_batch = int(np.clip(PROBE_PIXELS // size**2, 2, PROBE_BATCH_MAX))
+        probe = self._probe_rng.standard_normal((probe_batch, channels, size, size))
+        return Tensor(INPUT_NAME, ("N" if batch is None else batch, channels, size, size), probe)
 
     @contextmanager
     def scope(self, name: str | int) -> Iterator[None]:
@@ -160,14 +147,6 @@ class Graph:
         return "".join(f"/{p}" for p in parts)
 
 
-def graph_input(batch: int | None, channels: int, size: int) -> Tensor:
-    """The NCHW float32 graph input; ``batch=None`` makes the batch dimension symbolic ("N")."""
-    if size < 1 or channels < 1 or (batch is not None and batch < 1):
-        raise ValueError(f"invalid input geometry: batch={batch}, channels={channels}, size={size}")
-    shape = ("N" if batch is None else batch, channels, size, size)
-    return Tensor(INPUT_NAME, shape, Stats(np.zeros(channels), np.ones(channels)))
-
-
 def make_divisible(value: float, divisor: int = 8) -> int:
     """torchvision's ``_make_divisible``: round to a multiple of ``divisor``, never below 90 % of ``value``."""
     rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
@@ -181,27 +160,34 @@ def _window_out(size: Dim, kernel: int, stride: int, padding: int) -> int:
     return out
 
 
-def _windowed(x: Tensor, name: str, channels: int, kernel: int, stride: int, padding: int, stats: Stats | None) -> Tensor:
+def _windowed(
+    x: Tensor, name: str, channels: int, kernel: int, stride: int, padding: int, probe: np.ndarray | None
+) -> Tensor:
+    """The output of a sliding-window op over ``x`` (its shape checked to be non-empty)."""
     shape = (x.shape[0], channels, *(_window_out(s, kernel, stride, padding) for s in x.shape[2:]))
-    return Tensor(name, shape, stats)
+    return Tensor(name, shape, probe)
 
 
-def _valid_taps(size: Dim, kernel: int, stride: int, padding: int) -> np.ndarray:
-    """[out, kernel] mask: whether kernel tap t of output position i reads the input rather than the padding."""
-    index = np.arange(_window_out(size, kernel, stride, padding))[:, None] * stride - padding + np.arange(kernel)
-    return ((index >= 0) & (index < int(size))).astype(np.float64)
+# ---------------------------------------------------------------- numpy forward of the probe batch
 
 
-def _conv_stats(x: Stats, weight: np.ndarray, groups: int, valid_h: np.ndarray, valid_w: np.ndarray) -> Stats:
-    """Per-channel mean/variance of a convolution (no bias) averaged over output positions; channels of the input
-    are treated as independent, the spatial variation of the mean (zero padding at borders) is included."""
-    out_channels, group_in = weight.shape[:2]
-    source = (np.arange(out_channels) // (out_channels // groups))[:, None] * group_in + np.arange(group_in)
-    mean_taps = np.einsum("oikl,oi->okl", weight, x.mean[source])
-    var_taps = np.einsum("oikl,oi->okl", weight**2, x.var[source])
-    mean_map = np.einsum("okl,ik,jl->oij", mean_taps, valid_h, valid_w)
-    noise = np.einsum("okl,k,l->o", var_taps, valid_h.mean(0), valid_w.mean(0))
-    return Stats(mean_map.mean((1, 2)), noise + mean_map.var((1, 2)))
+def _windows(x: np.ndarray, kernel: int, stride: int, padding: int, fill: float = 0.0) -> np.ndarray:
+    """[N, C, OH, OW, k, k] view of the (padded) sliding windows of ``x``."""
+    pad = ((0, 0), (0, 0), (padding, padding), (padding, padding))
+    x = np.pad(x, pad, constant_values=fill)
+    return sliding_window_view(x, (kernel, kernel), axis=(2, 3))[:, :, ::stride, ::stride]
+
+
+def _conv_np(x: np.ndarray, weight: np.ndarray, stride: int, padding: int, groups: int) -> np.ndarray:
+    out_channels, group_in, kernel, _ = weight.shape
+    win = _windows(x, kernel, stride, padding)
+    n, c, oh, ow = win.shape[:4]
+    if group_in == 1 and groups == c == out_channels:
+        return np.einsum("nchwkl,ckl->nchw", win, weight[:, 0])
+    cols = win.reshape(n, groups, group_in, oh, ow, kernel, kernel).transpose(1, 0, 3, 4, 2, 5, 6)
+    cols = cols.reshape(groups, n * oh * ow, group_in * kernel * kernel)
+    out = cols @ weight.reshape(groups, out_channels // groups, -1).transpose(0, 2, 1)
+    return out.reshape(groups, n, oh, ow, -1).transpose(1, 0, 4, 2, 3).reshape(n, out_channels, oh, ow)
 
 
 # ---------------------------------------------------------------- layers (one torch.nn module each)
@@ -221,7 +207,8 @@ def conv(
     """``nn.Conv2d`` with a square kernel; padding defaults to ``(kernel - 1) // 2`` ("same" at stride 1)."""
     padding = (kernel - 1) // 2 if padding is None else padding
     fan_out = channels // groups * kernel * kernel
-    weight = g.rng.normal(0.0, np.sqrt(2.0 / fan_out), (channels, x.channels // groups, kernel, kernel))
+    shape = (channels, x.channels // groups, kernel, kernel)
+    weight = g.rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / fan_out))
     with g.scope(name):
         inputs = [x.name, g.param("weight", weight)]
         if bias:
@@ -235,27 +222,29 @@ def conv(
             pads=[padding] * 4,
             strides=[stride, stride],
         )
-    stats = None
-    if x.stats is not None:
-        valid = [_valid_taps(size, kernel, stride, padding) for size in x.shape[2:]]
-        stats = _conv_stats(x.stats, weight, groups, *valid)
-    return _windowed(x, out, channels, kernel, stride, padding, stats)
+    probe = None if x.probe is None else _conv_np(x.probe, weight, stride, padding, groups)
+    return _windowed(x, out, channels, kernel, stride, padding, probe)
 
 
 def batch_norm(g: Graph, x: Tensor, name: str = "bn", eps: float = 1e-5, momentum: float = 0.1) -> Tensor:
-    """``nn.BatchNorm2d`` (``momentum`` in PyTorch's convention); running statistics are the estimated input
-    statistics perturbed (mean + N(0, 0.1) * std, var * U(0.5, 2)), see the module docstring."""
-    c, rng, stats = x.channels, g.rng, x.stats
+    """``nn.BatchNorm2d`` (``momentum`` in PyTorch's convention); running statistics are the probe statistics of
+    ``x`` perturbed (see the module docstring), so ``x`` must carry a probe."""
+    if x.probe is None:
+        raise ValueError(f"batch_norm after {x.name} needs a probed input")
+    c, rng = x.channels, g.rng
     gamma, beta = rng.uniform(0.8, 1.2, c), rng.normal(0.0, 0.1, c)
-    var = np.maximum(stats.var, 1e-3 * stats.var.mean())
-    mean = stats.mean + rng.normal(0.0, 0.1, c) * np.sqrt(var)
+    var = x.probe.var(axis=(0, 2, 3), dtype=np.float64)
+    var = np.maximum(var, 1e-3 * var.mean())
+    mean = x.probe.mean(axis=(0, 2, 3), dtype=np.float64) + rng.normal(0.0, 0.1, c) * np.sqrt(var)
     var = var * rng.uniform(0.5, 2.0, c)
     with g.scope(name):
         inputs = [x.name, g.param("weight", gamma), g.param("bias", beta)]
         inputs += [g.param("running_mean", mean), g.param("running_var", var)]
         out = g.op("BatchNormalization", inputs, epsilon=eps, momentum=1.0 - momentum)
     scale = gamma / np.sqrt(var + eps)
-    return x.derive(out, Stats(scale * (stats.mean - mean) + beta, scale**2 * stats.var))
+    shift = beta - scale * mean
+    probe = x.probe * scale[:, None, None] + shift[:, None, None]
+    return x.derive(out, probe)
 
 
 def activation(g: Graph, x: Tensor, kind: str, name: str) -> Tensor:
@@ -269,9 +258,10 @@ def activation(g: Graph, x: Tensor, kind: str, name: str) -> Tensor:
         elif kind == "relu6":
             out = g.op("Clip", [x.name, g.constant(0.0), g.constant(6.0)])
         else:
-            gate = g.op("HardSigmoid", [x.name], alpha=1.0 / 6.0) if kind.startswith("hard") else g.op("Sigmoid", [x.name])
+            hard = kind.startswith("hard")
+            gate = g.op("HardSigmoid", [x.name], alpha=1.0 / 6.0) if hard else g.op("Sigmoid", [x.name])
             out = g.op("Mul", [x.name, gate]) if kind in ("hardswish", "silu") else gate
-    return x.derive(out, None if x.stats is None else x.stats.through(ACTIVATIONS[kind]))
+    return x.derive(out, None if x.probe is None else ACTIVATIONS[kind](x.probe))
 
 
 def conv_bn_act(
@@ -292,7 +282,7 @@ def conv_bn_act(
 
 
 def max_pool(g: Graph, x: Tensor, kernel: int, stride: int, padding: int = 0, name: str = "maxpool") -> Tensor:
-    """``nn.MaxPool2d`` (floor mode); the statistics estimate passes through unchanged."""
+    """``nn.MaxPool2d`` (floor mode)."""
     with g.scope(name):
         out = g.op(
             "MaxPool",
@@ -303,11 +293,12 @@ def max_pool(g: Graph, x: Tensor, kernel: int, stride: int, padding: int = 0, na
             pads=[padding] * 4,
             strides=[stride, stride],
         )
-    return _windowed(x, out, x.channels, kernel, stride, padding, x.stats)
+    probe = None if x.probe is None else _windows(x.probe, kernel, stride, padding, -np.inf).max(axis=(4, 5))
+    return _windowed(x, out, x.channels, kernel, stride, padding, probe)
 
 
 def avg_pool(g: Graph, x: Tensor, kernel: int, stride: int, name: str = "avgpool") -> Tensor:
-    """``nn.AvgPool2d`` without padding (floor mode); the statistics estimate passes through unchanged."""
+    """``nn.AvgPool2d`` without padding (floor mode)."""
     with g.scope(name):
         out = g.op(
             "AveragePool",
@@ -318,36 +309,36 @@ def avg_pool(g: Graph, x: Tensor, kernel: int, stride: int, name: str = "avgpool
             pads=[0] * 4,
             strides=[stride, stride],
         )
-    return _windowed(x, out, x.channels, kernel, stride, 0, x.stats)
+    probe = None if x.probe is None else _windows(x.probe, kernel, stride, 0).mean(axis=(4, 5))
+    return _windowed(x, out, x.channels, kernel, stride, 0, probe)
 
 
 def global_avg_pool(g: Graph, x: Tensor, name: str = "avgpool") -> Tensor:
-    """``nn.AdaptiveAvgPool2d(1)``; variance estimated as for independent positions."""
+    """``nn.AdaptiveAvgPool2d(1)``."""
     with g.scope(name):
         out = g.op("GlobalAveragePool", [x.name])
-    area = int(np.prod(x.shape[2:]))
-    stats = None if x.stats is None else Stats(x.stats.mean, x.stats.var / area)
-    return Tensor(out, (*x.shape[:2], 1, 1), stats)
+    probe = None if x.probe is None else x.probe.mean(axis=(2, 3), keepdims=True)
+    return Tensor(out, (*x.shape[:2], 1, 1), probe)
 
 
 def flatten(g: Graph, x: Tensor) -> Tensor:
-    """``torch.flatten(x, 1)``."""
+    """``torch.flatten(x, 1)`` (the probe stops here: no BatchNorm follows the classifier input)."""
     return Tensor(g.op("Flatten", [x.name], axis=1), (x.shape[0], int(np.prod(x.shape[1:]))))
 
 
 def add(g: Graph, a: Tensor, b: Tensor) -> Tensor:
-    """Residual sum ``a + b`` (branches treated as independent)."""
-    return a.derive(g.op("Add", [a.name, b.name]), a.stats + b.stats)
+    """Residual sum ``a + b``."""
+    return a.derive(g.op("Add", [a.name, b.name]), None if a.probe is None else a.probe + b.probe)
 
 
 def dropout(g: Graph, x: Tensor, ratio: float, name: str) -> Tensor:
     """``nn.Dropout`` (identity at inference; ratio passed as a Constant input)."""
     with g.scope(name):
-        return x.derive(g.op("Dropout", [x.name, g.constant(ratio)]), x.stats)
+        return x.derive(g.op("Dropout", [x.name, g.constant(ratio)]), x.probe)
 
 
 def local_response_norm(g: Graph, x: Tensor, size: int, alpha: float, beta: float, k: float, name: str) -> Tensor:
-    """``nn.LocalResponseNorm`` as an ONNX LRN node (no statistics estimate: used only in BN-free AlexNet)."""
+    """``nn.LocalResponseNorm`` as an ONNX LRN node (the probe stops here: only BN-free AlexNet uses it)."""
     with g.scope(name):
         return x.derive(g.op("LRN", [x.name], alpha=alpha, beta=beta, bias=k, size=size), None)
 
@@ -355,9 +346,10 @@ def local_response_norm(g: Graph, x: Tensor, size: int, alpha: float, beta: floa
 def linear(g: Graph, x: Tensor, features: int, name: str) -> Tensor:
     """``nn.Linear`` as Gemm(transB=1), Glorot-uniform weight, zero bias."""
     fan_in = int(x.shape[1])
-    limit = np.sqrt(6.0 / (fan_in + features))
+    limit = np.float32(np.sqrt(6.0 / (fan_in + features)))
+    weight = (2.0 * g.rng.random((features, fan_in), dtype=np.float32) - 1.0) * limit
     with g.scope(name):
-        weight = g.param("weight", g.rng.uniform(-limit, limit, (features, fan_in)))
+        weight = g.param("weight", weight)
         out = g.op("Gemm", [x.name, weight, g.param("bias", np.zeros(features))], alpha=1.0, beta=1.0, transB=1)
     return Tensor(out, (x.shape[0], features))
 
@@ -371,7 +363,7 @@ def squeeze_excitation(g: Graph, x: Tensor, squeeze: int, act: str, gate: str, n
         s = global_avg_pool(g, x, "avgpool")
         s = activation(g, conv(g, s, squeeze, 1, bias=True, name="fc1"), act, "activation")
         s = activation(g, conv(g, s, x.channels, 1, bias=True, name="fc2"), gate, "scale_activation")
-        return x.derive(g.op("Mul", [s.name, x.name]), s.stats * x.stats)
+        return x.derive(g.op("Mul", [s.name, x.name]), None if x.probe is None else s.probe * x.probe)
 
 
 @dataclass(frozen=True)

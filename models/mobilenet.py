@@ -15,7 +15,6 @@ from .graph import (
     dropout,
     flatten,
     global_avg_pool,
-    graph_input,
     inverted_residual,
     linear,
     make_divisible,
@@ -65,7 +64,7 @@ def mobilenet_v1(
 ) -> onnx.ModelProto:
     """MobileNetV1 (width 1.0): 3x3 stem, 13 depthwise-separable layers (dw 3x3 + pw 1x1, BN + ReLU), pool, FC."""
     g = Graph(seed)
-    x = graph_input(batch, in_channels, input_size)
+    x = g.input(batch, in_channels, input_size)
     with g.scope("features"):
         with g.scope(0):
             y = conv_bn_act(g, x, 32, 3, 2)
@@ -85,7 +84,7 @@ def mobilenet_v2(
     """MobileNetV2 (width 1.0): inverted residuals with ReLU6 and linear bottlenecks, 1280-channel head,
     classifier Dropout(0.2) -> FC."""
     g = Graph(seed)
-    x = graph_input(batch, in_channels, input_size)
+    x = g.input(batch, in_channels, input_size)
     with g.scope("features"):
         with g.scope(0):
             y = conv_bn_act(g, x, 32, 3, 2, act="relu6")
@@ -108,7 +107,7 @@ def _mobilenet_v3(
     in_channels: int, batch: int | None, seed: int,
 ) -> onnx.ModelProto:
     g = Graph(seed)
-    x = graph_input(batch, in_channels, input_size)
+    x = g.input(batch, in_channels, input_size)
     with g.scope("features"):
         with g.scope(0):
             y = conv_bn_act(g, x, 16, 3, 2, act="hardswish", **_V3_BN)

@@ -15,7 +15,6 @@ from .graph import (
     conv,
     flatten,
     global_avg_pool,
-    graph_input,
     linear,
     max_pool,
 )
@@ -51,7 +50,7 @@ def _resnet(
     batch: int | None, seed: int,
 ) -> onnx.ModelProto:
     g = Graph(seed)
-    x = graph_input(batch, in_channels, input_size)
+    x = g.input(batch, in_channels, input_size)
     y = activation(g, batch_norm(g, conv(g, x, 64, 7, 2, 3, name="conv1"), "bn1"), "relu", "relu")
     y = max_pool(g, y, 3, 2, 1)
     for stage, depth in enumerate(depths):

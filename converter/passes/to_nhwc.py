@@ -129,12 +129,15 @@ def _merge_transposes(graph: Graph, node: Node) -> bool:
 
 
 def _as_reshape(graph: Graph, node: Node, perm: Perm) -> bool:
-    """A transpose that keeps the order of all dims other than 1s is a (copy-free) reshape."""
+    """A transpose that keeps the order of all dims other than 1s is a (copy-free) reshape. The target shape
+    copies dims that stay in place (0) and infers the one moved dim (-1), so it survives a batch Resize."""
     x = graph.values[node.inputs[0]]
     moved = [p for p in perm if x.shape[p] != 1]
-    if moved != sorted(moved) or sum(d < 0 for d in x.shape) > 1:
+    if moved != sorted(moved):
         return False
-    shape = [x.shape[p] for p in perm]
+    shape = [0 if p == i else 1 if x.shape[p] == 1 else -1 for i, p in enumerate(perm)]
+    if shape.count(-1) > 1:
+        return False
     node.op, node.attrs = "Reshape", {}
     node.inputs = [node.inputs[0], graph.add_const(np.array(shape, np.int64), node.name + "/shape")]
     return True

@@ -81,7 +81,7 @@ class ImportContext:
         try:
             folded = infer_node(self.graph, node)
         except LiteError as e:
-            raise self.error(str(e).split(" [")[0], type(e)) from e
+            raise self.error(e.args[0], type(e)) from e
         if folded:
             self.graph.remove_node(node)
         return outputs

@@ -1,0 +1,144 @@
+"""Bad input gets a LiteError with the documented status and a message naming the culprit — never a crash."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import lite
+from converter import convert
+from converter.export import to_bytes
+from converter.ir import Graph, Node, Value
+from tests.util import session_for, small_cnn
+
+
+@pytest.fixture(scope="module")
+def model_bytes() -> bytes:
+    return convert(small_cnn())
+
+
+def _import(buf: bytes) -> lite.LiteSession:
+    return lite.LiteSession.CreateSession(buf, len(buf), lite.Context())
+
+
+def test_truncated_file_is_a_graph_file_error(model_bytes: bytes) -> None:
+    with pytest.raises(lite.GraphFileError) as e:
+        _import(model_bytes[: len(model_bytes) // 2])
+    assert e.value.status == lite.RET_GRAPH_FILE_ERR
+    assert "runs past the end" in str(e.value) or "malformed" in str(e.value)
+
+
+def test_random_bytes_are_rejected_by_identifier() -> None:
+    with pytest.raises(lite.GraphFileError, match="file identifier") as e:
+        _import(np.random.default_rng(0).bytes(4096))
+    assert e.value.status == lite.RET_GRAPH_FILE_ERR
+
+
+def test_tiny_and_empty_buffers(tmp_path) -> None:
+    with pytest.raises(lite.GraphFileError, match="too small"):
+        _import(b"\x00\x01")
+    empty = tmp_path / "empty.ms"
+    empty.write_bytes(b"")
+    with pytest.raises(lite.GraphFileError, match="empty"):
+        lite.Model.Load(empty)
+    with pytest.raises(lite.GraphFileError, match="cannot read"):
+        lite.Model.Load(tmp_path / "missing.ms")
+
+
+def test_size_larger_than_buffer(model_bytes: bytes) -> None:
+    with pytest.raises(lite.GraphFileError, match="does not fit"):
+        lite.Model.Import(model_bytes, len(model_bytes) + 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_corrupted_files_raise_only_lite_errors(model_bytes: bytes, seed: int) -> None:
+    """Byte flips and truncations anywhere: the session either works or raises a LiteError."""
+    rng = np.random.default_rng(seed)
+    for _ in range(150):
+        buf = bytearray(model_bytes)
+        if rng.random() < 0.3:
+            buf = buf[: int(rng.integers(0, len(buf)))]
+        for pos in rng.integers(0, max(len(buf), 1), size=int(rng.integers(1, 8))):
+            if pos < len(buf):
+                buf[pos] = int(rng.integers(0, 256))
+        try:
+            session = _import(bytes(buf))
+            if session.arena_bytes < 1 << 26:     # a flipped dim can ask for gigabytes: planned, not run
+                session.RunGraph()
+        except lite.LiteError as e:
+            assert e.status < 0 and str(e)
+
+
+def test_unsupported_onnx_op_names_op_node_and_opset() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    grid = helper.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 4, 4, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], name="model/grid")
+    model = helper.make_model(helper.make_graph([node], "g", [x, grid], [y]),
+                              opset_imports=[helper.make_opsetid("", 16)])
+    with pytest.raises(lite.NotSupportedError) as e:
+        convert(model)
+    assert e.value.status == lite.RET_NOT_SUPPORT
+    assert "'GridSample'" in str(e.value) and "'model/grid'" in str(e.value) and "opset 16" in str(e.value)
+
+
+def test_op_without_kernel_for_its_dtype_names_the_node() -> None:
+    g = Graph("int_conv")
+    g.values["x"] = Value("x", (1, 4, 4, 2), np.dtype(np.int32))
+    g.values["w"] = Value("w", (2, 1, 1, 2), np.dtype(np.int32), np.ones((2, 1, 1, 2), np.int32))
+    g.values["y"] = Value("y", (1, 4, 4, 2), np.dtype(np.int32))
+    g.inputs, g.outputs = ["x"], ["y"]
+    g.nodes.append(Node("Conv2D", "int_conv", ["x", "w"], ["y"], {"kernel_h": 1, "kernel_w": 1,
+                                                                  "in_channel": 2, "out_channel": 2}))
+    buf = to_bytes(g)
+    with pytest.raises(lite.NotSupportedError, match="Conv2D node 'int_conv'") as e:
+        _import(buf)
+    assert e.value.status == lite.RET_NOT_SUPPORT
+
+
+def test_wrong_input_shape_names_the_tensor() -> None:
+    session = session_for(small_cnn())
+    with pytest.raises(lite.InputTensorError, match="'input'.*shape") as e:
+        session.GetInputs()[0].set_data(np.zeros((1, 3, 9, 9), np.float32))
+    assert e.value.status == lite.RET_INPUT_TENSOR_ERROR
+
+
+def test_wrong_input_dtype_names_the_tensor() -> None:
+    session = session_for(small_cnn())
+    with pytest.raises(lite.InputTensorError, match="'input'.*float32.*float64") as e:
+        session.GetInputs()[0].set_data(np.zeros((1, 3, 8, 8), np.float64))
+    assert e.value.status == lite.RET_INPUT_TENSOR_ERROR
+
+
+def test_resize_errors_leave_the_session_usable() -> None:
+    session = session_for(small_cnn())
+    inp = session.GetInputs()[0]
+    with pytest.raises(lite.InputTensorError, match="same rank"):
+        session.Resize([inp], [[1, 3, 8]])
+    with pytest.raises(lite.InputTensorError, match="not an input"):
+        session.Resize([session.GetOutputByTensorName("logits")], [[2, 4]])
+    with pytest.raises(lite.InferShapeError) as e:
+        session.Resize([inp], [[1, 5, 8, 8]])       # 5 channels into a 3-channel conv
+    assert e.value.status == lite.RET_INFER_ERR and "conv1" in str(e.value)
+    inp.set_data(np.ones((1, 3, 8, 8), np.float32))
+    assert session.RunGraph() == lite.RET_OK
+
+
+def test_compile_graph_needs_a_model() -> None:
+    session = lite.LiteSession.CreateSession(lite.Context())
+    with pytest.raises(lite.ParamInvalidError):
+        session.CompileGraph(b"not a model")
+    with pytest.raises(lite.ParamInvalidError, match="CompileGraph first"):
+        session.GetInputs()
+
+
+def test_nonexistent_onnx_file(tmp_path) -> None:
+    from converter import convert_file
+    with pytest.raises(lite.GraphFileError, match="does not exist"):
+        convert_file(tmp_path / "nope.onnx", tmp_path / "out")
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(os.urandom(100))
+    with pytest.raises(lite.GraphFileError, match="not a readable ONNX model"):
+        convert_file(junk, tmp_path / "out")

@@ -1,0 +1,63 @@
+"""The arena planner and the compiled plans of real graphs: no two simultaneously live tensors overlap."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import models
+from lite.memory_plan import Buffer, plan
+from tests.util import session_for, small_cnn
+
+
+def _assert_disjoint(buffers: list[Buffer], offsets: list[int]) -> None:
+    for (a, oa), (b, ob) in itertools.combinations(zip(buffers, offsets), 2):
+        if a.overlaps_in_time(b) and a.size and b.size:
+            assert oa + a.size <= ob or ob + b.size <= oa, (a, oa, b, ob)
+
+
+def test_buffers_alive_together_never_share_bytes() -> None:
+    rng = np.random.default_rng(0)
+    buffers = []
+    for _ in range(200):
+        first = int(rng.integers(0, 50))
+        buffers.append(Buffer(int(rng.integers(1, 5000)), first, first + int(rng.integers(0, 10))))
+    offsets, total = plan(buffers)
+    _assert_disjoint(buffers, offsets)
+    assert all(o % 64 == 0 for o in offsets)
+    assert total >= max(o + b.size for o, b in zip(offsets, buffers))
+
+
+def test_buffers_with_disjoint_lifetimes_reuse_memory() -> None:
+    buffers = [Buffer(1000, 0, 1), Buffer(1000, 2, 3), Buffer(1000, 4, 5)]
+    offsets, total = plan(buffers)
+    assert offsets == [0, 0, 0] and total == 1024
+
+
+def test_chain_needs_two_buffers_not_n() -> None:
+    buffers = [Buffer(640, i, i + 1) for i in range(10)]
+    _, total = plan(buffers)
+    assert total == 2 * 640
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "resnet18", "mobilenet_v2"])
+def test_compiled_plan_has_no_overlapping_live_tensors(name: str) -> None:
+    model = small_cnn() if name == "small_cnn" else models.build(name, num_classes=10, input_size=32)
+    session = session_for(model)
+    placements = session._plan.placements
+    assert session.arena_bytes == max(p.offset + p.size for p in placements)
+    for a, b in itertools.combinations(placements, 2):
+        if a.first <= b.last and b.first <= a.last and a.size and b.size:
+            assert a.offset + a.size <= b.offset or b.offset + b.size <= a.offset, (a, b)
+
+
+def test_plan_is_smaller_than_keeping_every_tensor() -> None:
+    session = session_for(models.build("resnet18", num_classes=10, input_size=32))
+    every = sum(p.size for p in session._plan.placements)      # tensors and scratch, each in its own space
+    assert session.arena_bytes < every / 4
+
+
+def test_in_place_ops_share_their_input_buffer() -> None:
+    session = session_for(models.build("resnet18", num_classes=10, input_size=32), thread_num=1)
+    assert any(len(p.tensors) > 1 for p in session._plan.placements)

@@ -1,0 +1,112 @@
+"""Each optimisation pass keeps the graph's meaning, alone or together, and does its one job."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import models
+from converter import to_graph
+from converter.export import to_bytes
+from converter.passes import PASSES
+import lite
+from schema import fb
+from tests.util import run_lite, run_ort, small_cnn
+
+
+def _session(graph) -> lite.LiteSession:
+    buf = to_bytes(graph)
+    return lite.LiteSession.CreateSession(buf, len(buf), lite.Context())
+
+
+def _ops(graph) -> list[str]:
+    return [n.op for n in graph.nodes]
+
+
+@pytest.mark.parametrize("model_name", ["small_cnn", "mobilenet_v3_small", "efficientnet_b0"])
+@pytest.mark.parametrize("only", [None, *PASSES])
+def test_each_pass_alone_keeps_outputs(model_name: str, only: str | None) -> None:
+    model = small_cnn() if model_name == "small_cnn" else models.build(model_name, num_classes=10,
+                                                                          input_size=32)
+    disabled = [p for p in PASSES if p != only] if only else []
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8) if model_name == "small_cnn"
+                                                 else (1, 3, 32, 32)).astype(np.float32)
+    got = run_lite(_session(to_graph(model, disabled_passes=disabled)), {"input": x})
+    want = run_ort(model, {"input": x})
+    for name, expected in want.items():
+        np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+
+
+def test_fuse_batchnorm_removes_batchnorm() -> None:
+    assert "BatchNorm" in _ops(to_graph(small_cnn(), disabled_passes=["fuse_batchnorm"]))
+    assert "BatchNorm" not in _ops(to_graph(small_cnn()))
+
+
+def test_fuse_activation_folds_relu_into_conv() -> None:
+    graph = to_graph(small_cnn())
+    conv1 = next(n for n in graph.nodes if n.op == "Conv2D" and n.name == "conv1")
+    assert conv1.attrs["activation"] == fb.ActivationType.RELU
+    assert "Activation" not in _ops(graph)
+
+
+def test_fuse_activation_recognises_swish_and_hard_swish() -> None:
+    graph = to_graph(models.build("efficientnet_b0", num_classes=10, input_size=32))
+    kinds = {n.attrs.get("activation") for n in graph.nodes if n.op == "Conv2D"}
+    assert fb.ActivationType.SWISH in kinds
+    graph = to_graph(models.build("mobilenet_v3_small", num_classes=10, input_size=32))
+    kinds = {n.attrs.get("activation") for n in graph.nodes if n.op == "Conv2D"}
+    assert fb.ActivationType.HSWISH in kinds
+
+
+def test_to_nhwc_leaves_transposes_only_at_the_border() -> None:
+    graph = to_graph(models.build("resnet18", num_classes=10, input_size=32))
+    assert _ops(graph).count("Transpose") == 1        # the NCHW input; the GAP output becomes a Reshape
+    assert graph.producer(graph.nodes[0].outputs[0]) is graph.nodes[0]
+    unoptimised = to_graph(models.build("resnet18", num_classes=10, input_size=32), disabled_passes=["to_nhwc"])
+    assert _ops(unoptimised).count("Transpose") > 30
+
+
+def _shape_subgraph_model() -> tuple:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 24])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "zero_axes"], ["n1"]),
+        helper.make_node("Concat", ["n1", "minus_one"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero_axes"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus_one")]
+    return helper.make_model(helper.make_graph(nodes, "shape_subgraph", [x], [y], inits),
+                             opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_fold_constants_folds_static_shape_subgraphs() -> None:
+    graph = to_graph(_shape_subgraph_model(), input_shapes={"x": [2, 2, 3, 4]})
+    assert _ops(graph) == ["Reshape"]
+
+
+def test_dynamic_batch_keeps_shape_computation_until_run_time() -> None:
+    model = _shape_subgraph_model()
+    session = _session(to_graph(model))
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 2, 3, 4)).astype(np.float32)
+        np.testing.assert_array_equal(run_lite(session, {"x": x})["y"], run_ort(model, {"x": x})["y"])
+
+
+def test_remove_identity_keeps_output_names() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Dropout", ["r"], ["d"]),
+             helper.make_node("Identity", ["d"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "ids", [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
+    graph = to_graph(model)
+    assert _ops(graph) == ["Activation"] and graph.outputs == ["y"]
+    assert _ops(to_graph(model, disabled_passes=["remove_identity"])).count("Identity") == 1
+
+
+def test_unknown_pass_name_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown passes"):
+        to_graph(small_cnn(), disabled_passes=["fuse_everything"])
