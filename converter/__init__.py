@@ -6,10 +6,11 @@ from typing import Iterable
 
 import onnx
 
-from converter.export import to_bytes, write_atomic
+from converter.export import to_bytes
 from converter.frontends.onnx import import_model
 from converter.ir import Graph
 from converter.passes import optimize
+from lite.serialize import write_atomic
 from lite.status import GraphFileError
 
 __all__ = ["convert", "convert_file", "load_onnx", "to_graph"]

@@ -24,6 +24,9 @@ class Value:
     const: np.ndarray | None = None
     format: int = fb.Format.ND
     probes: tuple[TensorSpec, TensorSpec] | None = None   # specs under two settings of the unknown dims
+    quant_params: list[Any] = field(default_factory=list)  # fb.QuantParamT: one, or one per channel
+    quant_axis: int = 0
+    source_perm: tuple[int, ...] = ()     # for weights stored transposed: the permutation back to the source
 
     @property
     def rank(self) -> int:
@@ -44,6 +47,15 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class SubGraph:
+    """A named part of the graph, run on its own (training models: "eval", "gradients", "optimizer")."""
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    nodes: list[Node]
+
+
 class Graph:
     def __init__(self, name: str = "graph"):
         self.name = name
@@ -51,6 +63,7 @@ class Graph:
         self.values: dict[str, Value] = {}
         self.inputs: list[str] = []
         self.outputs: list[str] = []
+        self.subgraphs: list[SubGraph] = []
         self._counter = itertools.count()
 
     # ---- names and values ------------------------------------------------------------------------------------
@@ -105,17 +118,21 @@ class Graph:
         self.nodes.remove(node)
 
     def prune(self) -> None:
-        """Drop nodes and constants that no graph output depends on."""
+        """Drop nodes and constants that no graph output depends on (nodes without outputs, such as
+        optimizers that update weights in place, are always kept)."""
         live = set(self.outputs)
         kept = []
         for node in reversed(self.topological()):
-            if any(o in live for o in node.outputs):
+            if not node.outputs or any(o in live for o in node.outputs):
                 kept.append(node)
                 live.update(i for i in node.inputs if i)
         self.nodes = kept[::-1]
         produced = {o for n in self.nodes for o in n.outputs}
         self.values = {k: v for k, v in self.values.items()
                        if k in live or k in produced or k in self.inputs}
+        kept_ids = {id(n) for n in self.nodes}
+        for sg in self.subgraphs:
+            sg.nodes = [n for n in sg.nodes if id(n) in kept_ids]
 
     def topological(self) -> list[Node]:
         ready = set(self.inputs) | {k for k, v in self.values.items() if v.const is not None} | {""}

@@ -46,7 +46,7 @@ def infer_node(graph: Graph, node: Node) -> bool:
     first = fold_or_infer(nd, [p[0] for p in probes])[0]
     static = all(a is b or (a.shape == b.shape and a.value is None and b.value is None) for a, b in probes)
     runs = [first, first if static else fold_or_infer(nd, [p[1] for p in probes])[0]]
-    folded = True
+    folded = bool(node.outputs)
     for name, a, b in zip(node.outputs, *runs):
         same_value = (a.value is not None and b.value is not None and a.value.shape == b.value.shape
                       and np.array_equal(a.value, b.value))

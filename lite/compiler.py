@@ -14,7 +14,7 @@ from lite import dtypes
 from lite import kernels as _kernels  # noqa: F401  (registers every kernel)
 from lite.kernel import Kernel, TensorSpec, create_kernel
 from lite.memory_plan import Buffer, plan
-from lite.model import Model, NodeDef
+from lite.model import Model, NodeDef, SubGraphDef
 from lite.status import InferShapeError, LiteError, MemoryFailedError, OpExecuteError
 
 MAX_ARENA_BYTES = 16 << 30
@@ -61,12 +61,15 @@ def evaluate(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None],
 
 def fold_or_infer(node: NodeDef, inputs: Sequence[TensorSpec | None]) -> tuple[list[TensorSpec], Kernel | None]:
     """Output specs of `node`; values are filled in when compile time can know them. Returns the kernel when
-    the node must run at run time, None when it was folded."""
+    the node must run at run time, None when it was folded. Kernels with `foldable = False` (random or
+    stateful ops, such as training Dropout and optimizers) always run."""
     kernel = select_kernel(node, inputs)
     outs = infer_node(kernel, node, inputs)
-    if all(s.value is not None for s in outs):
+    if not kernel.foldable:
+        return outs, kernel
+    if outs and all(s.value is not None for s in outs):
         return outs, None
-    if kernel.foldable and all(s is None or s.value is not None for s in inputs):
+    if all(s is None or s.value is not None for s in inputs):
         return evaluate(kernel, node, inputs, outs), None
     return outs, kernel
 
@@ -105,39 +108,53 @@ class ExecutionPlan:
         return int(self.arena.nbytes)
 
 
-def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]]) -> ExecutionPlan:
-    """Infer, fold, select kernels, plan memory and bind arrays for `model` with the given input shapes."""
+def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]], part: SubGraphDef | None = None,
+                  external: dict[int, np.ndarray] | None = None) -> ExecutionPlan:
+    """Infer, fold, select kernels, plan memory and bind arrays for `model` (or one of its subgraphs) with the
+    given input shapes. `external` tensors live outside the arena in the arrays given: variables that ops
+    update in place (weights, optimizer state) and tensors shared between the plans of one session. They are
+    never folded, even when the file stores them as constants."""
+    graph = part or model
+    external = external or {}
     specs: list[TensorSpec | None] = [None] * len(model.tensors)
     for t in model.tensors:
-        if t.is_const:
+        if t.is_const and t.index not in external:
             specs[t.index] = TensorSpec(t.dims, t.data.dtype, t.data, t.quant_params or None)
-    for i in model.inputs:
+    for i, array in external.items():
+        specs[i] = TensorSpec(array.shape, array.dtype)
+    for i in graph.inputs:
         specs[i] = TensorSpec(tuple(input_shapes[i]), dtypes.to_numpy(model.tensors[i].data_type))
     pending: list[tuple[NodeDef, Kernel]] = []
-    for node in model.nodes:
+    for node in graph.nodes:
         inputs = [specs[i] if i >= 0 else None for i in node.inputs]
         outs, kernel = fold_or_infer(node, inputs)
         for t, spec in zip(node.outputs, outs):
+            if t in external and (spec.shape != external[t].shape or spec.dtype != external[t].dtype):
+                raise InferShapeError(f"{node.op} node '{node.name}' produces {list(spec.shape)} "
+                                      f"{spec.dtype}, but its output '{model.tensors[t].name}' is "
+                                      f"{list(external[t].shape)} {external[t].dtype}")
             specs[t] = spec
         if kernel is not None:
             pending.append((node, kernel))
-    return _bind(model, specs, pending)
+    return _bind(graph, specs, pending, external)
 
 
-def _bind(model: Model, specs: list[TensorSpec | None], pending: list[tuple[NodeDef, Kernel]]) -> ExecutionPlan:
+def _bind(graph: Model | SubGraphDef, specs: list[TensorSpec | None], pending: list[tuple[NodeDef, Kernel]],
+          external: dict[int, np.ndarray]) -> ExecutionPlan:
     end = len(pending)
     group = {}                          # tensor -> representative tensor of its shared buffer
     first: dict[int, int] = {}
     last: dict[int, int] = {}
-    keep = set(model.inputs) | set(model.outputs)
-    for i in model.inputs:
+    keep = set(graph.inputs) | set(graph.outputs)
+    for i in graph.inputs:
         first[i], last[i] = 0, end
     for s, (node, _) in enumerate(pending):
         for t in node.inputs:
             if t in first:
                 last[t] = max(last[t], s)
         for t in node.outputs:
-            first[t], last[t] = s, end if t in keep else s
+            if t not in external:
+                first[t], last[t] = s, end if t in keep else s
     for s, (node, kernel) in enumerate(pending):   # in place: output 0 reuses input 0 when input 0 dies here
         src = node.inputs[0] if node.inputs else -1
         dst = node.outputs[0] if node.outputs else -1
@@ -163,6 +180,8 @@ def _bind(model: Model, specs: list[TensorSpec | None], pending: list[tuple[Node
         return arena[offset:offset + spec.nbytes].view(spec.dtype).reshape(spec.shape)
 
     arrays: list[np.ndarray | None] = [s.value if s is not None else None for s in specs]
+    for t, array in external.items():
+        arrays[t] = array
     placements = []
     for ts, offset, buf in zip(owners, offsets, buffers):
         for t in ts:

@@ -31,6 +31,7 @@ class TensorDef:
     data: np.ndarray | None = None
     quant_params: list[Any] = field(default_factory=list)
     quant_axis: int = 0
+    source_perm: tuple[int, ...] = ()     # restores the source model's layout (e.g. OHWI -> OIHW)
 
     @property
     def is_const(self) -> bool:
@@ -48,14 +49,26 @@ class NodeDef:
     quant_type: int = 0
 
 
+@dataclass
+class SubGraphDef:
+    """A named part of the graph (a training model has "eval", "gradients" and "optimizer" parts)."""
+    name: str
+    inputs: list[int]
+    outputs: list[int]
+    nodes: list[NodeDef]     # in execution order
+
+
 class Model:
-    """An imported model: its tensors, its nodes in execution (topological) order and its graph inputs/outputs."""
+    """An imported model: its tensors, its nodes in execution (topological) order, its graph inputs/outputs
+    and its named subgraphs."""
 
     def __init__(self, name: str, version: str, tensors: list[TensorDef], nodes: list[NodeDef],
-                 inputs: list[int], outputs: list[int], buffer: Any = None):
+                 inputs: list[int], outputs: list[int], subgraphs: dict[str, SubGraphDef] | None = None,
+                 buffer: Any = None):
         self.name, self.version = name, version
         self.tensors, self.nodes = tensors, nodes
         self.inputs, self.outputs = inputs, outputs
+        self.subgraphs = subgraphs or {}
         self._buffer = buffer    # keeps the mapped bytes alive as long as weight views exist
 
     @staticmethod
@@ -88,7 +101,16 @@ class Model:
 
     def Free(self) -> None:
         """Drop the graph definition; sessions already compiled keep what they need."""
-        self.tensors, self.nodes, self._buffer = [], [], None
+        self.tensors, self.nodes, self.subgraphs, self._buffer = [], [], {}, None
+
+
+def _text(value: bytes | None, default: str) -> str:
+    return value.decode() if value else default
+
+
+def _vector(table: Any, field: str) -> list[int]:
+    """An integer vector field as a list ([] when absent)."""
+    return getattr(table, field + "AsNumpy")().tolist() if getattr(table, field + "Length")() else []
 
 
 def _read(buf: memoryview) -> Model:
@@ -96,43 +118,45 @@ def _read(buf: memoryview) -> Model:
     tensors = [_read_tensor(i, root.AllTensors(i)) for i in range(root.AllTensorsLength())]
     n = len(tensors)
 
-    def indices(values: np.ndarray, where: str, optional: bool = False) -> list[int]:
-        out = []
-        for v in values.tolist():
-            if optional and v == NO_TENSOR:
-                out.append(-1)
-            elif v >= n:
+    def indices(values: list[int], where: str, optional: bool = False) -> list[int]:
+        for v in values:
+            if v >= n and not (optional and v == NO_TENSOR):
                 raise GraphFileError(f"{where} refers to tensor {v}, but the model has {n} tensors")
-            else:
-                out.append(v)
-        return out
+        return [-1 if v == NO_TENSOR else v for v in values]
 
     nodes = []
     for i in range(root.NodesLength()):
         node = root.Nodes(i)
-        name = (node.Name() or b"").decode() or f"node_{i}"
+        name = _text(node.Name(), f"node_{i}")
         op = _OP_NAMES.get(node.PrimitiveType())
         if op is None:
             raise GraphFileError(f"node '{name}' has no op")
         attrs = op_attrs.read(op, fb.PrimitiveCreator(node.PrimitiveType(), node.Primitive()))
-        nodes.append(NodeDef(name, op, attrs, indices(node.InputIndexAsNumpy() if node.InputIndexLength() else
-                                                      np.zeros(0, np.uint32), f"node '{name}'", optional=True),
-                             indices(node.OutputIndexAsNumpy() if node.OutputIndexLength() else
-                                     np.zeros(0, np.uint32), f"node '{name}'"), node.QuantType()))
-    graph_in = indices(root.InputIndexAsNumpy() if root.InputIndexLength() else np.zeros(0, np.uint32),
-                       "graph input")
-    graph_out = indices(root.OutputIndexAsNumpy() if root.OutputIndexLength() else np.zeros(0, np.uint32),
-                        "graph output")
+        nodes.append(NodeDef(name, op, attrs, indices(_vector(node, "InputIndex"), f"node '{name}'", True),
+                             indices(_vector(node, "OutputIndex"), f"node '{name}'"), node.QuantType()))
+    graph_in = indices(_vector(root, "InputIndex"), "graph input")
+    graph_out = indices(_vector(root, "OutputIndex"), "graph output")
     if not graph_out:
         raise GraphFileError("model has no outputs")
     ordered = _topological_order(nodes, tensors, graph_in)
-    return Model((root.Name() or b"").decode(), (root.Version() or b"").decode(), tensors, ordered, graph_in,
-                 graph_out, buf.obj)
+    rank = {id(node): k for k, node in enumerate(ordered)}
+    subgraphs = {}
+    for i in range(root.SubGraphsLength()):
+        sg = root.SubGraphs(i)
+        name = _text(sg.Name(), f"subgraph_{i}")
+        members = _vector(sg, "NodeIndices")
+        if any(k >= len(nodes) for k in members):
+            raise GraphFileError(f"subgraph '{name}' refers to a node beyond the {len(nodes)} of the model")
+        subgraphs[name] = SubGraphDef(name, indices(_vector(sg, "InputIndices"), f"subgraph '{name}'"),
+                                      indices(_vector(sg, "OutputIndices"), f"subgraph '{name}'"),
+                                      sorted((nodes[k] for k in members), key=lambda nd: rank[id(nd)]))
+    return Model(_text(root.Name(), ""), _text(root.Version(), ""), tensors, ordered, graph_in, graph_out,
+                 subgraphs, buf.obj)
 
 
 def _read_tensor(index: int, t: Any) -> TensorDef:
-    name = (t.Name() or b"").decode() or f"tensor_{index}"
-    dims = tuple(int(d) for d in t.DimsAsNumpy()) if t.DimsLength() else ()
+    name = _text(t.Name(), f"tensor_{index}")
+    dims = tuple(_vector(t, "Dims"))
     if any(d < -1 for d in dims):
         raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")
     try:
@@ -148,9 +172,11 @@ def _read_tensor(index: int, t: Any) -> TensorDef:
             raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
                                  f"{dtypes.type_name(t.DataType())} need {count * dtype.itemsize}")
         data = t.DataAsNumpy().view(dtype).reshape(dims)   # a view into the mapped buffer, never a copy
-    quant = [t.QuantParams(i) for i in range(t.QuantParamsLength())]
-    return TensorDef(index, name, t.NodeType(), t.DataType(), dims, t.Format(), data,
-                     [fb.QuantParamT.InitFromObj(q) for q in quant], t.QuantAxis())
+    perm = tuple(_vector(t, "SourcePerm"))
+    if perm and sorted(perm) != list(range(len(dims))):
+        raise GraphFileError(f"tensor '{name}' has source_perm {list(perm)}, not a permutation of its dims")
+    quant = [fb.QuantParamT.InitFromObj(t.QuantParams(i)) for i in range(t.QuantParamsLength())]
+    return TensorDef(index, name, t.NodeType(), t.DataType(), dims, t.Format(), data, quant, t.QuantAxis(), perm)
 
 
 def _topological_order(nodes: list[NodeDef], tensors: list[TensorDef], graph_in: list[int]) -> list[NodeDef]:

@@ -10,7 +10,7 @@ import numpy as np
 from lite import dtypes
 from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
-from lite.model import Model
+from lite.model import Model, SubGraphDef
 from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, OpExecuteError,
                          ParamInvalidError)
 from lite.tensor import MSTensor
@@ -23,6 +23,7 @@ class CallBackParam:
     node_type: str
 
 
+INFERENCE_SUBGRAPH = "eval"      # a training model's forward part; inference sessions run only it
 KernelCallBack = Callable[[list[MSTensor], list[MSTensor], CallBackParam], bool]
 
 
@@ -36,6 +37,7 @@ class LiteSession:
             raise ParamInvalidError(f"context must be a lite.Context, got {type(self.context).__name__}")
         self.device = self.context.resolve_device()
         self._model: Model | None = None
+        self._graph: Model | SubGraphDef | None = None
         self._plan: ExecutionPlan | None = None
         self._tensors: dict[int, MSTensor] = {}
         self._node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]] | None = None
@@ -56,16 +58,17 @@ class LiteSession:
     def CompileGraph(self, model: Model) -> int:
         if not isinstance(model, Model):
             raise ParamInvalidError(f"CompileGraph needs a lite.Model, got {type(model).__name__}")
-        shapes = {i: tuple(max(d, 1) if d < 0 else d for d in model.tensors[i].dims) for i in model.inputs}
         self._model = model
-        self._compile(shapes)
+        self._graph = model.subgraphs.get(INFERENCE_SUBGRAPH, model)
+        self._compile({i: tuple(max(d, 1) if d < 0 else d for d in model.tensors[i].dims)
+                       for i in self._graph.inputs})
         return RET_OK
 
     def _compile(self, shapes: dict[int, tuple[int, ...]]) -> None:
-        plan = compile_graph(self._model, shapes)
+        plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None)
         self._plan = plan
         self._node_io = None
-        for i in set(self._model.inputs) | set(self._model.outputs):
+        for i in set(self._graph.inputs) | set(self._graph.outputs):
             t = self._model.tensors[i]
             if i in self._tensors:
                 self._tensors[i]._rebind(plan.arrays[i])
@@ -85,14 +88,14 @@ class LiteSession:
     # ---- inputs / outputs ----------------------------------------------------------------------------------
     def GetInputs(self) -> list[MSTensor]:
         self._require_compiled()
-        return [self._tensors[i] for i in self._model.inputs]
+        return [self._tensors[i] for i in self._graph.inputs]
 
     def GetInputsByTensorName(self, name: str) -> MSTensor | None:
         return next((t for t in self.GetInputs() if t.tensor_name() == name), None)
 
     def GetOutputs(self) -> dict[str, MSTensor]:
         self._require_compiled()
-        return {self._tensors[i].tensor_name(): self._tensors[i] for i in self._model.outputs}
+        return {self._tensors[i].tensor_name(): self._tensors[i] for i in self._graph.outputs}
 
     def GetOutputTensorNames(self) -> list[str]:
         return list(self.GetOutputs())
@@ -105,8 +108,8 @@ class LiteSession:
         warnings.warn("GetOutputsByNodeName is deprecated; use GetOutputByTensorName", DeprecationWarning,
                       stacklevel=2)
         self._require_compiled()
-        outs = set(self._model.outputs)
-        node = next((n for n in self._model.nodes if n.name == node_name), None)
+        outs = set(self._graph.outputs)
+        node = next((n for n in self._graph.nodes if n.name == node_name), None)
         return [self._tensors[t] for t in node.outputs if t in outs] if node else []
 
     # ---- run -----------------------------------------------------------------------------------------------
@@ -163,8 +166,8 @@ class LiteSession:
         self._require_compiled()
         if len(inputs) != len(dims):
             raise ParamInvalidError(f"Resize got {len(inputs)} tensors but {len(dims)} shapes")
-        by_name = {self._tensors[i].tensor_name(): i for i in self._model.inputs}
-        shapes = {i: tuple(self._plan.specs[i].shape) for i in self._model.inputs}
+        by_name = {self._tensors[i].tensor_name(): i for i in self._graph.inputs}
+        shapes = {i: tuple(self._plan.specs[i].shape) for i in self._graph.inputs}
         for tensor, shape in zip(inputs, dims):
             name = tensor.tensor_name() if isinstance(tensor, MSTensor) else str(tensor)
             if name not in by_name:
@@ -175,7 +178,7 @@ class LiteSession:
                 raise InputTensorError(f"Resize: input '{name}' has shape {list(old)}; {list(shape)} must have "
                                        f"the same rank and positive dims")
             shapes[by_name[name]] = shape
-        previous = {i: tuple(self._plan.specs[i].shape) for i in self._model.inputs}
+        previous = {i: tuple(self._plan.specs[i].shape) for i in self._graph.inputs}
         try:
             self._compile(shapes)
         except LiteError:

@@ -136,6 +136,46 @@ class Primitive(object):
     Identity = 41
     Dropout = 42
     QuantDTypeCast = 43
+    ActivationGrad = 44
+    BiasGrad = 45
+    Conv2DGradInput = 46
+    Conv2DGradFilter = 47
+    PoolingGrad = 48
+    BatchNormGrad = 49
+    DropoutGrad = 50
+    FullConnectionGrad = 51
+    MatMulGrad = 52
+    AddGrad = 53
+    SubGrad = 54
+    MulGrad = 55
+    DivGrad = 56
+    PowGrad = 57
+    MaximumGrad = 58
+    MinimumGrad = 59
+    NegGrad = 60
+    SqrtGrad = 61
+    ExpGrad = 62
+    LogGrad = 63
+    AbsGrad = 64
+    ReshapeGrad = 65
+    ConcatGrad = 66
+    SplitGrad = 67
+    SliceGrad = 68
+    PadGrad = 69
+    ReduceGrad = 70
+    SoftmaxGrad = 71
+    LogSoftmaxGrad = 72
+    LRNGrad = 73
+    LayerNormGrad = 74
+    SoftmaxCrossEntropyWithLogits = 75
+    SparseSoftmaxCrossEntropyWithLogits = 76
+    BinaryCrossEntropy = 77
+    SmoothL1Loss = 78
+    MSELoss = 79
+    Sgd = 80
+    ApplyMomentum = 81
+    Adam = 82
+    Assign = 83
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -227,6 +267,86 @@ def PrimitiveCreator(unionType, table):
         return DropoutT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.QuantDTypeCast:
         return QuantDTypeCastT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.ActivationGrad:
+        return ActivationGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.BiasGrad:
+        return BiasGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Conv2DGradInput:
+        return Conv2DGradInputT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Conv2DGradFilter:
+        return Conv2DGradFilterT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.PoolingGrad:
+        return PoolingGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.BatchNormGrad:
+        return BatchNormGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.DropoutGrad:
+        return DropoutGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.FullConnectionGrad:
+        return FullConnectionGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.MatMulGrad:
+        return MatMulGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.AddGrad:
+        return AddGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.SubGrad:
+        return SubGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.MulGrad:
+        return MulGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.DivGrad:
+        return DivGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.PowGrad:
+        return PowGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.MaximumGrad:
+        return MaximumGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.MinimumGrad:
+        return MinimumGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.NegGrad:
+        return NegGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.SqrtGrad:
+        return SqrtGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.ExpGrad:
+        return ExpGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.LogGrad:
+        return LogGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.AbsGrad:
+        return AbsGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.ReshapeGrad:
+        return ReshapeGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.ConcatGrad:
+        return ConcatGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.SplitGrad:
+        return SplitGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.SliceGrad:
+        return SliceGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.PadGrad:
+        return PadGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.ReduceGrad:
+        return ReduceGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.SoftmaxGrad:
+        return SoftmaxGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.LogSoftmaxGrad:
+        return LogSoftmaxGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.LRNGrad:
+        return LRNGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.LayerNormGrad:
+        return LayerNormGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.SoftmaxCrossEntropyWithLogits:
+        return SoftmaxCrossEntropyWithLogitsT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.SparseSoftmaxCrossEntropyWithLogits:
+        return SparseSoftmaxCrossEntropyWithLogitsT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.BinaryCrossEntropy:
+        return BinaryCrossEntropyT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.SmoothL1Loss:
+        return SmoothL1LossT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.MSELoss:
+        return MSELossT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Sgd:
+        return SgdT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.ApplyMomentum:
+        return ApplyMomentumT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Adam:
+        return AdamT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Assign:
+        return AssignT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -1272,8 +1392,15 @@ class BatchNorm(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return 1
 
+    # BatchNorm
+    def Training(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
 def BatchNormStart(builder):
-    builder.StartObject(3)
+    builder.StartObject(4)
 
 def BatchNormAddEpsilon(builder, epsilon):
     builder.PrependFloat32Slot(0, epsilon, 1e-5)
@@ -1283,6 +1410,9 @@ def BatchNormAddMomentum(builder, momentum):
 
 def BatchNormAddAxis(builder, axis):
     builder.PrependInt32Slot(2, axis, 1)
+
+def BatchNormAddTraining(builder, training):
+    builder.PrependBoolSlot(3, training, 0)
 
 def BatchNormEnd(builder):
     return builder.EndObject()
@@ -1297,10 +1427,12 @@ class BatchNormT(object):
         epsilon = 1e-5,
         momentum = 0.9,
         axis = 1,
+        training = False,
     ):
         self.epsilon = epsilon  # type: float
         self.momentum = momentum  # type: float
         self.axis = axis  # type: int
+        self.training = training  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -1326,6 +1458,7 @@ class BatchNormT(object):
         self.epsilon = batchNorm.Epsilon()
         self.momentum = batchNorm.Momentum()
         self.axis = batchNorm.Axis()
+        self.training = batchNorm.Training()
 
     # BatchNormT
     def Pack(self, builder):
@@ -1333,6 +1466,7 @@ class BatchNormT(object):
         BatchNormAddEpsilon(builder, self.epsilon)
         BatchNormAddMomentum(builder, self.momentum)
         BatchNormAddAxis(builder, self.axis)
+        BatchNormAddTraining(builder, self.training)
         batchNorm = BatchNormEnd(builder)
         return batchNorm
 
@@ -4351,11 +4485,21 @@ class Dropout(object):
             return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
         return 0.5
 
+    # Dropout
+    def Training(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
 def DropoutStart(builder):
-    builder.StartObject(1)
+    builder.StartObject(2)
 
 def DropoutAddRatio(builder, ratio):
     builder.PrependFloat32Slot(0, ratio, 0.5)
+
+def DropoutAddTraining(builder, training):
+    builder.PrependBoolSlot(1, training, 0)
 
 def DropoutEnd(builder):
     return builder.EndObject()
@@ -4368,8 +4512,10 @@ class DropoutT(object):
     def __init__(
         self,
         ratio = 0.5,
+        training = False,
     ):
         self.ratio = ratio  # type: float
+        self.training = training  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -4393,11 +4539,13 @@ class DropoutT(object):
         if dropout is None:
             return
         self.ratio = dropout.Ratio()
+        self.training = dropout.Training()
 
     # DropoutT
     def Pack(self, builder):
         DropoutStart(builder)
         DropoutAddRatio(builder, self.ratio)
+        DropoutAddTraining(builder, self.training)
         dropout = DropoutEnd(builder)
         return dropout
 
@@ -4494,6 +4642,3802 @@ class QuantDTypeCastT(object):
         QuantDTypeCastAddDstT(builder, self.dstT)
         quantDtypeCast = QuantDTypeCastEnd(builder)
         return quantDtypeCast
+
+
+class ActivationGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ActivationGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsActivationGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ActivationGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ActivationGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # ActivationGrad
+    def Type(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # ActivationGrad
+    def Alpha(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # ActivationGrad
+    def Beta(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # ActivationGrad
+    def MinVal(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # ActivationGrad
+    def MaxVal(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+def ActivationGradStart(builder):
+    builder.StartObject(5)
+
+def ActivationGradAddType(builder, type):
+    builder.PrependInt8Slot(0, type, 0)
+
+def ActivationGradAddAlpha(builder, alpha):
+    builder.PrependFloat32Slot(1, alpha, 0.0)
+
+def ActivationGradAddBeta(builder, beta):
+    builder.PrependFloat32Slot(2, beta, 0.0)
+
+def ActivationGradAddMinVal(builder, minVal):
+    builder.PrependFloat32Slot(3, minVal, 0.0)
+
+def ActivationGradAddMaxVal(builder, maxVal):
+    builder.PrependFloat32Slot(4, maxVal, 0.0)
+
+def ActivationGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class ActivationGradT(object):
+
+    # ActivationGradT
+    def __init__(
+        self,
+        type = 0,
+        alpha = 0.0,
+        beta = 0.0,
+        minVal = 0.0,
+        maxVal = 0.0,
+    ):
+        self.type = type  # type: int
+        self.alpha = alpha  # type: float
+        self.beta = beta  # type: float
+        self.minVal = minVal  # type: float
+        self.maxVal = maxVal  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        activationGrad = ActivationGrad()
+        activationGrad.Init(buf, pos)
+        return cls.InitFromObj(activationGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, activationGrad):
+        x = ActivationGradT()
+        x._UnPack(activationGrad)
+        return x
+
+    # ActivationGradT
+    def _UnPack(self, activationGrad):
+        if activationGrad is None:
+            return
+        self.type = activationGrad.Type()
+        self.alpha = activationGrad.Alpha()
+        self.beta = activationGrad.Beta()
+        self.minVal = activationGrad.MinVal()
+        self.maxVal = activationGrad.MaxVal()
+
+    # ActivationGradT
+    def Pack(self, builder):
+        ActivationGradStart(builder)
+        ActivationGradAddType(builder, self.type)
+        ActivationGradAddAlpha(builder, self.alpha)
+        ActivationGradAddBeta(builder, self.beta)
+        ActivationGradAddMinVal(builder, self.minVal)
+        ActivationGradAddMaxVal(builder, self.maxVal)
+        activationGrad = ActivationGradEnd(builder)
+        return activationGrad
+
+
+class BiasGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = BiasGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsBiasGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def BiasGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # BiasGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def BiasGradStart(builder):
+    builder.StartObject(0)
+
+def BiasGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class BiasGradT(object):
+
+    # BiasGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        biasGrad = BiasGrad()
+        biasGrad.Init(buf, pos)
+        return cls.InitFromObj(biasGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, biasGrad):
+        x = BiasGradT()
+        x._UnPack(biasGrad)
+        return x
+
+    # BiasGradT
+    def _UnPack(self, biasGrad):
+        if biasGrad is None:
+            return
+
+    # BiasGradT
+    def Pack(self, builder):
+        BiasGradStart(builder)
+        biasGrad = BiasGradEnd(builder)
+        return biasGrad
+
+
+class Conv2DGradInput(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Conv2DGradInput()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsConv2DGradInput(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def Conv2DGradInputBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Conv2DGradInput
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Conv2DGradInput
+    def KernelH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradInput
+    def KernelW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradInput
+    def StrideH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # Conv2DGradInput
+    def StrideW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # Conv2DGradInput
+    def DilationH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # Conv2DGradInput
+    def DilationW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # Conv2DGradInput
+    def PadMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradInput
+    def PadTop(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradInput
+    def PadBottom(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradInput
+    def PadLeft(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradInput
+    def PadRight(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradInput
+    def Group(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # Conv2DGradInput
+    def InChannel(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradInput
+    def OutChannel(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradInput
+    def Activation(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def Conv2DGradInputStart(builder):
+    builder.StartObject(15)
+
+def Conv2DGradInputAddKernelH(builder, kernelH):
+    builder.PrependInt32Slot(0, kernelH, 0)
+
+def Conv2DGradInputAddKernelW(builder, kernelW):
+    builder.PrependInt32Slot(1, kernelW, 0)
+
+def Conv2DGradInputAddStrideH(builder, strideH):
+    builder.PrependInt32Slot(2, strideH, 1)
+
+def Conv2DGradInputAddStrideW(builder, strideW):
+    builder.PrependInt32Slot(3, strideW, 1)
+
+def Conv2DGradInputAddDilationH(builder, dilationH):
+    builder.PrependInt32Slot(4, dilationH, 1)
+
+def Conv2DGradInputAddDilationW(builder, dilationW):
+    builder.PrependInt32Slot(5, dilationW, 1)
+
+def Conv2DGradInputAddPadMode(builder, padMode):
+    builder.PrependInt8Slot(6, padMode, 0)
+
+def Conv2DGradInputAddPadTop(builder, padTop):
+    builder.PrependInt32Slot(7, padTop, 0)
+
+def Conv2DGradInputAddPadBottom(builder, padBottom):
+    builder.PrependInt32Slot(8, padBottom, 0)
+
+def Conv2DGradInputAddPadLeft(builder, padLeft):
+    builder.PrependInt32Slot(9, padLeft, 0)
+
+def Conv2DGradInputAddPadRight(builder, padRight):
+    builder.PrependInt32Slot(10, padRight, 0)
+
+def Conv2DGradInputAddGroup(builder, group):
+    builder.PrependInt32Slot(11, group, 1)
+
+def Conv2DGradInputAddInChannel(builder, inChannel):
+    builder.PrependInt32Slot(12, inChannel, 0)
+
+def Conv2DGradInputAddOutChannel(builder, outChannel):
+    builder.PrependInt32Slot(13, outChannel, 0)
+
+def Conv2DGradInputAddActivation(builder, activation):
+    builder.PrependInt8Slot(14, activation, 0)
+
+def Conv2DGradInputEnd(builder):
+    return builder.EndObject()
+
+
+
+class Conv2DGradInputT(object):
+
+    # Conv2DGradInputT
+    def __init__(
+        self,
+        kernelH = 0,
+        kernelW = 0,
+        strideH = 1,
+        strideW = 1,
+        dilationH = 1,
+        dilationW = 1,
+        padMode = 0,
+        padTop = 0,
+        padBottom = 0,
+        padLeft = 0,
+        padRight = 0,
+        group = 1,
+        inChannel = 0,
+        outChannel = 0,
+        activation = 0,
+    ):
+        self.kernelH = kernelH  # type: int
+        self.kernelW = kernelW  # type: int
+        self.strideH = strideH  # type: int
+        self.strideW = strideW  # type: int
+        self.dilationH = dilationH  # type: int
+        self.dilationW = dilationW  # type: int
+        self.padMode = padMode  # type: int
+        self.padTop = padTop  # type: int
+        self.padBottom = padBottom  # type: int
+        self.padLeft = padLeft  # type: int
+        self.padRight = padRight  # type: int
+        self.group = group  # type: int
+        self.inChannel = inChannel  # type: int
+        self.outChannel = outChannel  # type: int
+        self.activation = activation  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        conv2DgradInput = Conv2DGradInput()
+        conv2DgradInput.Init(buf, pos)
+        return cls.InitFromObj(conv2DgradInput)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, conv2DgradInput):
+        x = Conv2DGradInputT()
+        x._UnPack(conv2DgradInput)
+        return x
+
+    # Conv2DGradInputT
+    def _UnPack(self, conv2DgradInput):
+        if conv2DgradInput is None:
+            return
+        self.kernelH = conv2DgradInput.KernelH()
+        self.kernelW = conv2DgradInput.KernelW()
+        self.strideH = conv2DgradInput.StrideH()
+        self.strideW = conv2DgradInput.StrideW()
+        self.dilationH = conv2DgradInput.DilationH()
+        self.dilationW = conv2DgradInput.DilationW()
+        self.padMode = conv2DgradInput.PadMode()
+        self.padTop = conv2DgradInput.PadTop()
+        self.padBottom = conv2DgradInput.PadBottom()
+        self.padLeft = conv2DgradInput.PadLeft()
+        self.padRight = conv2DgradInput.PadRight()
+        self.group = conv2DgradInput.Group()
+        self.inChannel = conv2DgradInput.InChannel()
+        self.outChannel = conv2DgradInput.OutChannel()
+        self.activation = conv2DgradInput.Activation()
+
+    # Conv2DGradInputT
+    def Pack(self, builder):
+        Conv2DGradInputStart(builder)
+        Conv2DGradInputAddKernelH(builder, self.kernelH)
+        Conv2DGradInputAddKernelW(builder, self.kernelW)
+        Conv2DGradInputAddStrideH(builder, self.strideH)
+        Conv2DGradInputAddStrideW(builder, self.strideW)
+        Conv2DGradInputAddDilationH(builder, self.dilationH)
+        Conv2DGradInputAddDilationW(builder, self.dilationW)
+        Conv2DGradInputAddPadMode(builder, self.padMode)
+        Conv2DGradInputAddPadTop(builder, self.padTop)
+        Conv2DGradInputAddPadBottom(builder, self.padBottom)
+        Conv2DGradInputAddPadLeft(builder, self.padLeft)
+        Conv2DGradInputAddPadRight(builder, self.padRight)
+        Conv2DGradInputAddGroup(builder, self.group)
+        Conv2DGradInputAddInChannel(builder, self.inChannel)
+        Conv2DGradInputAddOutChannel(builder, self.outChannel)
+        Conv2DGradInputAddActivation(builder, self.activation)
+        conv2DgradInput = Conv2DGradInputEnd(builder)
+        return conv2DgradInput
+
+
+class Conv2DGradFilter(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Conv2DGradFilter()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsConv2DGradFilter(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def Conv2DGradFilterBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Conv2DGradFilter
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Conv2DGradFilter
+    def KernelH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradFilter
+    def KernelW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradFilter
+    def StrideH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # Conv2DGradFilter
+    def StrideW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # Conv2DGradFilter
+    def DilationH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # Conv2DGradFilter
+    def DilationW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # Conv2DGradFilter
+    def PadMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradFilter
+    def PadTop(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradFilter
+    def PadBottom(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradFilter
+    def PadLeft(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradFilter
+    def PadRight(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradFilter
+    def Group(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # Conv2DGradFilter
+    def InChannel(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradFilter
+    def OutChannel(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Conv2DGradFilter
+    def Activation(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def Conv2DGradFilterStart(builder):
+    builder.StartObject(15)
+
+def Conv2DGradFilterAddKernelH(builder, kernelH):
+    builder.PrependInt32Slot(0, kernelH, 0)
+
+def Conv2DGradFilterAddKernelW(builder, kernelW):
+    builder.PrependInt32Slot(1, kernelW, 0)
+
+def Conv2DGradFilterAddStrideH(builder, strideH):
+    builder.PrependInt32Slot(2, strideH, 1)
+
+def Conv2DGradFilterAddStrideW(builder, strideW):
+    builder.PrependInt32Slot(3, strideW, 1)
+
+def Conv2DGradFilterAddDilationH(builder, dilationH):
+    builder.PrependInt32Slot(4, dilationH, 1)
+
+def Conv2DGradFilterAddDilationW(builder, dilationW):
+    builder.PrependInt32Slot(5, dilationW, 1)
+
+def Conv2DGradFilterAddPadMode(builder, padMode):
+    builder.PrependInt8Slot(6, padMode, 0)
+
+def Conv2DGradFilterAddPadTop(builder, padTop):
+    builder.PrependInt32Slot(7, padTop, 0)
+
+def Conv2DGradFilterAddPadBottom(builder, padBottom):
+    builder.PrependInt32Slot(8, padBottom, 0)
+
+def Conv2DGradFilterAddPadLeft(builder, padLeft):
+    builder.PrependInt32Slot(9, padLeft, 0)
+
+def Conv2DGradFilterAddPadRight(builder, padRight):
+    builder.PrependInt32Slot(10, padRight, 0)
+
+def Conv2DGradFilterAddGroup(builder, group):
+    builder.PrependInt32Slot(11, group, 1)
+
+def Conv2DGradFilterAddInChannel(builder, inChannel):
+    builder.PrependInt32Slot(12, inChannel, 0)
+
+def Conv2DGradFilterAddOutChannel(builder, outChannel):
+    builder.PrependInt32Slot(13, outChannel, 0)
+
+def Conv2DGradFilterAddActivation(builder, activation):
+    builder.PrependInt8Slot(14, activation, 0)
+
+def Conv2DGradFilterEnd(builder):
+    return builder.EndObject()
+
+
+
+class Conv2DGradFilterT(object):
+
+    # Conv2DGradFilterT
+    def __init__(
+        self,
+        kernelH = 0,
+        kernelW = 0,
+        strideH = 1,
+        strideW = 1,
+        dilationH = 1,
+        dilationW = 1,
+        padMode = 0,
+        padTop = 0,
+        padBottom = 0,
+        padLeft = 0,
+        padRight = 0,
+        group = 1,
+        inChannel = 0,
+        outChannel = 0,
+        activation = 0,
+    ):
+        self.kernelH = kernelH  # type: int
+        self.kernelW = kernelW  # type: int
+        self.strideH = strideH  # type: int
+        self.strideW = strideW  # type: int
+        self.dilationH = dilationH  # type: int
+        self.dilationW = dilationW  # type: int
+        self.padMode = padMode  # type: int
+        self.padTop = padTop  # type: int
+        self.padBottom = padBottom  # type: int
+        self.padLeft = padLeft  # type: int
+        self.padRight = padRight  # type: int
+        self.group = group  # type: int
+        self.inChannel = inChannel  # type: int
+        self.outChannel = outChannel  # type: int
+        self.activation = activation  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        conv2DgradFilter = Conv2DGradFilter()
+        conv2DgradFilter.Init(buf, pos)
+        return cls.InitFromObj(conv2DgradFilter)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, conv2DgradFilter):
+        x = Conv2DGradFilterT()
+        x._UnPack(conv2DgradFilter)
+        return x
+
+    # Conv2DGradFilterT
+    def _UnPack(self, conv2DgradFilter):
+        if conv2DgradFilter is None:
+            return
+        self.kernelH = conv2DgradFilter.KernelH()
+        self.kernelW = conv2DgradFilter.KernelW()
+        self.strideH = conv2DgradFilter.StrideH()
+        self.strideW = conv2DgradFilter.StrideW()
+        self.dilationH = conv2DgradFilter.DilationH()
+        self.dilationW = conv2DgradFilter.DilationW()
+        self.padMode = conv2DgradFilter.PadMode()
+        self.padTop = conv2DgradFilter.PadTop()
+        self.padBottom = conv2DgradFilter.PadBottom()
+        self.padLeft = conv2DgradFilter.PadLeft()
+        self.padRight = conv2DgradFilter.PadRight()
+        self.group = conv2DgradFilter.Group()
+        self.inChannel = conv2DgradFilter.InChannel()
+        self.outChannel = conv2DgradFilter.OutChannel()
+        self.activation = conv2DgradFilter.Activation()
+
+    # Conv2DGradFilterT
+    def Pack(self, builder):
+        Conv2DGradFilterStart(builder)
+        Conv2DGradFilterAddKernelH(builder, self.kernelH)
+        Conv2DGradFilterAddKernelW(builder, self.kernelW)
+        Conv2DGradFilterAddStrideH(builder, self.strideH)
+        Conv2DGradFilterAddStrideW(builder, self.strideW)
+        Conv2DGradFilterAddDilationH(builder, self.dilationH)
+        Conv2DGradFilterAddDilationW(builder, self.dilationW)
+        Conv2DGradFilterAddPadMode(builder, self.padMode)
+        Conv2DGradFilterAddPadTop(builder, self.padTop)
+        Conv2DGradFilterAddPadBottom(builder, self.padBottom)
+        Conv2DGradFilterAddPadLeft(builder, self.padLeft)
+        Conv2DGradFilterAddPadRight(builder, self.padRight)
+        Conv2DGradFilterAddGroup(builder, self.group)
+        Conv2DGradFilterAddInChannel(builder, self.inChannel)
+        Conv2DGradFilterAddOutChannel(builder, self.outChannel)
+        Conv2DGradFilterAddActivation(builder, self.activation)
+        conv2DgradFilter = Conv2DGradFilterEnd(builder)
+        return conv2DgradFilter
+
+
+class PoolingGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = PoolingGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsPoolingGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def PoolingGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # PoolingGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # PoolingGrad
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # PoolingGrad
+    def GlobalPool(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # PoolingGrad
+    def KernelH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # PoolingGrad
+    def KernelW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # PoolingGrad
+    def StrideH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # PoolingGrad
+    def StrideW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # PoolingGrad
+    def DilationH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # PoolingGrad
+    def DilationW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # PoolingGrad
+    def PadMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # PoolingGrad
+    def PadTop(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # PoolingGrad
+    def PadBottom(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # PoolingGrad
+    def PadLeft(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # PoolingGrad
+    def PadRight(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # PoolingGrad
+    def CeilMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # PoolingGrad
+    def CountIncludePad(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # PoolingGrad
+    def Activation(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(34))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def PoolingGradStart(builder):
+    builder.StartObject(16)
+
+def PoolingGradAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 0)
+
+def PoolingGradAddGlobalPool(builder, globalPool):
+    builder.PrependBoolSlot(1, globalPool, 0)
+
+def PoolingGradAddKernelH(builder, kernelH):
+    builder.PrependInt32Slot(2, kernelH, 0)
+
+def PoolingGradAddKernelW(builder, kernelW):
+    builder.PrependInt32Slot(3, kernelW, 0)
+
+def PoolingGradAddStrideH(builder, strideH):
+    builder.PrependInt32Slot(4, strideH, 1)
+
+def PoolingGradAddStrideW(builder, strideW):
+    builder.PrependInt32Slot(5, strideW, 1)
+
+def PoolingGradAddDilationH(builder, dilationH):
+    builder.PrependInt32Slot(6, dilationH, 1)
+
+def PoolingGradAddDilationW(builder, dilationW):
+    builder.PrependInt32Slot(7, dilationW, 1)
+
+def PoolingGradAddPadMode(builder, padMode):
+    builder.PrependInt8Slot(8, padMode, 0)
+
+def PoolingGradAddPadTop(builder, padTop):
+    builder.PrependInt32Slot(9, padTop, 0)
+
+def PoolingGradAddPadBottom(builder, padBottom):
+    builder.PrependInt32Slot(10, padBottom, 0)
+
+def PoolingGradAddPadLeft(builder, padLeft):
+    builder.PrependInt32Slot(11, padLeft, 0)
+
+def PoolingGradAddPadRight(builder, padRight):
+    builder.PrependInt32Slot(12, padRight, 0)
+
+def PoolingGradAddCeilMode(builder, ceilMode):
+    builder.PrependBoolSlot(13, ceilMode, 0)
+
+def PoolingGradAddCountIncludePad(builder, countIncludePad):
+    builder.PrependBoolSlot(14, countIncludePad, 0)
+
+def PoolingGradAddActivation(builder, activation):
+    builder.PrependInt8Slot(15, activation, 0)
+
+def PoolingGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class PoolingGradT(object):
+
+    # PoolingGradT
+    def __init__(
+        self,
+        mode = 0,
+        globalPool = False,
+        kernelH = 0,
+        kernelW = 0,
+        strideH = 1,
+        strideW = 1,
+        dilationH = 1,
+        dilationW = 1,
+        padMode = 0,
+        padTop = 0,
+        padBottom = 0,
+        padLeft = 0,
+        padRight = 0,
+        ceilMode = False,
+        countIncludePad = False,
+        activation = 0,
+    ):
+        self.mode = mode  # type: int
+        self.globalPool = globalPool  # type: bool
+        self.kernelH = kernelH  # type: int
+        self.kernelW = kernelW  # type: int
+        self.strideH = strideH  # type: int
+        self.strideW = strideW  # type: int
+        self.dilationH = dilationH  # type: int
+        self.dilationW = dilationW  # type: int
+        self.padMode = padMode  # type: int
+        self.padTop = padTop  # type: int
+        self.padBottom = padBottom  # type: int
+        self.padLeft = padLeft  # type: int
+        self.padRight = padRight  # type: int
+        self.ceilMode = ceilMode  # type: bool
+        self.countIncludePad = countIncludePad  # type: bool
+        self.activation = activation  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        poolingGrad = PoolingGrad()
+        poolingGrad.Init(buf, pos)
+        return cls.InitFromObj(poolingGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, poolingGrad):
+        x = PoolingGradT()
+        x._UnPack(poolingGrad)
+        return x
+
+    # PoolingGradT
+    def _UnPack(self, poolingGrad):
+        if poolingGrad is None:
+            return
+        self.mode = poolingGrad.Mode()
+        self.globalPool = poolingGrad.GlobalPool()
+        self.kernelH = poolingGrad.KernelH()
+        self.kernelW = poolingGrad.KernelW()
+        self.strideH = poolingGrad.StrideH()
+        self.strideW = poolingGrad.StrideW()
+        self.dilationH = poolingGrad.DilationH()
+        self.dilationW = poolingGrad.DilationW()
+        self.padMode = poolingGrad.PadMode()
+        self.padTop = poolingGrad.PadTop()
+        self.padBottom = poolingGrad.PadBottom()
+        self.padLeft = poolingGrad.PadLeft()
+        self.padRight = poolingGrad.PadRight()
+        self.ceilMode = poolingGrad.CeilMode()
+        self.countIncludePad = poolingGrad.CountIncludePad()
+        self.activation = poolingGrad.Activation()
+
+    # PoolingGradT
+    def Pack(self, builder):
+        PoolingGradStart(builder)
+        PoolingGradAddMode(builder, self.mode)
+        PoolingGradAddGlobalPool(builder, self.globalPool)
+        PoolingGradAddKernelH(builder, self.kernelH)
+        PoolingGradAddKernelW(builder, self.kernelW)
+        PoolingGradAddStrideH(builder, self.strideH)
+        PoolingGradAddStrideW(builder, self.strideW)
+        PoolingGradAddDilationH(builder, self.dilationH)
+        PoolingGradAddDilationW(builder, self.dilationW)
+        PoolingGradAddPadMode(builder, self.padMode)
+        PoolingGradAddPadTop(builder, self.padTop)
+        PoolingGradAddPadBottom(builder, self.padBottom)
+        PoolingGradAddPadLeft(builder, self.padLeft)
+        PoolingGradAddPadRight(builder, self.padRight)
+        PoolingGradAddCeilMode(builder, self.ceilMode)
+        PoolingGradAddCountIncludePad(builder, self.countIncludePad)
+        PoolingGradAddActivation(builder, self.activation)
+        poolingGrad = PoolingGradEnd(builder)
+        return poolingGrad
+
+
+class BatchNormGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = BatchNormGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsBatchNormGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def BatchNormGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # BatchNormGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # BatchNormGrad
+    def Epsilon(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1e-5
+
+    # BatchNormGrad
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+def BatchNormGradStart(builder):
+    builder.StartObject(2)
+
+def BatchNormGradAddEpsilon(builder, epsilon):
+    builder.PrependFloat32Slot(0, epsilon, 1e-5)
+
+def BatchNormGradAddAxis(builder, axis):
+    builder.PrependInt32Slot(1, axis, 1)
+
+def BatchNormGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class BatchNormGradT(object):
+
+    # BatchNormGradT
+    def __init__(
+        self,
+        epsilon = 1e-5,
+        axis = 1,
+    ):
+        self.epsilon = epsilon  # type: float
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        batchNormGrad = BatchNormGrad()
+        batchNormGrad.Init(buf, pos)
+        return cls.InitFromObj(batchNormGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, batchNormGrad):
+        x = BatchNormGradT()
+        x._UnPack(batchNormGrad)
+        return x
+
+    # BatchNormGradT
+    def _UnPack(self, batchNormGrad):
+        if batchNormGrad is None:
+            return
+        self.epsilon = batchNormGrad.Epsilon()
+        self.axis = batchNormGrad.Axis()
+
+    # BatchNormGradT
+    def Pack(self, builder):
+        BatchNormGradStart(builder)
+        BatchNormGradAddEpsilon(builder, self.epsilon)
+        BatchNormGradAddAxis(builder, self.axis)
+        batchNormGrad = BatchNormGradEnd(builder)
+        return batchNormGrad
+
+
+class DropoutGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = DropoutGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsDropoutGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def DropoutGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # DropoutGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # DropoutGrad
+    def Ratio(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.5
+
+def DropoutGradStart(builder):
+    builder.StartObject(1)
+
+def DropoutGradAddRatio(builder, ratio):
+    builder.PrependFloat32Slot(0, ratio, 0.5)
+
+def DropoutGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class DropoutGradT(object):
+
+    # DropoutGradT
+    def __init__(
+        self,
+        ratio = 0.5,
+    ):
+        self.ratio = ratio  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        dropoutGrad = DropoutGrad()
+        dropoutGrad.Init(buf, pos)
+        return cls.InitFromObj(dropoutGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, dropoutGrad):
+        x = DropoutGradT()
+        x._UnPack(dropoutGrad)
+        return x
+
+    # DropoutGradT
+    def _UnPack(self, dropoutGrad):
+        if dropoutGrad is None:
+            return
+        self.ratio = dropoutGrad.Ratio()
+
+    # DropoutGradT
+    def Pack(self, builder):
+        DropoutGradStart(builder)
+        DropoutGradAddRatio(builder, self.ratio)
+        dropoutGrad = DropoutGradEnd(builder)
+        return dropoutGrad
+
+
+class FullConnectionGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = FullConnectionGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsFullConnectionGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def FullConnectionGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # FullConnectionGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def FullConnectionGradStart(builder):
+    builder.StartObject(0)
+
+def FullConnectionGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class FullConnectionGradT(object):
+
+    # FullConnectionGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        fullConnectionGrad = FullConnectionGrad()
+        fullConnectionGrad.Init(buf, pos)
+        return cls.InitFromObj(fullConnectionGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, fullConnectionGrad):
+        x = FullConnectionGradT()
+        x._UnPack(fullConnectionGrad)
+        return x
+
+    # FullConnectionGradT
+    def _UnPack(self, fullConnectionGrad):
+        if fullConnectionGrad is None:
+            return
+
+    # FullConnectionGradT
+    def Pack(self, builder):
+        FullConnectionGradStart(builder)
+        fullConnectionGrad = FullConnectionGradEnd(builder)
+        return fullConnectionGrad
+
+
+class MatMulGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = MatMulGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsMatMulGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def MatMulGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # MatMulGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # MatMulGrad
+    def TransposeA(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # MatMulGrad
+    def TransposeB(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def MatMulGradStart(builder):
+    builder.StartObject(2)
+
+def MatMulGradAddTransposeA(builder, transposeA):
+    builder.PrependBoolSlot(0, transposeA, 0)
+
+def MatMulGradAddTransposeB(builder, transposeB):
+    builder.PrependBoolSlot(1, transposeB, 0)
+
+def MatMulGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class MatMulGradT(object):
+
+    # MatMulGradT
+    def __init__(
+        self,
+        transposeA = False,
+        transposeB = False,
+    ):
+        self.transposeA = transposeA  # type: bool
+        self.transposeB = transposeB  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        matMulGrad = MatMulGrad()
+        matMulGrad.Init(buf, pos)
+        return cls.InitFromObj(matMulGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, matMulGrad):
+        x = MatMulGradT()
+        x._UnPack(matMulGrad)
+        return x
+
+    # MatMulGradT
+    def _UnPack(self, matMulGrad):
+        if matMulGrad is None:
+            return
+        self.transposeA = matMulGrad.TransposeA()
+        self.transposeB = matMulGrad.TransposeB()
+
+    # MatMulGradT
+    def Pack(self, builder):
+        MatMulGradStart(builder)
+        MatMulGradAddTransposeA(builder, self.transposeA)
+        MatMulGradAddTransposeB(builder, self.transposeB)
+        matMulGrad = MatMulGradEnd(builder)
+        return matMulGrad
+
+
+class AddGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = AddGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsAddGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def AddGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # AddGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def AddGradStart(builder):
+    builder.StartObject(0)
+
+def AddGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class AddGradT(object):
+
+    # AddGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        addGrad = AddGrad()
+        addGrad.Init(buf, pos)
+        return cls.InitFromObj(addGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, addGrad):
+        x = AddGradT()
+        x._UnPack(addGrad)
+        return x
+
+    # AddGradT
+    def _UnPack(self, addGrad):
+        if addGrad is None:
+            return
+
+    # AddGradT
+    def Pack(self, builder):
+        AddGradStart(builder)
+        addGrad = AddGradEnd(builder)
+        return addGrad
+
+
+class SubGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SubGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSubGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SubGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # SubGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def SubGradStart(builder):
+    builder.StartObject(0)
+
+def SubGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class SubGradT(object):
+
+    # SubGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        subGrad = SubGrad()
+        subGrad.Init(buf, pos)
+        return cls.InitFromObj(subGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, subGrad):
+        x = SubGradT()
+        x._UnPack(subGrad)
+        return x
+
+    # SubGradT
+    def _UnPack(self, subGrad):
+        if subGrad is None:
+            return
+
+    # SubGradT
+    def Pack(self, builder):
+        SubGradStart(builder)
+        subGrad = SubGradEnd(builder)
+        return subGrad
+
+
+class MulGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = MulGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsMulGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def MulGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # MulGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def MulGradStart(builder):
+    builder.StartObject(0)
+
+def MulGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class MulGradT(object):
+
+    # MulGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        mulGrad = MulGrad()
+        mulGrad.Init(buf, pos)
+        return cls.InitFromObj(mulGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, mulGrad):
+        x = MulGradT()
+        x._UnPack(mulGrad)
+        return x
+
+    # MulGradT
+    def _UnPack(self, mulGrad):
+        if mulGrad is None:
+            return
+
+    # MulGradT
+    def Pack(self, builder):
+        MulGradStart(builder)
+        mulGrad = MulGradEnd(builder)
+        return mulGrad
+
+
+class DivGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = DivGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsDivGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def DivGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # DivGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def DivGradStart(builder):
+    builder.StartObject(0)
+
+def DivGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class DivGradT(object):
+
+    # DivGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        divGrad = DivGrad()
+        divGrad.Init(buf, pos)
+        return cls.InitFromObj(divGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, divGrad):
+        x = DivGradT()
+        x._UnPack(divGrad)
+        return x
+
+    # DivGradT
+    def _UnPack(self, divGrad):
+        if divGrad is None:
+            return
+
+    # DivGradT
+    def Pack(self, builder):
+        DivGradStart(builder)
+        divGrad = DivGradEnd(builder)
+        return divGrad
+
+
+class PowGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = PowGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsPowGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def PowGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # PowGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def PowGradStart(builder):
+    builder.StartObject(0)
+
+def PowGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class PowGradT(object):
+
+    # PowGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        powGrad = PowGrad()
+        powGrad.Init(buf, pos)
+        return cls.InitFromObj(powGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, powGrad):
+        x = PowGradT()
+        x._UnPack(powGrad)
+        return x
+
+    # PowGradT
+    def _UnPack(self, powGrad):
+        if powGrad is None:
+            return
+
+    # PowGradT
+    def Pack(self, builder):
+        PowGradStart(builder)
+        powGrad = PowGradEnd(builder)
+        return powGrad
+
+
+class MaximumGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = MaximumGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsMaximumGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def MaximumGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # MaximumGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def MaximumGradStart(builder):
+    builder.StartObject(0)
+
+def MaximumGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class MaximumGradT(object):
+
+    # MaximumGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        maximumGrad = MaximumGrad()
+        maximumGrad.Init(buf, pos)
+        return cls.InitFromObj(maximumGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, maximumGrad):
+        x = MaximumGradT()
+        x._UnPack(maximumGrad)
+        return x
+
+    # MaximumGradT
+    def _UnPack(self, maximumGrad):
+        if maximumGrad is None:
+            return
+
+    # MaximumGradT
+    def Pack(self, builder):
+        MaximumGradStart(builder)
+        maximumGrad = MaximumGradEnd(builder)
+        return maximumGrad
+
+
+class MinimumGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = MinimumGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsMinimumGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def MinimumGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # MinimumGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def MinimumGradStart(builder):
+    builder.StartObject(0)
+
+def MinimumGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class MinimumGradT(object):
+
+    # MinimumGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        minimumGrad = MinimumGrad()
+        minimumGrad.Init(buf, pos)
+        return cls.InitFromObj(minimumGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, minimumGrad):
+        x = MinimumGradT()
+        x._UnPack(minimumGrad)
+        return x
+
+    # MinimumGradT
+    def _UnPack(self, minimumGrad):
+        if minimumGrad is None:
+            return
+
+    # MinimumGradT
+    def Pack(self, builder):
+        MinimumGradStart(builder)
+        minimumGrad = MinimumGradEnd(builder)
+        return minimumGrad
+
+
+class NegGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = NegGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsNegGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def NegGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # NegGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def NegGradStart(builder):
+    builder.StartObject(0)
+
+def NegGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class NegGradT(object):
+
+    # NegGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        negGrad = NegGrad()
+        negGrad.Init(buf, pos)
+        return cls.InitFromObj(negGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, negGrad):
+        x = NegGradT()
+        x._UnPack(negGrad)
+        return x
+
+    # NegGradT
+    def _UnPack(self, negGrad):
+        if negGrad is None:
+            return
+
+    # NegGradT
+    def Pack(self, builder):
+        NegGradStart(builder)
+        negGrad = NegGradEnd(builder)
+        return negGrad
+
+
+class SqrtGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SqrtGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSqrtGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SqrtGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # SqrtGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def SqrtGradStart(builder):
+    builder.StartObject(0)
+
+def SqrtGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class SqrtGradT(object):
+
+    # SqrtGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        sqrtGrad = SqrtGrad()
+        sqrtGrad.Init(buf, pos)
+        return cls.InitFromObj(sqrtGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, sqrtGrad):
+        x = SqrtGradT()
+        x._UnPack(sqrtGrad)
+        return x
+
+    # SqrtGradT
+    def _UnPack(self, sqrtGrad):
+        if sqrtGrad is None:
+            return
+
+    # SqrtGradT
+    def Pack(self, builder):
+        SqrtGradStart(builder)
+        sqrtGrad = SqrtGradEnd(builder)
+        return sqrtGrad
+
+
+class ExpGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ExpGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsExpGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ExpGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ExpGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def ExpGradStart(builder):
+    builder.StartObject(0)
+
+def ExpGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class ExpGradT(object):
+
+    # ExpGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        expGrad = ExpGrad()
+        expGrad.Init(buf, pos)
+        return cls.InitFromObj(expGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, expGrad):
+        x = ExpGradT()
+        x._UnPack(expGrad)
+        return x
+
+    # ExpGradT
+    def _UnPack(self, expGrad):
+        if expGrad is None:
+            return
+
+    # ExpGradT
+    def Pack(self, builder):
+        ExpGradStart(builder)
+        expGrad = ExpGradEnd(builder)
+        return expGrad
+
+
+class LogGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = LogGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsLogGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def LogGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # LogGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def LogGradStart(builder):
+    builder.StartObject(0)
+
+def LogGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class LogGradT(object):
+
+    # LogGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        logGrad = LogGrad()
+        logGrad.Init(buf, pos)
+        return cls.InitFromObj(logGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, logGrad):
+        x = LogGradT()
+        x._UnPack(logGrad)
+        return x
+
+    # LogGradT
+    def _UnPack(self, logGrad):
+        if logGrad is None:
+            return
+
+    # LogGradT
+    def Pack(self, builder):
+        LogGradStart(builder)
+        logGrad = LogGradEnd(builder)
+        return logGrad
+
+
+class AbsGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = AbsGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsAbsGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def AbsGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # AbsGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def AbsGradStart(builder):
+    builder.StartObject(0)
+
+def AbsGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class AbsGradT(object):
+
+    # AbsGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        absGrad = AbsGrad()
+        absGrad.Init(buf, pos)
+        return cls.InitFromObj(absGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, absGrad):
+        x = AbsGradT()
+        x._UnPack(absGrad)
+        return x
+
+    # AbsGradT
+    def _UnPack(self, absGrad):
+        if absGrad is None:
+            return
+
+    # AbsGradT
+    def Pack(self, builder):
+        AbsGradStart(builder)
+        absGrad = AbsGradEnd(builder)
+        return absGrad
+
+
+class ReshapeGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ReshapeGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsReshapeGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ReshapeGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ReshapeGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def ReshapeGradStart(builder):
+    builder.StartObject(0)
+
+def ReshapeGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class ReshapeGradT(object):
+
+    # ReshapeGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        reshapeGrad = ReshapeGrad()
+        reshapeGrad.Init(buf, pos)
+        return cls.InitFromObj(reshapeGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, reshapeGrad):
+        x = ReshapeGradT()
+        x._UnPack(reshapeGrad)
+        return x
+
+    # ReshapeGradT
+    def _UnPack(self, reshapeGrad):
+        if reshapeGrad is None:
+            return
+
+    # ReshapeGradT
+    def Pack(self, builder):
+        ReshapeGradStart(builder)
+        reshapeGrad = ReshapeGradEnd(builder)
+        return reshapeGrad
+
+
+class ConcatGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ConcatGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsConcatGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ConcatGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ConcatGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # ConcatGrad
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def ConcatGradStart(builder):
+    builder.StartObject(1)
+
+def ConcatGradAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, 0)
+
+def ConcatGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class ConcatGradT(object):
+
+    # ConcatGradT
+    def __init__(
+        self,
+        axis = 0,
+    ):
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        concatGrad = ConcatGrad()
+        concatGrad.Init(buf, pos)
+        return cls.InitFromObj(concatGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, concatGrad):
+        x = ConcatGradT()
+        x._UnPack(concatGrad)
+        return x
+
+    # ConcatGradT
+    def _UnPack(self, concatGrad):
+        if concatGrad is None:
+            return
+        self.axis = concatGrad.Axis()
+
+    # ConcatGradT
+    def Pack(self, builder):
+        ConcatGradStart(builder)
+        ConcatGradAddAxis(builder, self.axis)
+        concatGrad = ConcatGradEnd(builder)
+        return concatGrad
+
+
+class SplitGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SplitGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSplitGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SplitGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # SplitGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # SplitGrad
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def SplitGradStart(builder):
+    builder.StartObject(1)
+
+def SplitGradAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, 0)
+
+def SplitGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class SplitGradT(object):
+
+    # SplitGradT
+    def __init__(
+        self,
+        axis = 0,
+    ):
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        splitGrad = SplitGrad()
+        splitGrad.Init(buf, pos)
+        return cls.InitFromObj(splitGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, splitGrad):
+        x = SplitGradT()
+        x._UnPack(splitGrad)
+        return x
+
+    # SplitGradT
+    def _UnPack(self, splitGrad):
+        if splitGrad is None:
+            return
+        self.axis = splitGrad.Axis()
+
+    # SplitGradT
+    def Pack(self, builder):
+        SplitGradStart(builder)
+        SplitGradAddAxis(builder, self.axis)
+        splitGrad = SplitGradEnd(builder)
+        return splitGrad
+
+
+class SliceGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SliceGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSliceGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SliceGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # SliceGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def SliceGradStart(builder):
+    builder.StartObject(0)
+
+def SliceGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class SliceGradT(object):
+
+    # SliceGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        sliceGrad = SliceGrad()
+        sliceGrad.Init(buf, pos)
+        return cls.InitFromObj(sliceGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, sliceGrad):
+        x = SliceGradT()
+        x._UnPack(sliceGrad)
+        return x
+
+    # SliceGradT
+    def _UnPack(self, sliceGrad):
+        if sliceGrad is None:
+            return
+
+    # SliceGradT
+    def Pack(self, builder):
+        SliceGradStart(builder)
+        sliceGrad = SliceGradEnd(builder)
+        return sliceGrad
+
+
+class PadGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = PadGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsPadGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def PadGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # PadGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def PadGradStart(builder):
+    builder.StartObject(0)
+
+def PadGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class PadGradT(object):
+
+    # PadGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        padGrad = PadGrad()
+        padGrad.Init(buf, pos)
+        return cls.InitFromObj(padGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, padGrad):
+        x = PadGradT()
+        x._UnPack(padGrad)
+        return x
+
+    # PadGradT
+    def _UnPack(self, padGrad):
+        if padGrad is None:
+            return
+
+    # PadGradT
+    def Pack(self, builder):
+        PadGradStart(builder)
+        padGrad = PadGradEnd(builder)
+        return padGrad
+
+
+class ReduceGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ReduceGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsReduceGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ReduceGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ReduceGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # ReduceGrad
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # ReduceGrad
+    def KeepDims(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+    # ReduceGrad
+    def NoopWithEmptyAxes(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def ReduceGradStart(builder):
+    builder.StartObject(3)
+
+def ReduceGradAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 0)
+
+def ReduceGradAddKeepDims(builder, keepDims):
+    builder.PrependBoolSlot(1, keepDims, 1)
+
+def ReduceGradAddNoopWithEmptyAxes(builder, noopWithEmptyAxes):
+    builder.PrependBoolSlot(2, noopWithEmptyAxes, 0)
+
+def ReduceGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class ReduceGradT(object):
+
+    # ReduceGradT
+    def __init__(
+        self,
+        mode = 0,
+        keepDims = True,
+        noopWithEmptyAxes = False,
+    ):
+        self.mode = mode  # type: int
+        self.keepDims = keepDims  # type: bool
+        self.noopWithEmptyAxes = noopWithEmptyAxes  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        reduceGrad = ReduceGrad()
+        reduceGrad.Init(buf, pos)
+        return cls.InitFromObj(reduceGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, reduceGrad):
+        x = ReduceGradT()
+        x._UnPack(reduceGrad)
+        return x
+
+    # ReduceGradT
+    def _UnPack(self, reduceGrad):
+        if reduceGrad is None:
+            return
+        self.mode = reduceGrad.Mode()
+        self.keepDims = reduceGrad.KeepDims()
+        self.noopWithEmptyAxes = reduceGrad.NoopWithEmptyAxes()
+
+    # ReduceGradT
+    def Pack(self, builder):
+        ReduceGradStart(builder)
+        ReduceGradAddMode(builder, self.mode)
+        ReduceGradAddKeepDims(builder, self.keepDims)
+        ReduceGradAddNoopWithEmptyAxes(builder, self.noopWithEmptyAxes)
+        reduceGrad = ReduceGradEnd(builder)
+        return reduceGrad
+
+
+class SoftmaxGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SoftmaxGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSoftmaxGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SoftmaxGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # SoftmaxGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # SoftmaxGrad
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+def SoftmaxGradStart(builder):
+    builder.StartObject(1)
+
+def SoftmaxGradAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, -1)
+
+def SoftmaxGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class SoftmaxGradT(object):
+
+    # SoftmaxGradT
+    def __init__(
+        self,
+        axis = -1,
+    ):
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        softmaxGrad = SoftmaxGrad()
+        softmaxGrad.Init(buf, pos)
+        return cls.InitFromObj(softmaxGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, softmaxGrad):
+        x = SoftmaxGradT()
+        x._UnPack(softmaxGrad)
+        return x
+
+    # SoftmaxGradT
+    def _UnPack(self, softmaxGrad):
+        if softmaxGrad is None:
+            return
+        self.axis = softmaxGrad.Axis()
+
+    # SoftmaxGradT
+    def Pack(self, builder):
+        SoftmaxGradStart(builder)
+        SoftmaxGradAddAxis(builder, self.axis)
+        softmaxGrad = SoftmaxGradEnd(builder)
+        return softmaxGrad
+
+
+class LogSoftmaxGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = LogSoftmaxGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsLogSoftmaxGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def LogSoftmaxGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # LogSoftmaxGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # LogSoftmaxGrad
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+def LogSoftmaxGradStart(builder):
+    builder.StartObject(1)
+
+def LogSoftmaxGradAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, -1)
+
+def LogSoftmaxGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class LogSoftmaxGradT(object):
+
+    # LogSoftmaxGradT
+    def __init__(
+        self,
+        axis = -1,
+    ):
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        logSoftmaxGrad = LogSoftmaxGrad()
+        logSoftmaxGrad.Init(buf, pos)
+        return cls.InitFromObj(logSoftmaxGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, logSoftmaxGrad):
+        x = LogSoftmaxGradT()
+        x._UnPack(logSoftmaxGrad)
+        return x
+
+    # LogSoftmaxGradT
+    def _UnPack(self, logSoftmaxGrad):
+        if logSoftmaxGrad is None:
+            return
+        self.axis = logSoftmaxGrad.Axis()
+
+    # LogSoftmaxGradT
+    def Pack(self, builder):
+        LogSoftmaxGradStart(builder)
+        LogSoftmaxGradAddAxis(builder, self.axis)
+        logSoftmaxGrad = LogSoftmaxGradEnd(builder)
+        return logSoftmaxGrad
+
+
+class LRNGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = LRNGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsLRNGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def LRNGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # LRNGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # LRNGrad
+    def Size(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # LRNGrad
+    def Alpha(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0001
+
+    # LRNGrad
+    def Beta(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.75
+
+    # LRNGrad
+    def Bias(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1.0
+
+def LRNGradStart(builder):
+    builder.StartObject(4)
+
+def LRNGradAddSize(builder, size):
+    builder.PrependInt32Slot(0, size, 0)
+
+def LRNGradAddAlpha(builder, alpha):
+    builder.PrependFloat32Slot(1, alpha, 0.0001)
+
+def LRNGradAddBeta(builder, beta):
+    builder.PrependFloat32Slot(2, beta, 0.75)
+
+def LRNGradAddBias(builder, bias):
+    builder.PrependFloat32Slot(3, bias, 1.0)
+
+def LRNGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class LRNGradT(object):
+
+    # LRNGradT
+    def __init__(
+        self,
+        size = 0,
+        alpha = 0.0001,
+        beta = 0.75,
+        bias = 1.0,
+    ):
+        self.size = size  # type: int
+        self.alpha = alpha  # type: float
+        self.beta = beta  # type: float
+        self.bias = bias  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        lrngrad = LRNGrad()
+        lrngrad.Init(buf, pos)
+        return cls.InitFromObj(lrngrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, lrngrad):
+        x = LRNGradT()
+        x._UnPack(lrngrad)
+        return x
+
+    # LRNGradT
+    def _UnPack(self, lrngrad):
+        if lrngrad is None:
+            return
+        self.size = lrngrad.Size()
+        self.alpha = lrngrad.Alpha()
+        self.beta = lrngrad.Beta()
+        self.bias = lrngrad.Bias()
+
+    # LRNGradT
+    def Pack(self, builder):
+        LRNGradStart(builder)
+        LRNGradAddSize(builder, self.size)
+        LRNGradAddAlpha(builder, self.alpha)
+        LRNGradAddBeta(builder, self.beta)
+        LRNGradAddBias(builder, self.bias)
+        lrngrad = LRNGradEnd(builder)
+        return lrngrad
+
+
+class LayerNormGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = LayerNormGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsLayerNormGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def LayerNormGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # LayerNormGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # LayerNormGrad
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # LayerNormGrad
+    def Epsilon(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1e-5
+
+def LayerNormGradStart(builder):
+    builder.StartObject(2)
+
+def LayerNormGradAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, -1)
+
+def LayerNormGradAddEpsilon(builder, epsilon):
+    builder.PrependFloat32Slot(1, epsilon, 1e-5)
+
+def LayerNormGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class LayerNormGradT(object):
+
+    # LayerNormGradT
+    def __init__(
+        self,
+        axis = -1,
+        epsilon = 1e-5,
+    ):
+        self.axis = axis  # type: int
+        self.epsilon = epsilon  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        layerNormGrad = LayerNormGrad()
+        layerNormGrad.Init(buf, pos)
+        return cls.InitFromObj(layerNormGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, layerNormGrad):
+        x = LayerNormGradT()
+        x._UnPack(layerNormGrad)
+        return x
+
+    # LayerNormGradT
+    def _UnPack(self, layerNormGrad):
+        if layerNormGrad is None:
+            return
+        self.axis = layerNormGrad.Axis()
+        self.epsilon = layerNormGrad.Epsilon()
+
+    # LayerNormGradT
+    def Pack(self, builder):
+        LayerNormGradStart(builder)
+        LayerNormGradAddAxis(builder, self.axis)
+        LayerNormGradAddEpsilon(builder, self.epsilon)
+        layerNormGrad = LayerNormGradEnd(builder)
+        return layerNormGrad
+
+
+class SoftmaxCrossEntropyWithLogits(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SoftmaxCrossEntropyWithLogits()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSoftmaxCrossEntropyWithLogits(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SoftmaxCrossEntropyWithLogitsBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # SoftmaxCrossEntropyWithLogits
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def SoftmaxCrossEntropyWithLogitsStart(builder):
+    builder.StartObject(0)
+
+def SoftmaxCrossEntropyWithLogitsEnd(builder):
+    return builder.EndObject()
+
+
+
+class SoftmaxCrossEntropyWithLogitsT(object):
+
+    # SoftmaxCrossEntropyWithLogitsT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        softmaxCrossEntropyWithLogits = SoftmaxCrossEntropyWithLogits()
+        softmaxCrossEntropyWithLogits.Init(buf, pos)
+        return cls.InitFromObj(softmaxCrossEntropyWithLogits)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, softmaxCrossEntropyWithLogits):
+        x = SoftmaxCrossEntropyWithLogitsT()
+        x._UnPack(softmaxCrossEntropyWithLogits)
+        return x
+
+    # SoftmaxCrossEntropyWithLogitsT
+    def _UnPack(self, softmaxCrossEntropyWithLogits):
+        if softmaxCrossEntropyWithLogits is None:
+            return
+
+    # SoftmaxCrossEntropyWithLogitsT
+    def Pack(self, builder):
+        SoftmaxCrossEntropyWithLogitsStart(builder)
+        softmaxCrossEntropyWithLogits = SoftmaxCrossEntropyWithLogitsEnd(builder)
+        return softmaxCrossEntropyWithLogits
+
+
+class SparseSoftmaxCrossEntropyWithLogits(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SparseSoftmaxCrossEntropyWithLogits()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSparseSoftmaxCrossEntropyWithLogits(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SparseSoftmaxCrossEntropyWithLogitsBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # SparseSoftmaxCrossEntropyWithLogits
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def SparseSoftmaxCrossEntropyWithLogitsStart(builder):
+    builder.StartObject(0)
+
+def SparseSoftmaxCrossEntropyWithLogitsEnd(builder):
+    return builder.EndObject()
+
+
+
+class SparseSoftmaxCrossEntropyWithLogitsT(object):
+
+    # SparseSoftmaxCrossEntropyWithLogitsT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        sparseSoftmaxCrossEntropyWithLogits = SparseSoftmaxCrossEntropyWithLogits()
+        sparseSoftmaxCrossEntropyWithLogits.Init(buf, pos)
+        return cls.InitFromObj(sparseSoftmaxCrossEntropyWithLogits)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, sparseSoftmaxCrossEntropyWithLogits):
+        x = SparseSoftmaxCrossEntropyWithLogitsT()
+        x._UnPack(sparseSoftmaxCrossEntropyWithLogits)
+        return x
+
+    # SparseSoftmaxCrossEntropyWithLogitsT
+    def _UnPack(self, sparseSoftmaxCrossEntropyWithLogits):
+        if sparseSoftmaxCrossEntropyWithLogits is None:
+            return
+
+    # SparseSoftmaxCrossEntropyWithLogitsT
+    def Pack(self, builder):
+        SparseSoftmaxCrossEntropyWithLogitsStart(builder)
+        sparseSoftmaxCrossEntropyWithLogits = SparseSoftmaxCrossEntropyWithLogitsEnd(builder)
+        return sparseSoftmaxCrossEntropyWithLogits
+
+
+class BinaryCrossEntropy(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = BinaryCrossEntropy()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsBinaryCrossEntropy(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def BinaryCrossEntropyBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # BinaryCrossEntropy
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def BinaryCrossEntropyStart(builder):
+    builder.StartObject(0)
+
+def BinaryCrossEntropyEnd(builder):
+    return builder.EndObject()
+
+
+
+class BinaryCrossEntropyT(object):
+
+    # BinaryCrossEntropyT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        binaryCrossEntropy = BinaryCrossEntropy()
+        binaryCrossEntropy.Init(buf, pos)
+        return cls.InitFromObj(binaryCrossEntropy)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, binaryCrossEntropy):
+        x = BinaryCrossEntropyT()
+        x._UnPack(binaryCrossEntropy)
+        return x
+
+    # BinaryCrossEntropyT
+    def _UnPack(self, binaryCrossEntropy):
+        if binaryCrossEntropy is None:
+            return
+
+    # BinaryCrossEntropyT
+    def Pack(self, builder):
+        BinaryCrossEntropyStart(builder)
+        binaryCrossEntropy = BinaryCrossEntropyEnd(builder)
+        return binaryCrossEntropy
+
+
+class SmoothL1Loss(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SmoothL1Loss()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSmoothL1Loss(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SmoothL1LossBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # SmoothL1Loss
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # SmoothL1Loss
+    def Beta(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1.0
+
+def SmoothL1LossStart(builder):
+    builder.StartObject(1)
+
+def SmoothL1LossAddBeta(builder, beta):
+    builder.PrependFloat32Slot(0, beta, 1.0)
+
+def SmoothL1LossEnd(builder):
+    return builder.EndObject()
+
+
+
+class SmoothL1LossT(object):
+
+    # SmoothL1LossT
+    def __init__(
+        self,
+        beta = 1.0,
+    ):
+        self.beta = beta  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        smoothL1Loss = SmoothL1Loss()
+        smoothL1Loss.Init(buf, pos)
+        return cls.InitFromObj(smoothL1Loss)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, smoothL1Loss):
+        x = SmoothL1LossT()
+        x._UnPack(smoothL1Loss)
+        return x
+
+    # SmoothL1LossT
+    def _UnPack(self, smoothL1Loss):
+        if smoothL1Loss is None:
+            return
+        self.beta = smoothL1Loss.Beta()
+
+    # SmoothL1LossT
+    def Pack(self, builder):
+        SmoothL1LossStart(builder)
+        SmoothL1LossAddBeta(builder, self.beta)
+        smoothL1Loss = SmoothL1LossEnd(builder)
+        return smoothL1Loss
+
+
+class MSELoss(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = MSELoss()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsMSELoss(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def MSELossBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # MSELoss
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def MSELossStart(builder):
+    builder.StartObject(0)
+
+def MSELossEnd(builder):
+    return builder.EndObject()
+
+
+
+class MSELossT(object):
+
+    # MSELossT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        mseloss = MSELoss()
+        mseloss.Init(buf, pos)
+        return cls.InitFromObj(mseloss)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, mseloss):
+        x = MSELossT()
+        x._UnPack(mseloss)
+        return x
+
+    # MSELossT
+    def _UnPack(self, mseloss):
+        if mseloss is None:
+            return
+
+    # MSELossT
+    def Pack(self, builder):
+        MSELossStart(builder)
+        mseloss = MSELossEnd(builder)
+        return mseloss
+
+
+class Sgd(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Sgd()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSgd(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SgdBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Sgd
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Sgd
+    def Momentum(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # Sgd
+    def Dampening(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # Sgd
+    def WeightDecay(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # Sgd
+    def Nesterov(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def SgdStart(builder):
+    builder.StartObject(4)
+
+def SgdAddMomentum(builder, momentum):
+    builder.PrependFloat32Slot(0, momentum, 0.0)
+
+def SgdAddDampening(builder, dampening):
+    builder.PrependFloat32Slot(1, dampening, 0.0)
+
+def SgdAddWeightDecay(builder, weightDecay):
+    builder.PrependFloat32Slot(2, weightDecay, 0.0)
+
+def SgdAddNesterov(builder, nesterov):
+    builder.PrependBoolSlot(3, nesterov, 0)
+
+def SgdEnd(builder):
+    return builder.EndObject()
+
+
+
+class SgdT(object):
+
+    # SgdT
+    def __init__(
+        self,
+        momentum = 0.0,
+        dampening = 0.0,
+        weightDecay = 0.0,
+        nesterov = False,
+    ):
+        self.momentum = momentum  # type: float
+        self.dampening = dampening  # type: float
+        self.weightDecay = weightDecay  # type: float
+        self.nesterov = nesterov  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        sgd = Sgd()
+        sgd.Init(buf, pos)
+        return cls.InitFromObj(sgd)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, sgd):
+        x = SgdT()
+        x._UnPack(sgd)
+        return x
+
+    # SgdT
+    def _UnPack(self, sgd):
+        if sgd is None:
+            return
+        self.momentum = sgd.Momentum()
+        self.dampening = sgd.Dampening()
+        self.weightDecay = sgd.WeightDecay()
+        self.nesterov = sgd.Nesterov()
+
+    # SgdT
+    def Pack(self, builder):
+        SgdStart(builder)
+        SgdAddMomentum(builder, self.momentum)
+        SgdAddDampening(builder, self.dampening)
+        SgdAddWeightDecay(builder, self.weightDecay)
+        SgdAddNesterov(builder, self.nesterov)
+        sgd = SgdEnd(builder)
+        return sgd
+
+
+class ApplyMomentum(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ApplyMomentum()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsApplyMomentum(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ApplyMomentumBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ApplyMomentum
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # ApplyMomentum
+    def Momentum(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.9
+
+    # ApplyMomentum
+    def UseNesterov(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # ApplyMomentum
+    def WeightDecay(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+def ApplyMomentumStart(builder):
+    builder.StartObject(3)
+
+def ApplyMomentumAddMomentum(builder, momentum):
+    builder.PrependFloat32Slot(0, momentum, 0.9)
+
+def ApplyMomentumAddUseNesterov(builder, useNesterov):
+    builder.PrependBoolSlot(1, useNesterov, 0)
+
+def ApplyMomentumAddWeightDecay(builder, weightDecay):
+    builder.PrependFloat32Slot(2, weightDecay, 0.0)
+
+def ApplyMomentumEnd(builder):
+    return builder.EndObject()
+
+
+
+class ApplyMomentumT(object):
+
+    # ApplyMomentumT
+    def __init__(
+        self,
+        momentum = 0.9,
+        useNesterov = False,
+        weightDecay = 0.0,
+    ):
+        self.momentum = momentum  # type: float
+        self.useNesterov = useNesterov  # type: bool
+        self.weightDecay = weightDecay  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        applyMomentum = ApplyMomentum()
+        applyMomentum.Init(buf, pos)
+        return cls.InitFromObj(applyMomentum)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, applyMomentum):
+        x = ApplyMomentumT()
+        x._UnPack(applyMomentum)
+        return x
+
+    # ApplyMomentumT
+    def _UnPack(self, applyMomentum):
+        if applyMomentum is None:
+            return
+        self.momentum = applyMomentum.Momentum()
+        self.useNesterov = applyMomentum.UseNesterov()
+        self.weightDecay = applyMomentum.WeightDecay()
+
+    # ApplyMomentumT
+    def Pack(self, builder):
+        ApplyMomentumStart(builder)
+        ApplyMomentumAddMomentum(builder, self.momentum)
+        ApplyMomentumAddUseNesterov(builder, self.useNesterov)
+        ApplyMomentumAddWeightDecay(builder, self.weightDecay)
+        applyMomentum = ApplyMomentumEnd(builder)
+        return applyMomentum
+
+
+class Adam(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Adam()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsAdam(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def AdamBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Adam
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Adam
+    def Beta1(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.9
+
+    # Adam
+    def Beta2(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.999
+
+    # Adam
+    def Epsilon(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1e-8
+
+    # Adam
+    def WeightDecay(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+def AdamStart(builder):
+    builder.StartObject(4)
+
+def AdamAddBeta1(builder, beta1):
+    builder.PrependFloat32Slot(0, beta1, 0.9)
+
+def AdamAddBeta2(builder, beta2):
+    builder.PrependFloat32Slot(1, beta2, 0.999)
+
+def AdamAddEpsilon(builder, epsilon):
+    builder.PrependFloat32Slot(2, epsilon, 1e-8)
+
+def AdamAddWeightDecay(builder, weightDecay):
+    builder.PrependFloat32Slot(3, weightDecay, 0.0)
+
+def AdamEnd(builder):
+    return builder.EndObject()
+
+
+
+class AdamT(object):
+
+    # AdamT
+    def __init__(
+        self,
+        beta1 = 0.9,
+        beta2 = 0.999,
+        epsilon = 1e-8,
+        weightDecay = 0.0,
+    ):
+        self.beta1 = beta1  # type: float
+        self.beta2 = beta2  # type: float
+        self.epsilon = epsilon  # type: float
+        self.weightDecay = weightDecay  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        adam = Adam()
+        adam.Init(buf, pos)
+        return cls.InitFromObj(adam)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, adam):
+        x = AdamT()
+        x._UnPack(adam)
+        return x
+
+    # AdamT
+    def _UnPack(self, adam):
+        if adam is None:
+            return
+        self.beta1 = adam.Beta1()
+        self.beta2 = adam.Beta2()
+        self.epsilon = adam.Epsilon()
+        self.weightDecay = adam.WeightDecay()
+
+    # AdamT
+    def Pack(self, builder):
+        AdamStart(builder)
+        AdamAddBeta1(builder, self.beta1)
+        AdamAddBeta2(builder, self.beta2)
+        AdamAddEpsilon(builder, self.epsilon)
+        AdamAddWeightDecay(builder, self.weightDecay)
+        adam = AdamEnd(builder)
+        return adam
+
+
+class Assign(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Assign()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsAssign(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def AssignBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Assign
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def AssignStart(builder):
+    builder.StartObject(0)
+
+def AssignEnd(builder):
+    return builder.EndObject()
+
+
+
+class AssignT(object):
+
+    # AssignT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        assign = Assign()
+        assign.Init(buf, pos)
+        return cls.InitFromObj(assign)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, assign):
+        x = AssignT()
+        x._UnPack(assign)
+        return x
+
+    # AssignT
+    def _UnPack(self, assign):
+        if assign is None:
+            return
+
+    # AssignT
+    def Pack(self, builder):
+        AssignStart(builder)
+        assign = AssignEnd(builder)
+        return assign
 
 
 class QuantParam(object):
@@ -4837,8 +8781,35 @@ class Tensor(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return 0
 
+    # Tensor
+    def SourcePerm(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Tensor
+    def SourcePermAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Tensor
+    def SourcePermLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Tensor
+    def SourcePermIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        return o == 0
+
 def TensorStart(builder):
-    builder.StartObject(8)
+    builder.StartObject(9)
 
 def TensorAddName(builder, name):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -4873,6 +8844,12 @@ def TensorStartQuantParamsVector(builder, numElems):
 def TensorAddQuantAxis(builder, quantAxis):
     builder.PrependInt32Slot(7, quantAxis, 0)
 
+def TensorAddSourcePerm(builder, sourcePerm):
+    builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(sourcePerm), 0)
+
+def TensorStartSourcePermVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
 def TensorEnd(builder):
     return builder.EndObject()
 
@@ -4895,6 +8872,7 @@ class TensorT(object):
         data = None,
         quantParams = None,
         quantAxis = 0,
+        sourcePerm = None,
     ):
         self.name = name  # type: Optional[str]
         self.nodeType = nodeType  # type: int
@@ -4904,6 +8882,7 @@ class TensorT(object):
         self.data = data  # type: Optional[List[int]]
         self.quantParams = quantParams  # type: Optional[List[QuantParamT]]
         self.quantAxis = quantAxis  # type: int
+        self.sourcePerm = sourcePerm  # type: Optional[List[int]]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -4953,6 +8932,13 @@ class TensorT(object):
                     quantParam_ = QuantParamT.InitFromObj(tensor.QuantParams(i))
                     self.quantParams.append(quantParam_)
         self.quantAxis = tensor.QuantAxis()
+        if not tensor.SourcePermIsNone():
+            if np is None:
+                self.sourcePerm = []
+                for i in range(tensor.SourcePermLength()):
+                    self.sourcePerm.append(tensor.SourcePerm(i))
+            else:
+                self.sourcePerm = tensor.SourcePermAsNumpy()
 
     # TensorT
     def Pack(self, builder):
@@ -4982,6 +8968,14 @@ class TensorT(object):
             for i in reversed(range(len(self.quantParams))):
                 builder.PrependUOffsetTRelative(quantParamslist[i])
             quantParams = builder.EndVector()
+        if self.sourcePerm is not None:
+            if np is not None and type(self.sourcePerm) is np.ndarray:
+                sourcePerm = builder.CreateNumpyVector(self.sourcePerm)
+            else:
+                TensorStartSourcePermVector(builder, len(self.sourcePerm))
+                for i in reversed(range(len(self.sourcePerm))):
+                    builder.PrependInt32(self.sourcePerm[i])
+                sourcePerm = builder.EndVector()
         TensorStart(builder)
         if self.name is not None:
             TensorAddName(builder, name)
@@ -4995,6 +8989,8 @@ class TensorT(object):
         if self.quantParams is not None:
             TensorAddQuantParams(builder, quantParams)
         TensorAddQuantAxis(builder, self.quantAxis)
+        if self.sourcePerm is not None:
+            TensorAddSourcePerm(builder, sourcePerm)
         tensor = TensorEnd(builder)
         return tensor
 
@@ -5156,7 +9152,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

@@ -5,9 +5,8 @@ channel scaled by gamma / sqrt(var + eps).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from converter.ir import Graph, Node
+from lite.fold_batchnorm import fold_batchnorm
 
 # output-channel axis of each producer's weight (Conv2D OHWI, Conv2DTranspose IHWO, FullConnection [out, in])
 _CHANNEL_AXIS = {"Conv2D": 0, "Conv2DTranspose": 3, "FullConnection": 0}
@@ -36,18 +35,12 @@ def fuse_batchnorm(graph: Graph) -> None:
         producer = _fusable(graph, bn)
         if producer is None:
             continue
-        gamma, beta, mean, var = (graph.const(i).astype(np.float64) for i in bn.inputs[1:5])
-        scale = gamma / np.sqrt(var + bn.attrs.get("epsilon", 1e-5))
-        w = graph.const(producer.inputs[1])
-        axis = _CHANNEL_AXIS[producer.op]
-        shape = [1] * w.ndim
-        shape[axis] = -1
-        new_w = (w.astype(np.float64) * scale.reshape(shape)).astype(w.dtype)
         bias_in = producer.inputs[2] if len(producer.inputs) > 2 and producer.inputs[2] else None
-        bias = graph.const(bias_in).astype(np.float64) if bias_in else np.zeros_like(scale)
-        new_b = ((bias - mean) * scale + beta).astype(w.dtype)
-        producer.inputs[1:] = [graph.add_const(new_w, producer.inputs[1] + "_bn"),
-                               graph.add_const(new_b, producer.name + "_bias_bn")]
+        weight, bias = fold_batchnorm(graph.const(producer.inputs[1]), graph.const(bias_in) if bias_in else None,
+                                      *(graph.const(i) for i in bn.inputs[1:5]), bn.attrs.get("epsilon", 1e-5),
+                                      _CHANNEL_AXIS[producer.op])
+        producer.inputs[1:] = [graph.add_const(weight, producer.inputs[1] + "_bn"),
+                               graph.add_const(bias, producer.name + "_bias_bn")]
         graph.remove_node(bn)
         out = bn.outputs[0]
         graph.values.pop(out)

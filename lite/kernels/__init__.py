@@ -2,3 +2,4 @@
 from lite.kernels import (activation, arithmetic, batchnorm, cast, concat, conv2d, conv2d_transpose,  # noqa: F401
                           full_connection, gather, identity, layer_norm, lrn, pad, pooling, reduce, reshape,
                           resize, shape, slice, softmax, split, transpose, unary)
+from lite.kernels import grad  # noqa: F401,E402  (training kernels)

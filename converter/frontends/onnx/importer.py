@@ -37,7 +37,7 @@ def _input_value(vi: onnx.ValueInfoProto, override: list[int] | None) -> Value:
         return Value(vi.name, tuple(int(d) for d in override), dtype)
     if not tt.HasField("shape"):
         raise InputTensorError(f"graph input '{vi.name}' has no shape: give it with --inputShape")
-    dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tt.shape.dim)
+    dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim)
     return Value(vi.name, dims, dtype)
 
 

@@ -1,0 +1,1 @@
+"""Gradient kernels: loss."""

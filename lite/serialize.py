@@ -1,0 +1,125 @@
+"""Model definitions -> `.ms` FlatBuffers bytes. The converter's exporter and the training session's
+checkpoint/export both write through here, so there is one writer for the format."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import flatbuffers
+import numpy as np
+
+from lite.model import NodeDef, SubGraphDef, TensorDef
+from schema import DATA_ALIGNMENT, FILE_IDENTIFIER, FORMAT_VERSION, NO_TENSOR, fb
+from schema import attrs as op_attrs
+
+
+def _ints(builder: flatbuffers.Builder, values: Sequence[int], dtype: type = np.uint32) -> int:
+    return builder.CreateNumpyVector(np.asarray(values, dtype=dtype))
+
+
+def _aligned_bytes(builder: flatbuffers.Builder, data: bytes) -> int:
+    """A [ubyte] vector whose first byte is DATA_ALIGNMENT-aligned in the finished buffer."""
+    builder.StartVector(1, len(data), DATA_ALIGNMENT)
+    builder.head -= len(data)
+    builder.Bytes[builder.head:builder.head + len(data)] = data
+    return builder.EndVector()
+
+
+def _tables(builder: flatbuffers.Builder, offsets: Sequence[int]) -> int:
+    builder.StartVector(4, len(offsets), 4)
+    for off in reversed(offsets):
+        builder.PrependUOffsetTRelative(off)
+    return builder.EndVector()
+
+
+def _tensor(builder: flatbuffers.Builder, t: TensorDef) -> int:
+    name = builder.CreateString(t.name)
+    dims = _ints(builder, t.dims, np.int64)
+    data = None
+    if t.data is not None:
+        little = np.ascontiguousarray(t.data, dtype=t.data.dtype.newbyteorder("<"))
+        data = _aligned_bytes(builder, little.tobytes())
+    quant = _tables(builder, [q.Pack(builder) for q in t.quant_params]) if t.quant_params else None
+    perm = _ints(builder, t.source_perm, np.int32) if t.source_perm else None
+    fb.TensorStart(builder)
+    fb.TensorAddName(builder, name)
+    fb.TensorAddNodeType(builder, t.node_type)
+    fb.TensorAddDataType(builder, t.data_type)
+    fb.TensorAddDims(builder, dims)
+    fb.TensorAddFormat(builder, t.format)
+    if data is not None:
+        fb.TensorAddData(builder, data)
+    if quant is not None:
+        fb.TensorAddQuantParams(builder, quant)
+        fb.TensorAddQuantAxis(builder, t.quant_axis)
+    if perm is not None:
+        fb.TensorAddSourcePerm(builder, perm)
+    return fb.TensorEnd(builder)
+
+
+def _node(builder: flatbuffers.Builder, n: NodeDef) -> int:
+    name = builder.CreateString(n.name)
+    prim = op_attrs.pack(n.op, n.attrs, builder)
+    ins = _ints(builder, [NO_TENSOR if i < 0 else i for i in n.inputs])
+    outs = _ints(builder, n.outputs)
+    fb.NodeStart(builder)
+    fb.NodeAddName(builder, name)
+    fb.NodeAddPrimitiveType(builder, getattr(fb.Primitive, n.op))
+    fb.NodeAddPrimitive(builder, prim)
+    fb.NodeAddInputIndex(builder, ins)
+    fb.NodeAddOutputIndex(builder, outs)
+    fb.NodeAddQuantType(builder, n.quant_type)
+    return fb.NodeEnd(builder)
+
+
+def _subgraph(builder: flatbuffers.Builder, sg: SubGraphDef, node_index: dict[int, int]) -> int:
+    name = builder.CreateString(sg.name)
+    ins, outs = _ints(builder, sg.inputs), _ints(builder, sg.outputs)
+    members = _ints(builder, [node_index[id(n)] for n in sg.nodes])
+    fb.SubGraphStart(builder)
+    fb.SubGraphAddName(builder, name)
+    fb.SubGraphAddInputIndices(builder, ins)
+    fb.SubGraphAddOutputIndices(builder, outs)
+    fb.SubGraphAddNodeIndices(builder, members)
+    return fb.SubGraphEnd(builder)
+
+
+def serialize(name: str, tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inputs: Sequence[int],
+              outputs: Sequence[int], subgraphs: Sequence[SubGraphDef] = ()) -> bytes:
+    """A `.ms` buffer. `tensors[i].index` must be `i`; nodes should be in execution order."""
+    builder = flatbuffers.Builder(1 << 20)
+    tensor_vec = _tables(builder, [_tensor(builder, t) for t in tensors])
+    node_vec = _tables(builder, [_node(builder, n) for n in nodes])
+    node_index = {id(n): k for k, n in enumerate(nodes)}
+    sub_vec = _tables(builder, [_subgraph(builder, sg, node_index) for sg in subgraphs]) if subgraphs else None
+    gin, gout = _ints(builder, inputs), _ints(builder, outputs)
+    name_off, version = builder.CreateString(name), builder.CreateString(FORMAT_VERSION)
+    fb.MetaGraphStart(builder)
+    fb.MetaGraphAddName(builder, name_off)
+    fb.MetaGraphAddVersion(builder, version)
+    fb.MetaGraphAddFmkType(builder, 0)
+    fb.MetaGraphAddInputIndex(builder, gin)
+    fb.MetaGraphAddOutputIndex(builder, gout)
+    fb.MetaGraphAddNodes(builder, node_vec)
+    fb.MetaGraphAddAllTensors(builder, tensor_vec)
+    if sub_vec is not None:
+        fb.MetaGraphAddSubGraphs(builder, sub_vec)
+    builder.Finish(fb.MetaGraphEnd(builder), file_identifier=FILE_IDENTIFIER)
+    return bytes(builder.Output())
+
+
+def write_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename: readers never see a partial file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
