@@ -10,10 +10,11 @@ from converter.export import to_bytes
 from converter.frontends.onnx import import_model
 from converter.ir import Graph
 from converter.passes import optimize
+from converter.train import TrainParams, to_training_graph
 from lite.serialize import write_atomic
 from lite.status import GraphFileError
 
-__all__ = ["convert", "convert_file", "load_onnx", "to_graph"]
+__all__ = ["convert", "convert_file", "convert_for_training", "load_onnx", "to_graph"]
 
 
 def load_onnx(path: str | os.PathLike) -> onnx.ModelProto:
@@ -38,11 +39,20 @@ def convert(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = 
     return to_bytes(to_graph(model, input_shapes, disabled_passes))
 
 
+def convert_for_training(model: onnx.ModelProto, params: TrainParams,
+                         input_shapes: dict[str, list[int]] | None = None) -> bytes:
+    """An ONNX model as a training `.ms` (eval, gradients and optimizer subgraphs; see docs/training.md)."""
+    return to_bytes(to_training_graph(model, params, input_shapes))
+
+
 def convert_file(model_file: str | os.PathLike, output_file: str | os.PathLike,
-                 input_shapes: dict[str, list[int]] | None = None) -> str:
-    """Convert `model_file` and write `<output_file>.ms` atomically; returns the written path."""
+                 input_shapes: dict[str, list[int]] | None = None, train_params: TrainParams | None = None) -> str:
+    """Convert `model_file` (for training when `train_params` is given) and write `<output_file>.ms` atomically;
+    returns the written path."""
     out = os.fspath(output_file)
     if not out.endswith(".ms"):
         out += ".ms"
-    write_atomic(out, convert(load_onnx(model_file), input_shapes))
+    model = load_onnx(model_file)
+    write_atomic(out, convert(model, input_shapes) if train_params is None else
+                 convert_for_training(model, train_params, input_shapes))
     return out

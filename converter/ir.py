@@ -65,18 +65,19 @@ class Graph:
         self.outputs: list[str] = []
         self.subgraphs: list[SubGraph] = []
         self._counter = itertools.count()
+        self._issued: set[str] = set()
 
     # ---- names and values ------------------------------------------------------------------------------------
     def fresh(self, hint: str) -> str:
-        """A value or node name not used yet, derived from `hint`."""
-        taken = self.values.keys() | {n.name for n in self.nodes}
+        """A name not used by any value nor handed out before, derived from `hint` (node names come from here)."""
         name = hint
-        while name in taken or not name:
+        while not name or name in self.values or name in self._issued:
             name = f"{hint}_{next(self._counter)}"
+        self._issued.add(name)
         return name
 
     def add_const(self, array: np.ndarray, hint: str = "const") -> str:
-        array = np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array).reshape(np.shape(array))   # keeps 0-d arrays 0-d
         name = self.fresh(hint)
         self.values[name] = Value(name, tuple(array.shape), array.dtype, array)
         return name

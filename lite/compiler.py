@@ -46,6 +46,9 @@ def infer_node(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None
 def evaluate(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None],
              outs: list[TensorSpec]) -> list[TensorSpec]:
     """Run a node whose inputs are all known, now, and return its outputs with values."""
+    size = sum(s.nbytes for s in outs)
+    if size > MAX_ARENA_BYTES:
+        raise MemoryFailedError(f"{node.op} node '{node.name}' would fold into {size} bytes of constants")
     arrays = [np.empty(s.shape, s.dtype) for s in outs]
     scratch = [np.zeros(s.shape, s.dtype) for s in kernel.scratch()]
     values = [s.value if s is not None else None for s in inputs]

@@ -164,7 +164,7 @@ def _read_tensor(index: int, t: Any) -> TensorDef:
     except LiteError:
         raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
     data = None
-    if t.DataLength():
+    if t.NodeType() == fb.NodeType.VALUE:
         if any(d < 0 for d in dims):
             raise GraphFileError(f"const tensor '{name}' has unknown dims {list(dims)}")
         count = int(np.prod(dims, dtype=np.int64)) if dims else 1

@@ -174,9 +174,9 @@ class LiteSession:
                 raise InputTensorError(f"Resize: '{name}' is not an input of this model")
             shape = tuple(int(d) for d in shape)
             old = shapes[by_name[name]]
-            if len(shape) != len(old) or any(d <= 0 for d in shape):
+            if len(shape) != len(old) or any(d < 0 for d in shape):
                 raise InputTensorError(f"Resize: input '{name}' has shape {list(old)}; {list(shape)} must have "
-                                       f"the same rank and positive dims")
+                                       f"the same rank and non-negative dims")
             shapes[by_name[name]] = shape
         previous = {i: tuple(self._plan.specs[i].shape) for i in self._graph.inputs}
         try:

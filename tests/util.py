@@ -23,11 +23,12 @@ def session_for(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | Non
 
 
 def run_lite(session: lite.LiteSession, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    tensors = {name: session.GetInputsByTensorName(name) for name in feeds}
+    changed = [name for name, t in tensors.items() if t.shape() != list(feeds[name].shape)]
+    if changed:         # one Resize for all: each Resize resets input data
+        session.Resize([tensors[n] for n in changed], [list(feeds[n].shape) for n in changed])
     for name, array in feeds.items():
-        tensor = session.GetInputsByTensorName(name)
-        if tensor.shape() != list(array.shape):
-            session.Resize([tensor], [list(array.shape)])
-        tensor.set_data(array)
+        tensors[name].set_data(array)
     session.RunGraph()
     return {name: t.numpy() for name, t in session.GetOutputs().items()}
 

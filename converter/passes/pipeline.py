@@ -7,6 +7,7 @@ from converter.ir import Graph
 from converter.passes.fold_constants import fold_constants
 from converter.passes.fuse_activation import fuse_activation
 from converter.passes.fuse_batchnorm import fuse_batchnorm
+from converter.passes.fuse_pad import fuse_pad
 from converter.passes.remove_identity import remove_identity
 from converter.passes.to_nhwc import to_nhwc
 
@@ -14,6 +15,7 @@ PASSES: dict[str, Callable[[Graph], None]] = {
     "fold_constants": fold_constants,
     "remove_identity": remove_identity,
     "to_nhwc": to_nhwc,
+    "fuse_pad": fuse_pad,
     "fuse_batchnorm": fuse_batchnorm,
     "fuse_activation": fuse_activation,
 }

@@ -38,8 +38,9 @@ def bypass(graph: Graph, node: Node) -> bool:
     return True
 
 
-def remove_identity(graph: Graph) -> None:
+def remove_identity(graph: Graph, keep: tuple[str, ...] = ()) -> None:
+    """Bypass every no-op node except those of the ops in `keep` (training keeps Dropout)."""
     for node in list(graph.nodes):
-        if node.op in ("Identity", "Dropout", "Cast", "Transpose", *_SHAPE_OPS) and len(node.outputs) == 1 \
-                and _is_noop(graph, node):
+        if (node.op in ("Identity", "Dropout", "Cast", "Transpose", *_SHAPE_OPS) and node.op not in keep
+                and len(node.outputs) == 1 and _is_noop(graph, node)):
             bypass(graph, node)

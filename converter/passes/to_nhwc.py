@@ -117,6 +117,42 @@ def _push_axes_input(graph: Graph, node: Node) -> bool:
     return True
 
 
+# Ops whose parameter inputs hold one value per axis ("axis") or begins-then-ends per axis ("begin_end").
+PER_AXIS_INPUTS = {"Pad": {1: "begin_end"}, "Resize": {1: "begin_end", 2: "axis", 3: "axis"}}
+
+
+def _permute_per_axis(values: np.ndarray, kind: str, perm: Perm) -> np.ndarray:
+    """Parameters given per axis of T(x, perm), rearranged per axis of x."""
+    inverse = list(_inverse(perm))
+    flat = values.ravel()
+    if kind == "axis":
+        return flat[inverse]
+    rank = len(perm)
+    return np.concatenate([flat[:rank][inverse], flat[rank:][inverse]])
+
+
+def _push_per_axis_inputs(graph: Graph, node: Node) -> bool:
+    """Pad and Resize: constant per-axis parameters (pads, roi, scales, sizes) are permuted."""
+    t = _transpose_input(graph, node.inputs[0])
+    if t is None:
+        return False
+    perm = t[1]
+    inputs = [t[0]]
+    for k, name in enumerate(node.inputs[1:], start=1):
+        kind = PER_AXIS_INPUTS[node.op].get(k)
+        value = graph.const(name) if name else None
+        if kind is None or not name or value is None or value.size == 0:
+            if kind is not None and name and value is None:
+                return False
+            inputs.append(name)
+            continue
+        if value.size != (2 if kind == "begin_end" else 1) * len(perm):
+            return False
+        inputs.append(graph.add_const(_permute_per_axis(value, kind, perm), name + "_nhwc"))
+    _rewrite(graph, node, inputs, dict(node.attrs), perm)
+    return True
+
+
 def _merge_transposes(graph: Graph, node: Node) -> bool:
     t = _transpose_input(graph, node.inputs[0])
     perm = tuple(int(p) for p in node.attrs["perm"])
@@ -147,6 +183,7 @@ PUSH: dict[str, Callable[[Graph, Node], bool]] = {
     **{op: _push_elementwise for op in UNARY | BINARY},
     **{op: _push_axis_attr for op in AXIS_ATTR},
     "Reduce": _push_axes_input,
+    **{op: _push_per_axis_inputs for op in PER_AXIS_INPUTS},
     "Transpose": _merge_transposes,
 }
 

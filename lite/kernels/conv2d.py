@@ -1,1 +1,271 @@
-"""Kernels: conv2d."""
+"""Conv2D on NHWC activations with OHWI weights: dense, grouped and depthwise, bias and fused activation.
+
+Three paths, each prebound in `bind` as a callable over fixed views, so a run only copies and multiplies:
+- `Im2colGemm`: windows copied once into im2col columns [G, M, KH*KW*Cg] (M = N*OH*OW), then one (batched)
+  matmul against the weight viewed as [G, K, Cout/G]. A 1x1 stride-1 unpadded dense conv skips the copy: the
+  NHWC input itself is the [M, C] matrix. Small-M products (late layers at batch 1) run as out^T = W @ cols^T.
+- Winograd F(2x2, 3x3) (`_winograd`) for dense 3x3 stride-1 convs with a constant weight.
+- `DepthwiseBands` (group == C_in == C_out): KH*KW shifted multiply-adds, in bands of output rows whose input
+  is padded into a cache-sized buffer, with per-tap weights pre-tiled along W so numpy runs each product as one
+  contiguous loop; bias and activation are applied per band while it is in cache.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+import numpy as np
+
+from lite.dtypes import DataType
+from lite.kernel import Kernel, TensorSpec, register
+from lite.kernels import _winograd as winograd
+from lite.kernels._conv_math import PadCopy, Window, make_window, padded_shape, patches, phased_tap_views
+from lite.kernels.activation import activation_fn
+from lite.status import InvalidOpAttrError
+
+BAND_ELEMENTS = 1 << 16   # depthwise output elements per band (~256 KiB of float32: stays in L2)
+WINOGRAD_MIN_CHANNELS = 16   # below this the 16 small GEMMs lose to one im2col GEMM
+SMALL_M = 128             # GEMMs with fewer output pixels run transposed (measured 5-25 % faster at M = 49)
+
+
+@dataclass
+class Geometry:
+    """What infer decides for one conv: both spatial windows, channels and groups."""
+    wh: Window
+    ww: Window
+    batch: int
+    in_channels: int
+    out_channels: int
+    group: int
+
+    @property
+    def rows(self) -> int:
+        """M of the GEMM: one row per output pixel."""
+        return self.batch * self.wh.out * self.ww.out
+
+    @property
+    def depth(self) -> int:
+        """K of the GEMM: one column per (kh, kw, input channel of a group)."""
+        return self.wh.kernel * self.ww.kernel * self.in_channels // self.group
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.wh.out, self.ww.out, self.out_channels)
+
+    @property
+    def padded(self) -> bool:
+        return self.wh.has_padding or self.ww.has_padding
+
+
+def conv_geometry(kernel: Kernel, x: TensorSpec, w: TensorSpec) -> Geometry:
+    """Validate x [N, H, W, C] against OHWI w [O, KH, KW, C/group] and resolve the windows."""
+    a = kernel.attrs
+    if x.rank != 4 or w.rank != 4:
+        raise kernel.error(f"needs a 4-D NHWC input and a 4-D OHWI weight, got ranks {x.rank} and {w.rank}")
+    n, h, wd, c = x.shape
+    out_c, kh, kw, cg = w.shape
+    group = a.group or 1
+    if cg * group != c or out_c % group:
+        raise kernel.error(f"input has {c} channels and weight {list(w.shape)} with group {group}: channels "
+                           f"must equal weight dim 3 x group and output channels divide by group")
+    if (a.kernel_h and a.kernel_h != kh) or (a.kernel_w and a.kernel_w != kw):
+        raise kernel.error(f"kernel {a.kernel_h}x{a.kernel_w} does not match weight {list(w.shape)}",
+                           InvalidOpAttrError)
+    try:
+        wh = make_window(h, kh, a.stride_h, a.dilation_h, a.pad_mode, a.pad_top, a.pad_bottom)
+        ww = make_window(wd, kw, a.stride_w, a.dilation_w, a.pad_mode, a.pad_left, a.pad_right)
+    except ValueError as e:
+        raise kernel.error(str(e), InvalidOpAttrError) from None
+    return Geometry(wh, ww, n, c, out_c, group)
+
+
+def check_bias(kernel: Kernel, bias: TensorSpec | None, channels: int) -> None:
+    if bias is not None and bias.shape != (channels,):
+        raise kernel.error(f"bias must have shape [{channels}], got {list(bias.shape)}")
+
+
+def depthwise_band(views: Sequence[np.ndarray], taps: Sequence[np.ndarray], out: np.ndarray,
+                   tmp: np.ndarray) -> None:
+    """out = sum_k views[k] * taps[k] for one band; `tmp` has out's shape."""
+    np.multiply(views[0], taps[0], out=out)
+    for view, tap in zip(views[1:], taps[1:]):
+        np.multiply(view, tap, out=tmp)
+        out += tmp
+
+
+@dataclass
+class Im2colGemm:
+    """Prebound im2col + GEMM: pad, copy the columns, one (batched) matmul, unpack into NHWC when needed."""
+    pad: PadCopy | None
+    columns: tuple[np.ndarray, np.ndarray] | None
+    operands: tuple[np.ndarray, np.ndarray]
+    product: np.ndarray
+    unpack: tuple[np.ndarray, np.ndarray] | None
+
+    @staticmethod
+    def build(g: Geometry, direct: bool, transposed: bool, x: np.ndarray, w: np.ndarray, out: np.ndarray,
+              work: list[np.ndarray]) -> "Im2colGemm":
+        source = work.pop(0) if g.padded else x[None]                          # [1, N, Hp, Wp, C]
+        pad = PadCopy.build(source, x, g.wh, g.ww, 0.0) if g.padded else None
+        groups, cog = g.group, g.out_channels // g.group
+        weight = w.reshape(groups, cog, g.depth)                                  # [G, O/G, K] view
+        columns = None
+        if direct:
+            lhs = x.reshape(1, g.rows, g.in_channels)
+        else:
+            lhs = work.pop(0)
+            win = patches(source[0], g.wh, g.ww)                                  # [N, OH, OW, KH, KW, C]
+            win = win.reshape(*win.shape[:5], groups, g.in_channels // groups)
+            columns = (lhs.reshape(groups, *win.shape[:5], -1), np.moveaxis(win, 5, 0))
+        out2d = out.reshape(g.rows, g.out_channels)
+        if transposed:            # out^T = W @ cols^T: BLAS blocks better when M is the small side
+            return Im2colGemm(pad, columns, (weight[0], lhs[0].T), work[0], (out2d, work[0].T))
+        if groups == 1:
+            return Im2colGemm(pad, columns, (lhs[0], weight[0].T), out2d, None)
+        return Im2colGemm(pad, columns, (lhs, weight.transpose(0, 2, 1)), work[0],
+                          (out2d.reshape(g.rows, groups, cog), work[0].transpose(1, 0, 2)))
+
+    def __call__(self) -> None:
+        if self.pad is not None:
+            self.pad()
+        if self.columns is not None:
+            np.copyto(*self.columns)
+        np.matmul(*self.operands, out=self.product)
+        if self.unpack is not None:
+            np.copyto(*self.unpack)
+
+
+@dataclass
+class WinogradConv:
+    """Prebound Winograd F(2x2, 3x3): pad into whole tiles, then transform, 16 GEMMs, transform back."""
+    pad: PadCopy
+    compute: winograd.Winograd
+
+    @staticmethod
+    def windows(g: Geometry) -> tuple[Window, Window]:
+        """The conv windows with the end padding grown to whole 2x2 output tiles."""
+        return tuple(replace(win, extra_end=win.extra_end + 2 * winograd.tiles(win.out) - win.out)
+                     for win in (g.wh, g.ww))
+
+    @staticmethod
+    def scratch(g: Geometry) -> list[TensorSpec]:
+        wh, ww = WinogradConv.windows(g)
+        return [TensorSpec(padded_shape(g.batch, g.in_channels, wh, ww), np.dtype(np.float32)),
+                *winograd.scratch_specs(g.batch, wh.out, ww.out, g.in_channels, g.out_channels)]
+
+    @staticmethod
+    def build(g: Geometry, x: np.ndarray, w: np.ndarray, out: np.ndarray, work: list[np.ndarray]) -> "WinogradConv":
+        wh, ww = WinogradConv.windows(g)
+        buffer = work[0]
+        return WinogradConv(PadCopy.build(buffer, x, wh, ww, 0.0),
+                            winograd.Winograd.build(buffer[0], winograd.transform_weight(w), out, work[1:]))
+
+    def __call__(self) -> None:
+        self.pad()
+        self.compute()
+
+
+@dataclass
+class DepthwiseBands:
+    """Prebound depthwise conv: per band, pad its input rows, multiply-add the taps, then `finish` it."""
+    bands: list[tuple[PadCopy, list[np.ndarray], np.ndarray, np.ndarray]]
+    taps: list[np.ndarray]
+    finish: Callable[[np.ndarray], None]
+
+    @staticmethod
+    def band_rows(g: Geometry) -> int:
+        """Output rows of one image per band: about BAND_ELEMENTS outputs."""
+        return max(1, min(g.wh.out, BAND_ELEMENTS // (g.ww.out * g.out_channels)))
+
+    @staticmethod
+    def scratch(g: Geometry) -> list[TensorSpec]:
+        """The band's padded input (phase-split by the W stride) and one product buffer."""
+        rows, f32 = DepthwiseBands.band_rows(g), np.dtype(np.float32)
+        band_input = replace(g.wh, size=(rows - 1) * g.wh.stride + g.wh.span, pad_begin=0, pad_end=0, extra_end=0)
+        return [TensorSpec(padded_shape(1, g.in_channels, band_input, g.ww, g.ww.stride), f32),
+                TensorSpec((1, rows, g.ww.out, g.out_channels), f32)]
+
+    @staticmethod
+    def build(g: Geometry, const_weight: bool, x: np.ndarray, w: np.ndarray, out: np.ndarray,
+              work: list[np.ndarray], finish: Callable[[np.ndarray], None]) -> "DepthwiseBands":
+        buffer, tmp = work
+        taps = w.reshape(g.out_channels, g.wh.kernel * g.ww.kernel).T                   # [KH*KW, C] view
+        if const_weight:           # tile along W once so every product is one contiguous inner loop
+            taps = np.ascontiguousarray(np.broadcast_to(taps[:, None, :], (len(taps), g.ww.out, g.out_channels)))
+        rows, bands = tmp.shape[1], []
+        for n in range(g.batch):
+            for top in range(0, g.wh.out, rows):
+                count = min(rows, g.wh.out - top)
+                first = top * g.wh.stride - g.wh.pad_begin                 # input row of the band's first tap
+                last = first + (count - 1) * g.wh.stride + g.wh.span        # one past its last
+                lo, hi = max(first, 0), min(last, g.wh.size)
+                band_h = replace(g.wh, size=hi - lo, pad_begin=lo - first, pad_end=last - hi, extra_end=0,
+                                 out=count)
+                band_buffer = buffer[:, :, :last - first]
+                bands.append((PadCopy.build(band_buffer, x[n:n + 1, lo:hi], band_h, g.ww, 0.0),
+                              phased_tap_views(band_buffer, band_h, g.ww), out[n:n + 1, top:top + count],
+                              tmp[:, :count]))
+        return DepthwiseBands(bands, list(taps), finish)
+
+    def __call__(self) -> None:
+        for fill, views, band, tmp in self.bands:
+            fill()
+            depthwise_band(views, self.taps, band, tmp)
+            self.finish(band)
+
+
+@register("Conv2D", DataType.FLOAT32)
+class Conv2DKernel(Kernel):
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        x, w = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        g = conv_geometry(self, x, w)
+        check_bias(self, bias, g.out_channels)
+        self.geo = g
+        self.const_weight = w.value is not None
+        self.depthwise = g.group > 1 and g.group == g.in_channels == g.out_channels
+        self.winograd = (self.const_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
+                         and g.wh.stride == g.ww.stride == g.wh.dilation == g.ww.dilation == 1
+                         and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS)
+        self.direct = (g.group == 1 and g.wh.kernel == g.ww.kernel == 1 and g.wh.stride == g.ww.stride == 1
+                       and not g.padded)
+        self.transposed = not (self.depthwise or self.winograd) and g.group == 1 and g.rows < SMALL_M
+        self.activation: Callable | None = activation_fn(self.attrs.activation)
+        return [TensorSpec(g.out_shape, x.dtype)]
+
+    def scratch(self) -> list[TensorSpec]:
+        g, f32 = self.geo, np.dtype(np.float32)
+        if self.depthwise:
+            return DepthwiseBands.scratch(g)
+        if self.winograd:
+            return WinogradConv.scratch(g)
+        specs = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), f32)] if g.padded else []
+        if not self.direct:
+            specs.append(TensorSpec((g.group, g.rows, g.depth), f32))
+        if self.transposed:
+            specs.append(TensorSpec((g.out_channels, g.rows), f32))
+        elif g.group > 1:
+            specs.append(TensorSpec((g.group, g.rows, g.out_channels // g.group), f32))
+        return specs
+
+    def bind(self, inputs, outputs, scratch) -> None:
+        x, w, out, work = inputs[0], inputs[1], outputs[0], list(scratch)
+        self.bias = inputs[2] if len(inputs) > 2 else None
+        if self.depthwise:
+            self.compute = DepthwiseBands.build(self.geo, self.const_weight, x, w, out, work, self._finish)
+        elif self.winograd:
+            self.compute = WinogradConv.build(self.geo, x, w, out, work)
+        else:
+            self.compute = Im2colGemm.build(self.geo, self.direct, self.transposed, x, w, out, work)
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        self.compute()
+        if not self.depthwise:          # depthwise finishes band by band
+            self._finish(outputs[0])
+
+    def _finish(self, out: np.ndarray) -> None:
+        """Bias and fused activation, in place."""
+        if self.bias is not None:
+            out += self.bias
+        if self.activation is not None:
+            self.activation(out, out)

@@ -1,1 +1,83 @@
-"""Kernels: full_connection."""
+"""FullConnection (x @ W^T + b over the last axis, W [out, in]) and MatMul (numpy matmul semantics), both with
+an optional fused activation. Both are single BLAS calls into the output array."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from lite.dtypes import DataType
+from lite.kernel import Kernel, TensorSpec, register
+from lite.kernels.activation import activation_fn
+
+
+def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """np.matmul's output shape (1-D operands promoted and their axis dropped); ValueError when they clash."""
+    if not a or not b:
+        raise ValueError("matmul operands must have at least one dimension")
+    a2, b2 = (1,) + a if len(a) == 1 else a, b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ValueError(f"inner dimensions differ: {list(a)} @ {list(b)}")
+    shape = np.broadcast_shapes(a2[:-2], b2[:-2])
+    if len(a) > 1:
+        shape += (a[-2],)
+    if len(b) > 1:
+        shape += (b[-1],)
+    return shape
+
+
+def swap_last(x: np.ndarray, transpose: bool) -> np.ndarray:
+    """The matrix transpose of `x` as a view (a no-op for 1-D operands or when not asked)."""
+    return x.swapaxes(-1, -2) if transpose and x.ndim > 1 else x
+
+
+@register("FullConnection", DataType.FLOAT32)
+class FullConnectionKernel(Kernel):
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        x, w = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        if w.rank != 2 or x.rank < 1 or x.shape[-1] != w.shape[1]:
+            raise self.error(f"input {list(x.shape)} does not match weight [out, in] {list(w.shape)}")
+        if bias is not None and bias.shape != (w.shape[0],):
+            raise self.error(f"bias must have shape [{w.shape[0]}], got {list(bias.shape)}")
+        self.activation = activation_fn(self.attrs.activation)
+        return [TensorSpec(x.shape[:-1] + (w.shape[0],), x.dtype)]
+
+    def bind(self, inputs, outputs, scratch) -> None:
+        x, w, out = inputs[0], inputs[1], outputs[0]
+        self.x2d = x.reshape(-1, x.shape[-1])
+        self.w_t = w.T                                  # a view: BLAS reads the transpose directly
+        self.out2d = out.reshape(-1, w.shape[0])
+        self.bias = inputs[2] if len(inputs) > 2 else None
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        np.matmul(self.x2d, self.w_t, out=self.out2d)
+        if self.bias is not None:
+            self.out2d += self.bias
+        if self.activation is not None:
+            self.activation(self.out2d, self.out2d)
+
+
+@register("MatMul", DataType.FLOAT32)
+class MatMulKernel(Kernel):
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        a, b = inputs[0], inputs[1]
+        ta, tb = self.attrs.transpose_a and a.rank > 1, self.attrs.transpose_b and b.rank > 1
+        a_shape = a.shape[:-2] + a.shape[:-3:-1] if ta else a.shape
+        b_shape = b.shape[:-2] + b.shape[:-3:-1] if tb else b.shape
+        try:
+            shape = matmul_shape(a_shape, b_shape)
+        except ValueError as e:
+            raise self.error(str(e)) from None
+        self.activation = activation_fn(self.attrs.activation)
+        return [TensorSpec(shape, np.result_type(a.dtype, b.dtype))]
+
+    def bind(self, inputs, outputs, scratch) -> None:
+        self.a = swap_last(inputs[0], self.attrs.transpose_a)
+        self.b = swap_last(inputs[1], self.attrs.transpose_b)
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        out = outputs[0]
+        np.matmul(self.a, self.b, out=out)
+        if self.activation is not None:
+            self.activation(out, out)

@@ -1,6 +1,8 @@
 """Walk an ONNX graph in order and apply one importer rule per node."""
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -52,7 +54,8 @@ def import_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | No
             array = numpy_helper.to_array(init)
         except Exception as e:
             raise GraphFileError(f"ONNX initializer '{init.name}' cannot be read: {e}") from e
-        graph.values[init.name] = Value(init.name, tuple(array.shape), array.dtype, np.ascontiguousarray(array))
+        graph.values[init.name] = Value(init.name, tuple(array.shape), array.dtype,
+                                        np.ascontiguousarray(array).reshape(array.shape))
     initialized = {i.name for i in g.initializer}
     for vi in g.input:
         if vi.name in initialized:
@@ -62,7 +65,8 @@ def import_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | No
     if input_shapes:
         raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
                                f"(inputs: {graph.inputs})")
-    ctx = ImportContext(graph, opset)
+    readers = Counter(i for node in g.node for i in node.input) + Counter(o.name for o in g.output)
+    ctx = ImportContext(graph, opset, dict(readers))
     for index, node in enumerate(g.node):
         ctx.node, ctx.name = node, node.name or f"{node.op_type}_{index}"
         if node.domain not in _DEFAULT_DOMAINS:

@@ -1,1 +1,276 @@
-"""ONNX importer rules: nn."""
+"""ONNX importer rules for the neural-network ops: convolutions, GEMM/MatMul, normalisations, pooling, softmax.
+
+Spatial ops (Conv, ConvTranspose, pooling, LRN) run on NHWC inside the graph: the rules wrap them in layout
+transposes (`ctx.nhwc_op`) that the to_nhwc pass later cancels between neighbours. 1-D variants ([N, C, L]) run
+as 2-D ops with H = 1; 3-D variants are refused. Weights are re-laid out with a Transpose node, which folds to a
+constant at import when the weight is constant (and runs in the graph when it is a graph input).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from converter.frontends.onnx.registry import ImportContext, onnx_op
+from schema import fb
+
+_PAD_MODES = {"NOTSET": fb.PadMode.PAD, "SAME_UPPER": fb.PadMode.SAME_UPPER,
+              "SAME_LOWER": fb.PadMode.SAME_LOWER, "VALID": fb.PadMode.VALID}
+OIHW_TO_OHWI = [0, 2, 3, 1]     # also ConvTranspose's [I, O/G, KH, KW] -> IHWO
+
+
+# ---- spatial helpers ------------------------------------------------------------------------------------------
+def _spatial_dims(ctx: ImportContext, name: str) -> int:
+    """1 or 2: the spatial rank of the NC... tensor `name`; anything else is refused."""
+    rank = ctx.value(name).rank
+    if rank not in (3, 4):
+        raise ctx.error(f"input '{name}' has rank {rank}: only 1-D and 2-D (rank 3 and 4) inputs are supported")
+    return rank - 2
+
+
+def _hw(ctx: ImportContext, name: str, values: Sequence[int], spatial: int, lifted: int) -> tuple[int, int]:
+    """(h, w) of a per-axis ONNX attribute; a 1-D op gets `lifted` for the inserted H axis."""
+    values = [int(v) for v in values]
+    if len(values) != spatial:
+        raise ctx.error(f"attribute '{name}' has {len(values)} values for {spatial} spatial axes")
+    return (lifted, values[0]) if spatial == 1 else (values[0], values[1])
+
+
+def _window_attrs(ctx: ImportContext, spatial: int, kernel: tuple[int, int]) -> dict[str, Any]:
+    """Kernel, strides, dilations and padding of a Conv/ConvTranspose/pool node as our attribute names."""
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    if auto_pad not in _PAD_MODES:
+        raise ctx.error(f"auto_pad '{auto_pad}' is not one of {sorted(_PAD_MODES)}")
+    pads = list(ctx.attr("pads", [0] * 2 * spatial))
+    if len(pads) != 2 * spatial:
+        raise ctx.error(f"attribute 'pads' has {len(pads)} values for {spatial} spatial axes")
+    stride = _hw(ctx, "strides", ctx.attr("strides", [1] * spatial), spatial, 1)
+    dilation = _hw(ctx, "dilations", ctx.attr("dilations", [1] * spatial), spatial, 1)
+    begin = _hw(ctx, "pads", pads[:spatial], spatial, 0)
+    end = _hw(ctx, "pads", pads[spatial:], spatial, 0)
+    return dict(kernel_h=kernel[0], kernel_w=kernel[1], stride_h=stride[0], stride_w=stride[1],
+                dilation_h=dilation[0], dilation_w=dilation[1], pad_mode=_PAD_MODES[auto_pad],
+                pad_top=begin[0], pad_left=begin[1], pad_bottom=end[0], pad_right=end[1])
+
+
+def _h_axis(ctx: ImportContext) -> str:
+    """The axis a 1-D op gains (and loses) to run as 2-D."""
+    return ctx.add_const(np.array([2], np.int64), "h_axis")
+
+
+def _lift(ctx: ImportContext, name: str, spatial: int) -> str:
+    """[N, C, L] -> [N, C, 1, L] for 1-D ops (a no-op for 2-D)."""
+    return ctx.emit1("Unsqueeze", [name, _h_axis(ctx)]) if spatial == 1 else name
+
+
+def _emit_spatial(ctx: ImportContext, op: str, x: str, params: list[str], **attrs: Any) -> None:
+    """Emit NHWC `op` on ONNX NC(H)W input `x`, writing the node's first output in x's layout and rank."""
+    spatial = _spatial_dims(ctx, x)
+    out = ctx.outputs[0]
+    if spatial == 2:
+        ctx.nhwc_op(op, x, params, out, **attrs)
+        return
+    y = ctx.nhwc_op(op, _lift(ctx, x, spatial), params, None, **attrs)
+    ctx.emit("Squeeze", [y, _h_axis(ctx)], [out])
+
+
+def _kernel_shape(ctx: ImportContext, weight: str, spatial: int) -> tuple[int, int]:
+    """From the `kernel_shape` attribute, else the weight's trailing dims (0 = take it from the weight)."""
+    dims = ctx.attr("kernel_shape", [max(d, 0) for d in ctx.value(weight).shape[2:]])
+    return _hw(ctx, "kernel_shape", dims, spatial, 1)
+
+
+def _weight(ctx: ImportContext, weight: str, spatial: int) -> str:
+    """ONNX [O, I, (KH,) KW] -> OHWI (or [I, O/G, ...] -> IHWO); folds at import for a constant weight."""
+    return ctx.emit1("Transpose", [_lift(ctx, weight, spatial)], perm=OIHW_TO_OHWI)
+
+
+def _checked_group(ctx: ImportContext) -> int:
+    group = int(ctx.attr("group", 1))
+    if group < 1:
+        raise ctx.error(f"group {group} must be positive")
+    return group
+
+
+# ---- convolutions ---------------------------------------------------------------------------------------------
+@onnx_op("Conv")
+def conv(ctx: ImportContext) -> None:
+    x, w, b = ctx.input(0), ctx.input(1), ctx.input(2)
+    spatial = _spatial_dims(ctx, x)
+    out_c, in_per_group = ctx.value(w).shape[:2]
+    group = _checked_group(ctx)
+    attrs = _window_attrs(ctx, spatial, _kernel_shape(ctx, w, spatial))
+    params = [_weight(ctx, w, spatial)] + ([b] if b else [])
+    _emit_spatial(ctx, "Conv2D", x, params, group=group, in_channel=max(in_per_group, 0) * group,
+                  out_channel=max(out_c, 0), **attrs)
+
+
+@onnx_op("ConvTranspose")
+def conv_transpose(ctx: ImportContext) -> None:
+    x, w, b = ctx.input(0), ctx.input(1), ctx.input(2)
+    spatial = _spatial_dims(ctx, x)
+    in_c, out_per_group = ctx.value(w).shape[:2]
+    group = _checked_group(ctx)
+    attrs = _window_attrs(ctx, spatial, _kernel_shape(ctx, w, spatial))
+    output_pad = _hw(ctx, "output_padding", ctx.attr("output_padding", [0] * spatial), spatial, 0)
+    output_shape = list(ctx.attr("output_shape", []))
+    if len(output_shape) == spatial + 2:        # some exporters give [N, C, spatial...]
+        output_shape = output_shape[2:]
+    size = _hw(ctx, "output_shape", output_shape, spatial, 1) if output_shape else (0, 0)
+    params = [_weight(ctx, w, spatial)] + ([b] if b else [])
+    _emit_spatial(ctx, "Conv2DTranspose", x, params, group=group, in_channel=max(in_c, 0),
+                  out_channel=max(out_per_group, 0) * group, output_pad_h=output_pad[0], output_pad_w=output_pad[1],
+                  output_h=size[0], output_w=size[1], **attrs)
+
+
+# ---- GEMM -----------------------------------------------------------------------------------------------------
+def _times(ctx: ImportContext, name: str, factor: float, output: str | None = None) -> str:
+    return ctx.emit1("Mul", [name, ctx.add_const(np.array(factor, np.float32), "scale")], output)
+
+
+def _row_bias(c: np.ndarray | None, columns: int) -> bool:
+    """Whether constant C broadcasts over the rows of an [M, columns] result (a scalar, [N] or [1, N])."""
+    return c is not None and c.size in (1, columns) and (c.ndim < 2 or c.shape[0] == 1)
+
+
+@onnx_op("Gemm")
+def gemm(ctx: ImportContext) -> None:
+    """Y = alpha * A' @ B' + beta * C. Constant B -> FullConnection with alpha (and a row-vector C) folded into
+    its constants; otherwise MatMul followed by Mul / Add."""
+    a, b, c = ctx.input(0), ctx.input(1), ctx.input(2)
+    alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
+    trans_b = bool(ctx.attr("transB", 0))
+    if ctx.attr("transA", 0):
+        a = ctx.emit1("Transpose", [a], perm=[1, 0])
+    if beta == 0.0:
+        c = ""
+    out = ctx.outputs[0]
+    product_out = None if c else out        # the product is the result when there is no C
+    weight, c_value = ctx.const(b), ctx.const(c)
+    if weight is not None:
+        w = np.ascontiguousarray((weight if trans_b else weight.T) * np.float32(alpha), dtype=np.float32)
+        inputs = [a, ctx.add_const(w, "weight")]
+        if c and _row_bias(c_value, w.shape[0]):
+            bias = np.broadcast_to(np.float32(beta) * c_value.astype(np.float32).reshape(-1), (w.shape[0],))
+            ctx.emit("FullConnection", inputs + [ctx.add_const(bias, "bias")], [out])
+            return
+        y = ctx.emit1("FullConnection", inputs, product_out)
+    else:
+        y = ctx.emit1("MatMul", [a, b], product_out if alpha == 1.0 else None, transpose_b=trans_b)
+        if alpha != 1.0:
+            y = _times(ctx, y, alpha, product_out)
+    if c:
+        if c_value is not None:
+            bias = ctx.add_const(np.float32(beta) * c_value.astype(np.float32), "bias")
+        else:
+            bias = c if beta == 1.0 else _times(ctx, c, beta)
+        ctx.emit("Add", [y, bias], [out])
+
+
+@onnx_op("MatMul")
+def matmul(ctx: ImportContext) -> None:
+    """A constant 2-D B makes a FullConnection (weight B^T, copied once here); otherwise a MatMul."""
+    a, b = ctx.input(0), ctx.input(1)
+    weight = ctx.const(b)
+    if weight is not None and weight.ndim == 2 and weight.dtype == np.float32:
+        ctx.emit("FullConnection", [a, ctx.add_const(np.ascontiguousarray(weight.T), "weight")], ctx.outputs)
+    else:
+        ctx.emit("MatMul", [a, b], ctx.outputs)
+
+
+# ---- normalisation --------------------------------------------------------------------------------------------
+def _refuse_extra_outputs(ctx: ImportContext, what: str) -> None:
+    extra = [o for o in ctx.outputs[1:] if o]
+    if extra:
+        raise ctx.error(f"outputs {extra} ({what}) are not supported: only the first output is computed")
+
+
+@onnx_op("BatchNormalization")
+def batch_normalization(ctx: ImportContext) -> None:
+    if ctx.attr("training_mode", 0):
+        raise ctx.error("training_mode=1 is not supported (inference BatchNorm only)")
+    if ctx.attr("spatial", 1) != 1:
+        raise ctx.error("spatial=0 (per-element statistics) is not supported")
+    _refuse_extra_outputs(ctx, "training statistics")
+    ctx.emit("BatchNorm", ctx.inputs[:5], ctx.outputs[:1], epsilon=float(ctx.attr("epsilon", 1e-5)),
+             momentum=float(ctx.attr("momentum", 0.9)), axis=1)
+
+
+@onnx_op("LayerNormalization")
+def layer_normalization(ctx: ImportContext) -> None:
+    _refuse_extra_outputs(ctx, "Mean / InvStdDev")
+    inputs = [ctx.input(0), ctx.input(1)] + ([ctx.input(2)] if ctx.input(2) else [])
+    ctx.emit("LayerNorm", inputs, ctx.outputs[:1], axis=int(ctx.attr("axis", -1)),
+             epsilon=float(ctx.attr("epsilon", 1e-5)))
+
+
+@onnx_op("LRN")
+def lrn(ctx: ImportContext) -> None:
+    size = ctx.attr("size")
+    if size is None:
+        raise ctx.error("attribute 'size' is required")
+    _emit_spatial(ctx, "LRN", ctx.input(0), [], size=int(size), alpha=float(ctx.attr("alpha", 1e-4)),
+                  beta=float(ctx.attr("beta", 0.75)), bias=float(ctx.attr("bias", 1.0)))
+
+
+# ---- pooling --------------------------------------------------------------------------------------------------
+def _pool(ctx: ImportContext, mode: int) -> None:
+    x = ctx.input(0)
+    spatial = _spatial_dims(ctx, x)
+    kernel = ctx.attr("kernel_shape")
+    if kernel is None:
+        raise ctx.error("attribute 'kernel_shape' is required")
+    attrs = _window_attrs(ctx, spatial, _hw(ctx, "kernel_shape", kernel, spatial, 1))
+    _emit_spatial(ctx, "Pooling", x, [], mode=mode, ceil_mode=bool(ctx.attr("ceil_mode", 0)),
+                  count_include_pad=bool(ctx.attr("count_include_pad", 0)), **attrs)
+
+
+@onnx_op("MaxPool")
+def max_pool(ctx: ImportContext) -> None:
+    if len(ctx.outputs) > 1 and ctx.outputs[1]:
+        raise ctx.error(f"the Indices output '{ctx.outputs[1]}' is not supported")
+    _pool(ctx, fb.PoolMode.MAX)
+
+
+@onnx_op("AveragePool")
+def average_pool(ctx: ImportContext) -> None:
+    _pool(ctx, fb.PoolMode.AVG)
+
+
+@onnx_op("GlobalMaxPool")
+def global_max_pool(ctx: ImportContext) -> None:
+    _emit_spatial(ctx, "Pooling", ctx.input(0), [], mode=fb.PoolMode.MAX, global_pool=True)
+
+
+@onnx_op("GlobalAveragePool")
+def global_average_pool(ctx: ImportContext) -> None:
+    _emit_spatial(ctx, "Pooling", ctx.input(0), [], mode=fb.PoolMode.AVG, global_pool=True)
+
+
+# ---- softmax --------------------------------------------------------------------------------------------------
+def _softmax(ctx: ImportContext, op: str) -> None:
+    """Opset >= 13: one axis. Older opsets coerce to 2-D around `axis` (default 1): the op runs over all
+    trailing dims, i.e. Flatten(axis) -> op(axis=1) -> Reshape back, unless `axis` is already the last."""
+    x = ctx.input(0)
+    rank = ctx.value(x).rank
+    if ctx.opset >= 13:
+        ctx.emit(op, [x], ctx.outputs, axis=int(ctx.attr("axis", -1)))
+        return
+    axis = int(ctx.attr("axis", 1))
+    if not -rank <= axis < rank:
+        raise ctx.error(f"axis {axis} is out of range for rank {rank}")
+    if axis % rank == rank - 1:
+        ctx.emit(op, [x], ctx.outputs, axis=-1)
+        return
+    y = ctx.emit1(op, [ctx.emit1("Flatten", [x], axis=axis % rank)], axis=1)
+    ctx.emit("Reshape", [y, ctx.emit1("Shape", [x])], ctx.outputs)
+
+
+@onnx_op("Softmax")
+def softmax(ctx: ImportContext) -> None:
+    _softmax(ctx, "Softmax")
+
+
+@onnx_op("LogSoftmax")
+def log_softmax(ctx: ImportContext) -> None:
+    _softmax(ctx, "LogSoftmax")

@@ -1,0 +1,37 @@
+"""`--trainModel=true`: build the training graph of an ONNX model ahead of time (format: `docs/training.md`).
+
+Pipeline: import, fold_constants, remove_identity with Dropout kept, to_nhwc (no BatchNorm or activation fusion,
+so every trainable parameter stays a tensor of its own), source weight names restored, then the training graph.
+"""
+from __future__ import annotations
+
+import onnx
+
+from converter.frontends.onnx import import_model
+from converter.ir import Graph
+from converter.passes.fold_constants import fold_constants
+from converter.passes.remove_identity import remove_identity
+from converter.passes.to_nhwc import to_nhwc
+from converter.train.builder import LABELS, LEARNING_RATE, LOSS, build_training_graph
+from converter.train.config import TrainParams, load_train_config, parse_train_flags
+from converter.train.weights import float_initializers, restore_source_names, weights_up_to
+
+__all__ = ["LABELS", "LEARNING_RATE", "LOSS", "TrainParams", "build_training_graph", "forward_graph",
+           "load_train_config", "parse_train_flags", "to_training_graph"]
+
+def forward_graph(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> Graph:
+    """The inference graph a training graph starts from: every weight under its source name."""
+    graph = import_model(model, input_shapes)
+    fold_constants(graph)
+    remove_identity(graph, keep=("Dropout",))     # Dropout is the identity only at inference
+    to_nhwc(graph)
+    fold_constants(graph)
+    restore_source_names(graph, model)
+    return graph
+
+
+def to_training_graph(model: onnx.ModelProto, params: TrainParams,
+                      input_shapes: dict[str, list[int]] | None = None) -> Graph:
+    """The training graph of `model` as `params` say."""
+    frozen = weights_up_to(model, params.freeze_until) if params.freeze_until else set()
+    return build_training_graph(forward_graph(model, input_shapes), params, list(float_initializers(model)), frozen)

@@ -1,0 +1,157 @@
+"""Sliding-window geometry and NHWC window views shared by Conv2D, Conv2DTranspose and Pooling.
+
+Everything here is decided at compile time: `Window` resolves padding modes (explicit, SAME_UPPER/LOWER, VALID)
+and ceil mode for one spatial axis from the actual input size, so shapes stay right after `Resize`; the view
+helpers build strided numpy views once (in `bind`) so a run only copies and multiplies.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from schema import fb
+
+PadMode = fb.PadMode
+
+
+@dataclass(frozen=True)
+class Window:
+    """Sliding-window geometry along one spatial axis.
+
+    `pad_begin`/`pad_end` are the declared pads (what averaging may count); `extra_end` is the padding beyond
+    them that ceil mode needs so every window lies inside the padded buffer (it never counts as data).
+    """
+    size: int
+    kernel: int
+    stride: int
+    dilation: int
+    pad_begin: int
+    pad_end: int
+    out: int
+    extra_end: int = 0
+
+    @property
+    def span(self) -> int:
+        """Extent of one dilated window."""
+        return (self.kernel - 1) * self.dilation + 1
+
+    @property
+    def padded(self) -> int:
+        """Extent of the padded buffer the windows slide over."""
+        return self.size + self.pad_begin + self.pad_end + self.extra_end
+
+    @property
+    def has_padding(self) -> bool:
+        return self.pad_begin > 0 or self.pad_end + self.extra_end > 0
+
+    def taps_in(self, lo: int, hi: int) -> np.ndarray:
+        """For each output position, how many of its taps fall in input coordinates [lo, hi)."""
+        pos = (np.arange(self.out)[:, None] * self.stride - self.pad_begin
+               + np.arange(self.kernel)[None, :] * self.dilation)
+        return ((pos >= lo) & (pos < hi)).sum(axis=1)
+
+
+def same_pads(size: int, kernel: int, stride: int, dilation: int, upper: bool) -> tuple[int, int]:
+    """ONNX auto_pad SAME_*: pads giving ceil(size / stride) outputs; the odd pad goes to the end when `upper`."""
+    out = -(-size // stride)
+    total = max(0, (out - 1) * stride + (kernel - 1) * dilation + 1 - size)
+    small = total // 2
+    return (small, total - small) if upper else (total - small, small)
+
+
+def make_window(size: int, kernel: int, stride: int, dilation: int, mode: int, pad_begin: int, pad_end: int,
+                ceil_mode: bool = False) -> Window:
+    """The geometry of one axis; raises ValueError when the parameters cannot produce an output."""
+    if kernel < 1 or stride < 1 or dilation < 1:
+        raise ValueError(f"kernel {kernel}, stride {stride} and dilation {dilation} must be positive")
+    if mode in (PadMode.SAME_UPPER, PadMode.SAME_LOWER):
+        pad_begin, pad_end = same_pads(size, kernel, stride, dilation, mode == PadMode.SAME_UPPER)
+    elif mode == PadMode.VALID:
+        pad_begin = pad_end = 0
+    elif pad_begin < 0 or pad_end < 0:
+        raise ValueError(f"negative pads ({pad_begin}, {pad_end}) are not supported")
+    span = (kernel - 1) * dilation + 1
+    room = size + pad_begin + pad_end - span
+    if room < 0:
+        raise ValueError(f"window of extent {span} does not fit input size {size} with pads "
+                         f"({pad_begin}, {pad_end})")
+    out = room // stride + 1
+    if ceil_mode and room % stride:
+        out += 1
+        if (out - 1) * stride >= size + pad_begin:   # a window may not start inside the end padding
+            out -= 1
+    extra = max(0, (out - 1) * stride + span - (size + pad_begin + pad_end))
+    return Window(size, kernel, stride, dilation, pad_begin, pad_end, out, extra)
+
+
+def padded_shape(batch: int, channels: int, wh: Window, ww: Window, phases: int = 1) -> tuple[int, ...]:
+    """Shape of the buffer `PadCopy` fills: [phases, N, Hp, ceil(Wp / phases), C]."""
+    return (phases, batch, wh.padded, -(-ww.padded // phases), channels)
+
+
+@dataclass
+class PadCopy:
+    """Copies NHWC `x` into a padded buffer and fills its borders, all through views made once at bind time.
+
+    The buffer is [P, N, Hp, ceil(Wp / P), C]: column q of the padded image lives in phase q % P at q // P. With
+    P = the W stride, every tap of a strided window reads a contiguous run of columns, so products over
+    [W, C] stay single contiguous loops. Borders are re-filled every run: arena scratch is shared.
+    """
+    copies: list[tuple[np.ndarray, np.ndarray]]
+    borders: list[np.ndarray]
+    fill: float
+
+    @staticmethod
+    def build(buffer: np.ndarray, x: np.ndarray, wh: Window, ww: Window, fill: float) -> "PadCopy":
+        phases = buffer.shape[0]
+        top, bottom = wh.pad_begin, wh.pad_begin + wh.size
+        copies, borders = [], [buffer[:, :, :top], buffer[:, :, bottom:]]
+        for p in range(phases):
+            lo = max(0, -(-(ww.pad_begin - p) // phases))            # first k with p + k*P >= pad_begin
+            hi = max(lo, -(-(ww.pad_begin + ww.size - p) // phases))
+            first = p + lo * phases - ww.pad_begin                       # its input column
+            if hi > lo:
+                copies.append((buffer[p, :, top:bottom, lo:hi], x[:, :, first::phases][:, :, :hi - lo]))
+            borders += [buffer[p, :, top:bottom, :lo], buffer[p, :, top:bottom, hi:]]
+        return PadCopy(copies, [b for b in borders if b.size], fill)
+
+    def __call__(self) -> None:
+        for strip in self.borders:
+            strip.fill(self.fill)
+        for dst, src in self.copies:
+            np.copyto(dst, src)
+
+
+def axis_taps(x: np.ndarray, axis: int, win: Window) -> list[np.ndarray]:
+    """One view of `x` per kernel tap of `win` along `axis`: tap k's input for every output position."""
+    lead = (slice(None),) * axis
+    last = (win.out - 1) * win.stride + 1
+    return [x[lead + (slice(k * win.dilation, k * win.dilation + last, win.stride),)] for k in range(win.kernel)]
+
+
+def tap_view(xp: np.ndarray, wh: Window, ww: Window, i: int, j: int) -> np.ndarray:
+    """The [N, OH, OW, ...] view of padded NHWC `xp` that kernel tap (i, j) reads for every output position."""
+    h0, w0 = i * wh.dilation, j * ww.dilation
+    return xp[:, h0:h0 + (wh.out - 1) * wh.stride + 1:wh.stride, w0:w0 + (ww.out - 1) * ww.stride + 1:ww.stride]
+
+
+def phased_tap_views(buffer: np.ndarray, wh: Window, ww: Window) -> list[np.ndarray]:
+    """The [N, OH, OW, C] view each tap (i, j) reads from a `PadCopy` buffer whose phase count is the W stride
+    (so, inside a phase, a tap's columns are contiguous)."""
+    views = []
+    for i in range(wh.kernel):
+        rows = slice(i * wh.dilation, i * wh.dilation + (wh.out - 1) * wh.stride + 1, wh.stride)
+        for j in range(ww.kernel):
+            phase, column = (j * ww.dilation) % ww.stride, (j * ww.dilation) // ww.stride
+            views.append(buffer[phase, :, rows, column:column + ww.out])
+    return views
+
+
+def patches(xp: np.ndarray, wh: Window, ww: Window) -> np.ndarray:
+    """All windows of padded NHWC `xp` as one strided view [N, OH, OW, KH, KW, C] (no copy); copying it gives
+    im2col columns in (kh, kw, c) order, which matches OHWI weights reshaped to [O, KH*KW*I]."""
+    n, _, _, c = xp.shape
+    sn, sh, sw, sc = xp.strides
+    return as_strided(xp, (n, wh.out, ww.out, wh.kernel, ww.kernel, c),
+                      (sn, sh * wh.stride, sw * ww.stride, sh * wh.dilation, sw * ww.dilation, sc), writeable=False)

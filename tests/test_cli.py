@@ -1,0 +1,159 @@
+"""`converter_lite` (converter.cli): MindSpore's flags, result lines, status codes and the written `.ms` file."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import lite
+import models
+from converter.cli import main
+from tests.util import REPO, run_ort
+
+SUCCESS = "CONVERT RESULT SUCCESS:0"
+
+
+@pytest.fixture(scope="module")
+def lenet_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "lenet5.onnx"
+    onnx.save(models.build("lenet5", num_classes=10, input_size=32, batch=None), path)
+    return path
+
+
+def convert_args(model: Path, output: Path, *extra: str) -> list[str]:
+    return ["--fmk=ONNX", f"--modelFile={model}", f"--outputFile={output}", *extra]
+
+
+def grid_sample_model(path: Path) -> Path:
+    """A one-node opset-16 model using GridSample, an op the converter does not import."""
+    graph = helper.make_graph(
+        [helper.make_node("GridSample", ["x", "grid"], ["y"], name="sampler")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]),
+         helper.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 4, 4, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), path)
+    return path
+
+
+def test_success_prints_result_line_and_appends_ms(lenet_file, tmp_path, capsys):
+    assert main(convert_args(lenet_file, tmp_path / "out")) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == SUCCESS
+    assert (tmp_path / "out.ms").is_file()
+
+
+def test_output_name_ending_in_ms_is_kept(lenet_file, tmp_path):
+    assert main(convert_args(lenet_file, tmp_path / "model.ms")) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.ms"]
+
+
+def test_written_model_loads_and_matches_onnxruntime(lenet_file, tmp_path):
+    main(convert_args(lenet_file, tmp_path / "out"))
+    session = lite.LiteSession.CreateSession(lite.Context())
+    session.CompileGraph(lite.Model.Load(tmp_path / "out.ms"))
+    x = np.random.default_rng(0).standard_normal((1, 1, 32, 32)).astype(np.float32)
+    session.GetInputs()[0].set_data(x)
+    session.RunGraph()
+    expected = run_ort(onnx.load(lenet_file), {"input": x})["logits"]
+    np.testing.assert_allclose(session.GetOutputByTensorName("logits").numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_input_shape_fixes_graph_input(lenet_file, tmp_path):
+    assert main(convert_args(lenet_file, tmp_path / "out", "--inputShape=input:3,1,32,32")) == 0
+    session = lite.LiteSession.CreateSession(lite.Context())
+    session.CompileGraph(lite.Model.Load(tmp_path / "out.ms"))
+    assert session.GetInputs()[0].shape() == [3, 1, 32, 32]
+
+
+def test_malformed_input_shape_is_a_usage_error(lenet_file, tmp_path, capsys):
+    assert main(convert_args(lenet_file, tmp_path / "out", "--inputShape=input:1,x")) == lite.RET_INPUT_PARAM_INVALID
+    assert "CONVERT RESULT FAILED:-600" in capsys.readouterr().out
+
+
+def test_input_shape_of_unknown_input_fails(lenet_file, tmp_path, capsys):
+    assert main(convert_args(lenet_file, tmp_path / "out", "--inputShape=image:1,1,32,32")) < 0
+    captured = capsys.readouterr()
+    assert "CONVERT RESULT FAILED" in captured.out and "image" in captured.err
+
+
+def test_missing_model_file(tmp_path, capsys):
+    missing = tmp_path / "absent.onnx"
+    assert main(convert_args(missing, tmp_path / "out")) == lite.RET_GRAPH_FILE_ERR
+    captured = capsys.readouterr()
+    assert "CONVERT RESULT FAILED:-200" in captured.out
+    assert str(missing) in captured.err and "Traceback" not in captured.err
+    assert not (tmp_path / "out.ms").exists()
+
+
+def test_unsupported_op_names_op_node_and_opset(tmp_path, capsys):
+    model = grid_sample_model(tmp_path / "grid.onnx")
+    assert main(convert_args(model, tmp_path / "out")) == lite.RET_NOT_SUPPORT
+    captured = capsys.readouterr()
+    assert "CONVERT RESULT FAILED:-7" in captured.out
+    assert "GridSample" in captured.err and "sampler" in captured.err and "opset 16" in captured.err
+
+
+def test_unknown_flag_lists_valid_flags(lenet_file, tmp_path, capsys):
+    assert main(convert_args(lenet_file, tmp_path / "out", "--modelPath=x")) == lite.RET_INPUT_PARAM_INVALID
+    captured = capsys.readouterr()
+    assert "CONVERT RESULT FAILED:-600" in captured.out
+    assert "--modelPath" in captured.err and "--modelFile" in captured.err and "--inputShape" in captured.err
+
+
+def test_flag_without_value_is_a_usage_error(tmp_path, capsys):
+    assert main(["--fmk=ONNX", "--modelFile", f"--outputFile={tmp_path / 'out'}"]) == lite.RET_INPUT_PARAM_INVALID
+
+
+def test_missing_required_flag(lenet_file, capsys):
+    assert main(["--fmk=ONNX", f"--modelFile={lenet_file}"]) == lite.RET_INPUT_PARAM_INVALID
+    assert "--outputFile" in capsys.readouterr().err
+
+
+def test_unsupported_fmk(lenet_file, tmp_path, capsys):
+    args = ["--fmk=TFLITE", f"--modelFile={lenet_file}", f"--outputFile={tmp_path / 'out'}"]
+    assert main(args) == lite.RET_NOT_SUPPORT
+    captured = capsys.readouterr()
+    assert "CONVERT RESULT FAILED:-7" in captured.out and "only ONNX" in captured.err
+
+
+LATER_WORK = ["--quantType=WeightQuant", "--bitNum=8", "--configFile=cfg.txt", "--trainModel=true", "--fp16=on",
+              "--inputDataType=INT8", "--outputDataType=UINT8", "--encryptKey=30313233"]
+
+
+@pytest.mark.parametrize("flag", LATER_WORK)
+def test_later_work_flags_are_refused(flag, lenet_file, tmp_path, capsys):
+    assert main(convert_args(lenet_file, tmp_path / "out", flag)) == lite.RET_NOT_SUPPORT
+    captured = capsys.readouterr()
+    assert "CONVERT RESULT FAILED:-7" in captured.out
+    assert flag.split("=")[0] in captured.err and "not supported yet" in captured.err
+    assert not (tmp_path / "out.ms").exists()
+
+
+@pytest.mark.parametrize("flag", ["--trainModel=false", "--fp16=off", "--inputDataType=FLOAT32",
+                                  "--outputDataType=FLOAT"])
+def test_float_inference_settings_are_accepted(flag, lenet_file, tmp_path):
+    assert main(convert_args(lenet_file, tmp_path / "out", flag)) == 0
+
+
+def test_help_lists_flags(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"--{name}" in out for name in ("fmk", "modelFile", "outputFile", "inputShape"))
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "converter.cli", *args], cwd=REPO, capture_output=True, text=True)
+
+
+def test_module_entry_point_exits_zero_on_success(lenet_file, tmp_path):
+    done = run_module(*convert_args(lenet_file, tmp_path / "out"))
+    assert done.returncode == 0 and SUCCESS in done.stdout
+
+
+def test_module_entry_point_exits_nonzero_without_traceback(lenet_file, tmp_path):
+    done = run_module("--fmk=CAFFE", f"--modelFile={lenet_file}", f"--outputFile={tmp_path / 'out'}")
+    assert done.returncode != 0 and "CONVERT RESULT FAILED:-7" in done.stdout and "Traceback" not in done.stderr
