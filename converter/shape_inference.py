@@ -31,11 +31,11 @@ def make_attrs(op: str, attrs: dict[str, Any]) -> SimpleNamespace:
 
 def probe_specs(value: Value) -> tuple[TensorSpec, TensorSpec]:
     if value.const is not None:
-        spec = TensorSpec(tuple(value.const.shape), value.const.dtype, value.const)
+        spec = TensorSpec(tuple(value.const.shape), value.const.dtype, value.const, value.quant_params or None)
         return spec, spec
     if value.probes is None:
-        return tuple(TensorSpec(tuple(p if d < 0 else d for d in value.shape), value.dtype)  # type: ignore
-                     for p in PROBES)
+        return tuple(TensorSpec(tuple(p if d < 0 else d for d in value.shape), value.dtype,  # type: ignore
+                                quant=value.quant_params or None) for p in PROBES)
     return value.probes
 
 
@@ -43,9 +43,10 @@ def infer_node(graph: Graph, node: Node) -> bool:
     """Infer (and where possible fold) `node`; returns True when it was folded into constants."""
     nd = NodeDef(node.name, node.op, make_attrs(node.op, node.attrs), [], node.outputs)
     probes = [probe_specs(graph.values[i]) if i else (None, None) for i in node.inputs]
-    first = fold_or_infer(nd, [p[0] for p in probes])[0]
+    out_quant = [graph.values[o].quant_params if o in graph.values else [] for o in node.outputs]
+    first = fold_or_infer(nd, [p[0] for p in probes], out_quant)[0]
     static = all(a is b or (a.shape == b.shape and a.value is None and b.value is None) for a, b in probes)
-    runs = [first, first if static else fold_or_infer(nd, [p[1] for p in probes])[0]]
+    runs = [first, first if static else fold_or_infer(nd, [p[1] for p in probes], out_quant)[0]]
     folded = bool(node.outputs)
     for name, a, b in zip(node.outputs, *runs):
         same_value = (a.value is not None and b.value is not None and a.value.shape == b.value.shape
@@ -55,7 +56,9 @@ def infer_node(graph: Graph, node: Node) -> bool:
             shape = a.shape
         old = graph.values.get(name)
         value = Value(name, shape, a.dtype, a.value if same_value else None,
-                      old.format if old else fb.Format.ND, None if same_value else (a, b))
+                      old.format if old else fb.Format.ND, None if same_value else (a, b),
+                      old.quant_params if old else [], old.quant_axis if old else 0,
+                      old.source_perm if old else ())
         graph.values[name] = value
         folded &= same_value
     return folded

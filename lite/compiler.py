@@ -6,7 +6,7 @@ depends only on input shapes, again after every `Resize`), so there is one shape
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -62,12 +62,19 @@ def evaluate(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None],
     return [TensorSpec(s.shape, s.dtype, a, s.quant) for s, a in zip(outs, arrays)]
 
 
-def fold_or_infer(node: NodeDef, inputs: Sequence[TensorSpec | None]) -> tuple[list[TensorSpec], Kernel | None]:
+def fold_or_infer(node: NodeDef, inputs: Sequence[TensorSpec | None],
+                  out_quant: Sequence[list[Any]] | None = None) -> tuple[list[TensorSpec], Kernel | None]:
     """Output specs of `node`; values are filled in when compile time can know them. Returns the kernel when
     the node must run at run time, None when it was folded. Kernels with `foldable = False` (random or
-    stateful ops, such as training Dropout and optimizers) always run."""
+    stateful ops, such as training Dropout and optimizers) always run. `out_quant` gives the quantization
+    parameters of each output (empty lists for float outputs); kernels see them as `self.out_quant`."""
     kernel = select_kernel(node, inputs)
+    if out_quant is not None:
+        kernel.out_quant = [list(q) for q in out_quant]
     outs = infer_node(kernel, node, inputs)
+    for spec, quant in zip(outs, kernel.out_quant):
+        if spec.quant is None and quant:
+            spec.quant = quant
     if not kernel.foldable:
         return outs, kernel
     if outs and all(s.value is not None for s in outs):
@@ -130,7 +137,7 @@ def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]], part: 
     pending: list[tuple[NodeDef, Kernel]] = []
     for node in graph.nodes:
         inputs = [specs[i] if i >= 0 else None for i in node.inputs]
-        outs, kernel = fold_or_infer(node, inputs)
+        outs, kernel = fold_or_infer(node, inputs, [model.tensors[t].quant_params for t in node.outputs])
         for t, spec in zip(node.outputs, outs):
             if t in external and (spec.shape != external[t].shape or spec.dtype != external[t].dtype):
                 raise InferShapeError(f"{node.op} node '{node.name}' produces {list(spec.shape)} "

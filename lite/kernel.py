@@ -48,6 +48,7 @@ class Kernel(ABC):
     def __init__(self, node: NodeDef):
         self.node = node
         self.attrs = node.attrs
+        self.out_quant: list[list[Any]] = [[] for _ in node.outputs]   # each output's QuantParams (int8 models)
 
     @abstractmethod
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:

@@ -1,0 +1,1 @@
+"""ONNX importer rules for quantized models: QuantizeLinear, DequantizeLinear, QLinear*, *Integer."""

@@ -1,0 +1,1 @@
+"""int8 kernels of fully quantized models (docs/quantization.md); importing this package registers them."""
