@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
@@ -23,7 +24,7 @@ def _array(shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
 
 
 def node_model(op: str, feeds: dict[str, np.ndarray], consts: dict[str, np.ndarray], inputs: list[str],
-               opset: int = 13, outputs: tuple[str, ...] = ("y",), **attrs: Any):
+               opset: int = 13, outputs: tuple[str, ...] = ("y",), **attrs: Any) -> onnx.ModelProto:
     """One `op` node reading `inputs` (graph inputs from `feeds`, initializers from `consts`; "" = omitted);
     outputs have the first feed's dtype."""
     graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
@@ -36,7 +37,7 @@ def node_model(op: str, feeds: dict[str, np.ndarray], consts: dict[str, np.ndarr
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def assert_matches_ort(model, feeds: dict[str, np.ndarray], rtol: float = 1e-4, atol: float = 1e-4) -> None:
+def assert_matches_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-4, atol: float = 1e-4) -> None:
     want = run_ort(model, feeds)
     got = run_lite(session_for(model), feeds)
     for name, expected in want.items():
@@ -52,7 +53,7 @@ def check(op: str, x_shape: tuple[int, ...], consts: dict[str, np.ndarray] | Non
     assert_matches_ort(node_model(op, feeds, consts, ["x", *consts], opset, **attrs), feeds)
 
 
-def refused(model, match: str) -> None:
+def refused(model: onnx.ModelProto, match: str) -> None:
     with pytest.raises(lite.LiteError, match=match):
         convert(model)
 
@@ -147,7 +148,7 @@ GEMM_CASES = {
 }
 
 
-def _gemm(case: str, const_b: bool, const_c: bool):
+def _gemm(case: str, const_b: bool, const_c: bool) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     trans_a, trans_b, alpha, beta, c_shape = GEMM_CASES[case]
     a, b = _array((4, 3) if trans_a else (3, 4)), _array((5, 4) if trans_b else (4, 5))
     feeds, consts = {"a": a}, {}

@@ -1,4 +1,5 @@
-"""Sliding-window geometry and NHWC window views shared by Conv2D, Conv2DTranspose and Pooling.
+"""Sliding-window geometry, NHWC window views and the bias/activation epilogue shared by Conv2D,
+Conv2DTranspose, Pooling (and FullConnection).
 
 Everything here is decided at compile time: `Window` resolves padding modes (explicit, SAME_UPPER/LOWER, VALID)
 and ceil mode for one spatial axis from the actual input size, so shapes stay right after `Resize`; the view
@@ -7,12 +8,24 @@ helpers build strided numpy views once (in `bind`) so a run only copies and mult
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from schema import fb
 
 PadMode = fb.PadMode
+Activation = Callable[[np.ndarray, np.ndarray], None]
+
+
+def finish(out: np.ndarray, bias: np.ndarray | None, activation: Activation | None) -> None:
+    """The epilogue of Conv2D, Conv2DTranspose, FullConnection and Pooling: bias, then fused activation, in
+    place on `out` (bias broadcasts along the last axis)."""
+    if bias is not None:
+        out += bias
+    if activation is not None:
+        activation(out, out)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import _winograd as winograd
-from lite.kernels._conv_math import PadCopy, Window, make_window, padded_shape, patches, phased_tap_views
+from lite.kernels._conv_math import (PadCopy, Window, finish, make_window, padded_shape, patches,
+                                     phased_tap_views)
 from lite.kernels.activation import activation_fn
 from lite.status import InvalidOpAttrError
 
@@ -252,7 +253,8 @@ class Conv2DKernel(Kernel):
         x, w, out, work = inputs[0], inputs[1], outputs[0], list(scratch)
         self.bias = inputs[2] if len(inputs) > 2 else None
         if self.depthwise:
-            self.compute = DepthwiseBands.build(self.geo, self.const_weight, x, w, out, work, self._finish)
+            self.compute = DepthwiseBands.build(self.geo, self.const_weight, x, w, out, work,
+                                                lambda band: finish(band, self.bias, self.activation))
         elif self.winograd:
             self.compute = WinogradConv.build(self.geo, x, w, out, work)
         else:
@@ -261,11 +263,4 @@ class Conv2DKernel(Kernel):
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.compute()
         if not self.depthwise:          # depthwise finishes band by band
-            self._finish(outputs[0])
-
-    def _finish(self, out: np.ndarray) -> None:
-        """Bias and fused activation, in place."""
-        if self.bias is not None:
-            out += self.bias
-        if self.activation is not None:
-            self.activation(out, out)
+            finish(outputs[0], self.bias, self.activation)

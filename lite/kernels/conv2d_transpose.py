@@ -13,7 +13,7 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels._conv_math import PadMode, Window, tap_view
+from lite.kernels._conv_math import PadMode, Window, finish, tap_view
 from lite.kernels.activation import activation_fn
 from lite.kernels.conv2d import check_bias
 from lite.status import InvalidOpAttrError
@@ -110,8 +110,8 @@ class Conv2DTransposeKernel(Kernel):
         self.full = scratch[1] if self.crop else out
         per_tap = self.cols.reshape(g, n, h, wd, kh, kw, cog)
         full = self.full.reshape(n, self.ah.full, self.aw.full, g, cog)
-        self.scatter = [(tap_view(full, self.ah.taps, self.aw.taps, i, j), np.moveaxis(per_tap[:, :, :, :, i, j], 0, 3))
-                        for i in range(kh) for j in range(kw)]
+        self.scatter = [(tap_view(full, self.ah.taps, self.aw.taps, i, j),
+                         np.moveaxis(per_tap[:, :, :, :, i, j], 0, 3)) for i in range(kh) for j in range(kw)]
         self.cropped = self.full[:, self.ah.pad_begin:self.ah.pad_begin + self.ah.out,
                                  self.aw.pad_begin:self.aw.pad_begin + self.aw.out]
         self.bias = inputs[2] if len(inputs) > 2 else None
@@ -124,7 +124,4 @@ class Conv2DTransposeKernel(Kernel):
             dst += src
         if self.crop:
             np.copyto(out, self.cropped)
-        if self.bias is not None:
-            out += self.bias
-        if self.activation is not None:
-            self.activation(out, out)
+        finish(out, self.bias, self.activation)

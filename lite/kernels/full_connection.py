@@ -8,6 +8,7 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
+from lite.kernels._conv_math import finish
 from lite.kernels.activation import activation_fn
 
 
@@ -52,10 +53,7 @@ class FullConnectionKernel(Kernel):
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         np.matmul(self.x2d, self.w_t, out=self.out2d)
-        if self.bias is not None:
-            self.out2d += self.bias
-        if self.activation is not None:
-            self.activation(self.out2d, self.out2d)
+        finish(self.out2d, self.bias, self.activation)
 
 
 @register("MatMul", DataType.FLOAT32)
@@ -79,5 +77,4 @@ class MatMulKernel(Kernel):
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         out = outputs[0]
         np.matmul(self.a, self.b, out=out)
-        if self.activation is not None:
-            self.activation(out, out)
+        finish(out, None, self.activation)

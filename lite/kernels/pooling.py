@@ -13,7 +13,7 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels._conv_math import PadCopy, Window, axis_taps, make_window, padded_shape
+from lite.kernels._conv_math import PadCopy, Window, axis_taps, finish, make_window, padded_shape
 from lite.kernels.activation import activation_fn
 from lite.status import InvalidOpAttrError, NotSupportedError
 from schema import fb
@@ -94,5 +94,4 @@ class PoolingKernel(Kernel):
             pool_taps(self.col_taps, out, combine)
             if self.scale is not None:
                 out *= self.scale
-        if self.activation is not None:
-            self.activation(out, out)
+        finish(out, None, self.activation)

@@ -1,8 +1,6 @@
 """Walk an ONNX graph in order and apply one importer rule per node."""
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -65,8 +63,7 @@ def import_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | No
     if input_shapes:
         raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
                                f"(inputs: {graph.inputs})")
-    readers = Counter(i for node in g.node for i in node.input) + Counter(o.name for o in g.output)
-    ctx = ImportContext(graph, opset, dict(readers))
+    ctx = ImportContext(graph, opset)
     for index, node in enumerate(g.node):
         ctx.node, ctx.name = node, node.name or f"{node.op_type}_{index}"
         if node.domain not in _DEFAULT_DOMAINS:

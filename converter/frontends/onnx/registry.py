@@ -18,10 +18,9 @@ NHWC_TO_NCHW = (0, 3, 1, 2)
 class ImportContext:
     """What an importer rule sees: the ONNX node being imported and helpers to emit IR for it."""
 
-    def __init__(self, graph: Graph, opset: int, readers: dict[str, int] | None = None):
+    def __init__(self, graph: Graph, opset: int):
         self.graph = graph
         self.opset = opset
-        self.readers = readers or {}     # value name -> how many ONNX nodes (and graph outputs) read it
         self.node: onnx.NodeProto | None = None
         self.name = ""
 
@@ -92,21 +91,6 @@ class ImportContext:
 
     def add_const(self, array: np.ndarray, hint: str = "const") -> str:
         return self.graph.add_const(array, f"{self.name}/{hint}")
-
-    def layout_weight(self, name: str, perm: tuple[int, ...]) -> str:
-        """The constant weight `name` stored transposed by `perm` (e.g. OIHW -> OHWI). When this node is its only
-        reader, the result keeps the initializer's name and records `source_perm`, so a training model reports
-        the weight under its source name and layout."""
-        array = self.require_const(name, "the weight")
-        stored = np.ascontiguousarray(array.transpose(perm))
-        back = tuple(int(i) for i in np.argsort(perm))
-        if self.readers.get(name, 0) <= 1 and not self.graph.values[name].source_perm:
-            value = self.graph.values[name]
-            value.const, value.shape, value.source_perm = stored, stored.shape, back
-            return name
-        new = self.add_const(stored, name + "_transposed")
-        self.graph.values[new].source_perm = back
-        return new
 
     def to_nhwc(self, x: str) -> str:
         return self.emit1("Transpose", [x], perm=list(NCHW_TO_NHWC))

@@ -198,9 +198,9 @@ def batch_normalization(ctx: ImportContext) -> None:
 
 @onnx_op("LayerNormalization")
 def layer_normalization(ctx: ImportContext) -> None:
-    _refuse_extra_outputs(ctx, "Mean / InvStdDev")
     inputs = [ctx.input(0), ctx.input(1)] + ([ctx.input(2)] if ctx.input(2) else [])
-    ctx.emit("LayerNorm", inputs, ctx.outputs[:1], axis=int(ctx.attr("axis", -1)),
+    outputs = [o or ctx.graph.fresh(f"{ctx.name}/unused") for o in ctx.outputs]
+    ctx.emit("LayerNorm", inputs, outputs, axis=int(ctx.attr("axis", -1)),
              epsilon=float(ctx.attr("epsilon", 1e-5)))
 
 
