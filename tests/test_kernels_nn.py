@@ -290,10 +290,11 @@ def test_layer_normalization_without_bias() -> None:
     check("LayerNormalization", (3, 8), {"scale": _array((8,))}, 17)
 
 
-def test_layer_normalization_mean_output_is_refused() -> None:
-    model = node_model("LayerNormalization", {"x": _array((3, 8))}, {"scale": _array((8,))}, ["x", "scale"], 17,
-                       outputs=("y", "mean"))
-    refused(model, "Mean / InvStdDev")
+@pytest.mark.parametrize("outputs", [("y", "mean"), ("y", "mean", "inv_std_dev"), ("y", "", "inv_std_dev")])
+def test_layer_normalization_statistics_outputs(outputs: tuple[str, ...]) -> None:
+    feeds = {"x": _array((3, 8))}
+    model = node_model("LayerNormalization", feeds, {"scale": _array((8,))}, ["x", "scale"], 17, outputs=outputs)
+    assert_matches_ort(model, feeds)
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])

@@ -199,7 +199,8 @@ def batch_normalization(ctx: ImportContext) -> None:
 @onnx_op("LayerNormalization")
 def layer_normalization(ctx: ImportContext) -> None:
     inputs = [ctx.input(0), ctx.input(1)] + ([ctx.input(2)] if ctx.input(2) else [])
-    outputs = [o or ctx.graph.fresh(f"{ctx.name}/unused") for o in ctx.outputs]
+    wanted = list(ctx.outputs) + [""] * (3 - len(ctx.outputs)) if len(ctx.outputs) > 1 else ctx.outputs[:1]
+    outputs = [o or ctx.graph.fresh(f"{ctx.name}/unused") for o in wanted]     # y, or y, mean, invstd
     ctx.emit("LayerNorm", inputs, outputs, axis=int(ctx.attr("axis", -1)),
              epsilon=float(ctx.attr("epsilon", 1e-5)))
 
