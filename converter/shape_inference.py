@@ -31,7 +31,8 @@ def make_attrs(op: str, attrs: dict[str, Any]) -> SimpleNamespace:
 
 def probe_specs(value: Value) -> tuple[TensorSpec, TensorSpec]:
     if value.const is not None:
-        spec = TensorSpec(tuple(value.const.shape), value.const.dtype, value.const, value.quant_params or None)
+        spec = TensorSpec(tuple(value.const.shape), value.const.dtype, value.const, value.quant_params or None,
+                          value.quant_axis)
         return spec, spec
     if value.probes is None:
         return tuple(TensorSpec(tuple(p if d < 0 else d for d in value.shape), value.dtype,  # type: ignore

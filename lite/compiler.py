@@ -129,7 +129,7 @@ def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]], part: 
     specs: list[TensorSpec | None] = [None] * len(model.tensors)
     for t in model.tensors:
         if t.is_const and t.index not in external:
-            specs[t.index] = TensorSpec(t.dims, t.data.dtype, t.data, t.quant_params or None)
+            specs[t.index] = TensorSpec(t.dims, t.data.dtype, t.data, t.quant_params or None, t.quant_axis)
     for i, array in external.items():
         specs[i] = TensorSpec(array.shape, array.dtype)
     for i in graph.inputs:

@@ -25,6 +25,7 @@ class TensorSpec:
     dtype: np.dtype
     value: np.ndarray | None = None
     quant: Any = None
+    quant_axis: int = 0      # the channel axis of per-channel quant params
 
     @property
     def nbytes(self) -> int:

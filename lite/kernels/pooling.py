@@ -38,7 +38,7 @@ def reciprocal_counts(wh: Window, ww: Window, include_pad: bool) -> np.ndarray:
     return (1.0 / (counts(wh)[:, None, None] * counts(ww)[None, :, None])).astype(np.float32)
 
 
-@register("Pooling", DataType.FLOAT32, DataType.UINT8, DataType.INT8)
+@register("Pooling", DataType.FLOAT32, DataType.UINT8)
 class PoolingKernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, a = inputs[0], self.attrs

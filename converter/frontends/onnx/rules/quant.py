@@ -68,12 +68,11 @@ def _quant_dtype(ctx: ImportContext, zero_point: str) -> np.dtype:
 
 
 def _axis(ctx: ImportContext, rank: int) -> int:
+    """The `axis` attribute, normalised when it is valid for the rank."""
     if ctx.attr("block_size", 0):
         raise ctx.error("blocked quantization (block_size) is not supported")
     axis = int(ctx.attr("axis", 1))
-    if not -max(rank, 1) <= axis < max(rank, 1):
-        raise ctx.error(f"axis {axis} is out of range for rank {rank}")
-    return axis % max(rank, 1)
+    return axis % rank if -rank <= axis < rank else axis     # only per-axis params use it
 
 
 def _along(array: np.ndarray, rank: int, axis: int) -> np.ndarray:

@@ -1,0 +1,100 @@
+"""int8 Pooling (max / average, windowed or global) on NHWC, with fused RELU / RELU6 as clamps.
+
+Max pools the int8 values (padding never wins); average sums them in int32 (padding counts as real 0 only with
+`count_include_pad`) and divides by the tap count rounding half away from zero, as TFLite does. When the output's
+params differ from the input's, the pooled value is then requantized: y = MBQM(v - zp_x, s_x / s_y) + zp_y.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from lite.dtypes import DataType
+from lite.kernel import Kernel, TensorSpec, register
+from lite.kernels._conv_math import PadCopy, Window, axis_taps, make_window, padded_shape
+from lite.kernels.int8.common import fused_bounds, input_quant, output_quant
+from lite.kernels.int8.requantize import Requantizer, same_params
+from lite.kernels.pooling import lowest, pool_taps
+from lite.status import InvalidOpAttrError
+from schema import fb
+
+I32 = np.dtype(np.int32)
+
+
+def rounded_mean(total: np.ndarray, count: np.ndarray | int) -> np.ndarray:
+    """total / count rounded half away from zero (TFLite's (sum +- count/2) / count with C division)."""
+    half = np.asarray(count) // 2
+    return np.sign(total) * ((np.abs(total) + half) // count)
+
+
+def tap_counts(wh: Window, ww: Window, include_pad: bool) -> np.ndarray:
+    """Taps averaged at every output position, [OH, OW, 1]."""
+    def counts(win: Window) -> np.ndarray:
+        return win.taps_in(-win.pad_begin, win.size + win.pad_end) if include_pad else win.taps_in(0, win.size)
+    return (counts(wh)[:, None, None] * counts(ww)[None, :, None]).astype(np.int64)
+
+
+@register("Pooling", DataType.INT8)
+class PoolingInt8Kernel(Kernel):
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        x, a = inputs[0], self.attrs
+        if x.rank != 4:
+            raise self.error(f"needs a 4-D NHWC input, got rank {x.rank}")
+        qx, qy = input_quant(self, x), output_quant(self, x.dtype)
+        self.x, self.zp_x = x, qx.zero_point
+        self.average = a.mode == fb.PoolMode.AVG
+        lo, hi = fused_bounds(self, a.activation, qy)
+        real = 1.0 if same_params(x.quant, self.out_quant[0]) else qx.scale / qy.scale
+        self.requantize = Requantizer.build(real, qy.zero_point, lo, hi)
+        n, h, w, c = x.shape
+        if a.global_pool:
+            self.count = h * w
+            return [TensorSpec((n, 1, 1, c), x.dtype)]
+        try:
+            self.wh = make_window(h, a.kernel_h, a.stride_h, a.dilation_h, a.pad_mode, a.pad_top, a.pad_bottom,
+                                  a.ceil_mode)
+            self.ww = make_window(w, a.kernel_w, a.stride_w, a.dilation_w, a.pad_mode, a.pad_left, a.pad_right,
+                                  a.ceil_mode)
+        except ValueError as e:
+            raise self.error(str(e), InvalidOpAttrError) from None
+        self.padded = self.wh.has_padding or self.ww.has_padding
+        self.count = tap_counts(self.wh, self.ww, a.count_include_pad) if self.average else None
+        return [TensorSpec((n, self.wh.out, self.ww.out, c), x.dtype)]
+
+    def scratch(self) -> list[TensorSpec]:
+        n, _, _, c = self.x.shape
+        acc = I32 if self.average else self.x.dtype
+        if self.attrs.global_pool:
+            return []
+        padded = [TensorSpec(padded_shape(n, c, self.wh, self.ww), self.x.dtype)] if self.padded else []
+        return padded + [TensorSpec((n, self.wh.padded, self.ww.out, c), acc),
+                         TensorSpec((n, self.wh.out, self.ww.out, c), acc)]
+
+    def bind(self, inputs, outputs, scratch) -> None:
+        if self.attrs.global_pool:
+            return
+        work = list(scratch)
+        source = work.pop(0) if self.padded else inputs[0][None]
+        fill = (self.zp_x if self.attrs.count_include_pad else 0) if self.average else lowest(self.x.dtype)
+        self.pad = PadCopy.build(source, inputs[0], self.wh, self.ww, fill) if self.padded else None
+        self.rows, self.pooled = work
+        self.row_taps = axis_taps(source[0], 2, self.ww)
+        self.col_taps = axis_taps(self.rows, 1, self.wh)
+
+    def pool(self, x: np.ndarray) -> np.ndarray:
+        """The pooled int8 values in the input's quantization."""
+        if self.attrs.global_pool:
+            if not self.average:
+                return x.max(axis=(1, 2), keepdims=True)
+            return rounded_mean(x.sum(axis=(1, 2), keepdims=True, dtype=np.int64), self.count)
+        if self.pad is not None:
+            self.pad()
+        combine = np.add if self.average else np.maximum
+        pool_taps(self.row_taps, self.rows, combine)
+        pool_taps(self.col_taps, self.pooled, combine)
+        return rounded_mean(self.pooled, self.count) if self.average else self.pooled
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        pooled = self.pool(inputs[0])
+        self.requantize(np.subtract(pooled, self.zp_x, dtype=np.int64), outputs[0])
