@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from converter.ir import Graph, Node
+from converter.ir import Graph, Node, Value
 from converter.passes.remove_identity import bypass
 from converter.shape_inference import infer_node
 from schema import fb
@@ -51,6 +51,9 @@ def _permute_const(array: np.ndarray, perm: Perm) -> np.ndarray:
 def _rewrite(graph: Graph, node: Node, inputs: list[str], attrs: dict, out_perm: Perm) -> None:
     """Replace `node` by the same op on untransposed inputs followed by Transpose(out_perm) on each output."""
     inner = Node(node.op, node.name, inputs, [graph.fresh(o + "_nhwc") for o in node.outputs], attrs)
+    for src, dst in zip(inner.outputs, node.outputs):    # same values, so the same quantization parameters
+        old = graph.values[dst]
+        graph.values[src] = Value(src, (), old.dtype, quant_params=list(old.quant_params))
     at = graph.nodes.index(node)
     graph.nodes[at] = inner
     infer_node(graph, inner)
@@ -81,6 +84,13 @@ def _push_elementwise(graph: Graph, node: Node) -> bool:
         return False
     _rewrite(graph, node, new_inputs, dict(node.attrs), perm)
     return True
+
+
+def _push_quant_cast(graph: Graph, node: Node) -> bool:
+    """QuantDTypeCast is elementwise when its parameters are per tensor."""
+    if any(len(graph.values[v].quant_params) > 1 for v in (node.inputs[0], node.outputs[0])):
+        return False
+    return _push_elementwise(graph, node)
 
 
 def _push_axis_attr(graph: Graph, node: Node) -> bool:
@@ -183,6 +193,7 @@ PUSH: dict[str, Callable[[Graph, Node], bool]] = {
     **{op: _push_elementwise for op in UNARY | BINARY},
     **{op: _push_axis_attr for op in AXIS_ATTR},
     "Reduce": _push_axes_input,
+    "QuantDTypeCast": _push_quant_cast,
     **{op: _push_per_axis_inputs for op in PER_AXIS_INPUTS},
     "Transpose": _merge_transposes,
 }
