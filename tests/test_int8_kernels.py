@@ -469,3 +469,59 @@ def test_onnxruntime_qdq_model_converts_to_int8_graph_and_matches(tmp_path):
     got = run_lite(session_for(model), feeds)["logits"]
     step = max(float(np.abs(want).max()) / 127, 1e-6)
     assert np.mean(np.abs(got - want) <= step * 1.01) >= 0.75
+
+
+# ---- fast paths: fused requantization, K splitting, depthwise bands --------------------------------------------
+def test_fused_requantizer_matches_reference_at_rounding_ties():
+    """The one-floor-division form of MBQM + zp (per-channel M0/n, folded bias, shifts both ways) against the
+    reference, on accumulators that include the exact ties of both roundings."""
+    from lite.kernels.int8.requantize import Requantizer
+    rng = np.random.default_rng(41)
+    reals = np.array([0.5, 2.0 ** -7, 0.003, 1.7e-5, 0.37, 1.0, 3.5])
+    bias = rng.integers(-40000, 40000, len(reals))
+    acc = np.concatenate([rng.integers(-(1 << 22), 1 << 22, (300, len(reals))),
+                          np.arange(-1024, 1024)[:, None] + np.zeros(len(reals), np.int64)])
+    rq = Requantizer.build(reals, -9, -(1 << 20), 1 << 20, bias, acc_bound=(1 << 22) + 40000)
+    assert rq.fused
+    for dtype in (np.int64, np.float32, np.float64):
+        got = np.empty(acc.shape, np.int64)
+        rq(acc.astype(dtype) - bias * (dtype == np.int64), got)
+        want = [[ref_requantize(int(v) + int(b) * (dtype != np.int64), float(r), -9, -(1 << 20), 1 << 20)
+                 for v, r, b in zip(row, reals, bias)] for row in acc]
+        assert got.tolist() == want, dtype
+
+
+def test_conv2d_splits_depth_when_weights_saturate():
+    """Weights of +-127 make the per-channel L1 bound pass 2^24 at K = 9 * 130: the GEMM runs in two K ranges."""
+    from lite.kernels.int8.common import exact_ranges
+    rng = np.random.default_rng(43)
+    x = rng.integers(-128, 128, (1, 3, 3, 130)).astype(np.int8)
+    wt = (rng.integers(0, 2, (3, 3, 3, 130)) * 254 - 127).astype(np.int8)
+    assert len(exact_ranges(wt.reshape(3, -1).T.astype(np.int64), 128)) == 2
+    bias = rng.integers(-3000, 3000, 3).astype(np.int32)
+    s_w, s_x, zp_x, s_y, zp_y = np.array([0.01, 0.02, 0.03]), 0.05, 7, 400.0, -3
+    got = run_node("Conv2D", [(x, qparams([s_x], [zp_x])), (wt, qparams(s_w, [0] * 3)),
+                              (bias, qparams(s_x * s_w, [0] * 3))], qparams([s_y], [zp_y]),
+                   kernel_h=3, kernel_w=3, pad_top=1, pad_bottom=1, pad_left=1, pad_right=1)
+    acc = ref_conv(x, wt, bias.tolist(), zp_x, 1, 1, 1)
+    want = [[[[ref_requantize(v, s_x * float(s_w[o]) / s_y, zp_y, -128, 127) for o, v in enumerate(px)]
+              for px in row] for row in img] for img in acc]
+    assert got.tolist() == want
+
+
+def test_depthwise_conv_over_several_bands_matches_reference():
+    """An output larger than one depthwise band (2^16 elements): every band pads with the zero point."""
+    rng = np.random.default_rng(47)
+    c = 48
+    x = rng.integers(-128, 128, (1, 38, 38, c)).astype(np.int8)
+    wt = weight_values(rng, (c, 3, 3, 1), 8)
+    bias = rng.integers(-3000, 3000, c).astype(np.int32)
+    s_w, s_x, zp_x, s_y, zp_y = rng.uniform(0.005, 0.05, c), 0.05, -11, 0.4, 4
+    got = run_node("Conv2D", [(x, qparams([s_x], [zp_x])), (wt, qparams(s_w, [0] * c)),
+                              (bias, qparams(s_x * s_w, [0] * c))], qparams([s_y], [zp_y]), kernel_h=3, kernel_w=3,
+                   pad_top=1, pad_bottom=1, pad_left=1, pad_right=1, group=c, activation=A.RELU)
+    lo, hi = ref_clamp(A.RELU, s_y, zp_y, -128, 127)
+    acc = ref_conv(x, wt, bias.tolist(), zp_x, 1, 1, c)
+    want = [[[[ref_requantize(v, s_x * float(s_w[o]) / s_y, zp_y, lo, hi) for o, v in enumerate(px)]
+              for px in row] for row in img] for img in acc]
+    assert got.tolist() == want

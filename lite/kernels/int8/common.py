@@ -63,28 +63,51 @@ def chunk_depth(depth: int, bound: int) -> int:
     return max(1, min(depth, EXACT_F32 // max(bound, 1)))
 
 
+def exact_ranges(weight: np.ndarray, max_x: int) -> list[tuple[int, int]]:
+    """Split K of a constant [K, O] integer weight into ranges whose float32 partial sums are exact for any
+    |x| <= max_x: within a range, max_x * sum_k |w[k, o]| <= 2^24 for every column o (a per-column L1 bound,
+    far looser than K * max|x| * max|w| for real weights, which rarely need more than one range)."""
+    limit = EXACT_F32 // max(max_x, 1)
+    running = np.cumsum(np.abs(weight.astype(np.int64)), axis=0)      # [K, O]
+    ranges, start = [], 0
+    while start < len(weight):
+        base = running[start - 1] if start else 0
+        over = np.flatnonzero((running[start:] - base).max(axis=1) > limit)
+        stop = start + max(int(over[0]) if over.size else len(weight) - start, 1)
+        ranges.append((start, stop))
+        start = stop
+    return ranges
+
+
+def even_ranges(depth: int, chunk: int) -> list[tuple[int, int]]:
+    return [(k, min(k + chunk, depth)) for k in range(0, depth, chunk)]
+
+
 @dataclass
 class ExactGemm:
-    """acc = bias + lhs @ rhs in int64, with lhs/rhs float32 arrays of integers: K is split in chunks whose
-    partial sums are exact in float32, and the chunks are summed in int64.
+    """lhs @ rhs exactly, for float32 lhs/rhs holding integers: K is split into ranges whose partial sums are
+    exact in float32 (`exact_ranges`); several ranges are summed in float64 (exact below 2^53).
 
-    lhs [..., M, K], rhs [..., K, O]; `acc` is an int64 view shaped like the product, `bias` broadcasts to it."""
+    lhs [..., M, K], rhs [..., K, N]; `result` is `product` (float32) for one range, else `total` (float64)."""
     chunks: list[tuple[np.ndarray, np.ndarray]]
     product: np.ndarray
-    acc: np.ndarray
-    bias: np.ndarray
+    total: np.ndarray | None
 
     @staticmethod
-    def build(lhs: np.ndarray, rhs: np.ndarray, chunk: int, product: np.ndarray, acc: np.ndarray,
-              bias: np.ndarray) -> "ExactGemm":
-        depth = lhs.shape[-1]
-        chunks = [(lhs[..., k:k + chunk], rhs[..., k:k + chunk, :]) for k in range(0, depth, chunk)]
-        return ExactGemm(chunks, product, acc, bias)
+    def build(lhs: np.ndarray, rhs: np.ndarray, ranges: list[tuple[int, int]], product: np.ndarray,
+              total: np.ndarray | None) -> "ExactGemm":
+        chunks = [(lhs[..., a:b], rhs[..., a:b, :]) for a, b in ranges]
+        return ExactGemm(chunks, product, total if len(chunks) > 1 else None)
+
+    @property
+    def result(self) -> np.ndarray:
+        return self.product if self.total is None else self.total
 
     def __call__(self) -> None:
         (lhs, rhs), *rest = self.chunks
         np.matmul(lhs, rhs, out=self.product)
-        np.add(self.product, self.bias, out=self.acc, casting="unsafe")
+        if rest:
+            np.copyto(self.total, self.product)
         for lhs, rhs in rest:
             np.matmul(lhs, rhs, out=self.product)
-            np.add(self.acc, self.product, out=self.acc, casting="unsafe")
+            self.total += self.product

@@ -2,24 +2,27 @@
 
 acc[c] = sum_k (x_k - zp_x) * (w_k[c] - zp_w[c]) + bias[c] is computed as sum_k x_k * w'_k[c] plus the
 compile-time constant bias[c] - zp_x * sum_k w'_k[c] (w' = w - zp_w), with padding filled with zp_x (real 0), so
-|x_k| <= 128 bounds the products. The products run in float32 BLAS (im2col GEMM, K split so every partial sum is
-exact) or, depthwise, as float32 multiply-adds over the taps; then `Requantizer` maps acc to the output.
+|x_k| <= 128 bounds the products. The products run in float32 like the float kernel's (im2col GEMM, transposed
+for small M; depthwise as banded multiply-adds, `DepthwiseBands`), exact because K is split wherever a per-channel
+L1 bound could pass 2^24 (`exact_ranges`); `Requantizer` then folds the constant bias into its int64 pass and
+writes int8 straight from the float32 products.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels._conv_math import PadCopy, padded_shape, patches, tap_view
-from lite.kernels.conv2d import check_bias, conv_geometry, depthwise_band
-from lite.kernels.int8.common import ExactGemm, chunk_depth, fused_bounds, input_quant, output_quant
+from lite.kernels._conv_math import PadCopy, padded_shape, patches
+from lite.kernels.conv2d import SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band
+from lite.kernels.int8.common import ExactGemm, exact_ranges, fused_bounds, input_quant, output_quant
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
 from lite.status import NotSupportedError
 
-F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
+F32, F64, I64, BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)
 MAX_ABS_X = 128
 
 
@@ -41,6 +44,17 @@ def weight_terms(w: np.ndarray, zp_w: np.ndarray, bias: np.ndarray | None, zp_x:
     return centred, folded
 
 
+def acc_bounds(centred: np.ndarray, folded: np.ndarray, max_x: int) -> np.ndarray:
+    """Per-channel bound of |acc| for [O, K] weights and inputs |x| <= max_x (Python ints: no overflow)."""
+    l1 = np.abs(centred).sum(axis=1)
+    return np.array([max_x * int(a) + abs(int(b)) for a, b in zip(l1, folded)], dtype=object)
+
+
+def requantize_work(shape: tuple[int, ...]) -> list[TensorSpec]:
+    """The int64 and bool buffers `Requantizer` works in."""
+    return [TensorSpec(shape, I64), TensorSpec(shape, BOOL)]
+
+
 @register("Conv2D", DataType.INT8)
 class Conv2DInt8Kernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
@@ -57,55 +71,83 @@ class Conv2DInt8Kernel(Kernel):
         s_w = channel_values(self, scales(w.quant or []), g.out_channels, "the weight")
         zp_w = channel_values(self, zero_points(w.quant or []), g.out_channels, "the weight")
         centred, folded = weight_terms(w.value, zp_w, bias.value if bias is not None else None, qx.zero_point)
-        self.geo, self.qx = g, qx
-        self.centred, self.folded = centred, folded
-        self.depthwise = g.group > 1 and g.group == g.in_channels == g.out_channels
-        bound = MAX_ABS_X * int(np.abs(centred).max(initial=0))
-        self.chunk = chunk_depth(g.depth, bound)
-        self.depthwise &= self.chunk == g.depth
+        self.geo, self.qx, self.centred = g, qx, centred
+        self.ranges = exact_ranges(centred.T, MAX_ABS_X)
+        self.depthwise = g.group > 1 and g.group == g.in_channels == g.out_channels and len(self.ranges) == 1
+        self.transposed = not self.depthwise and g.group == 1 and g.rows < SMALL_M
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
-        self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi)
+        self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded,
+                                            acc_bounds(centred, folded, MAX_ABS_X))
         return [TensorSpec(g.out_shape, x.dtype)]
+
+    def product_shape(self) -> tuple[int, ...]:
+        g = self.geo
+        return (g.out_channels, g.rows) if self.transposed else (g.group, g.rows, g.out_channels // g.group)
 
     def scratch(self) -> list[TensorSpec]:
         g = self.geo
-        source = TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), F32)
         if self.depthwise:
-            return [source, TensorSpec(g.out_shape, F32), TensorSpec(g.out_shape, F32),
-                    TensorSpec(g.out_shape, I64)]
-        padded = [source] if g.padded else []
-        cog = g.out_channels // g.group
-        return padded + [TensorSpec((g.group, g.rows, g.depth), F32), TensorSpec((g.group, g.rows, cog), F32),
-                         TensorSpec((g.rows, g.out_channels), I64)]
+            band = DepthwiseBands.scratch(g)
+            return band + [TensorSpec(g.out_shape, F32)] + requantize_work(band[1].shape)
+        padded = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), F32)] if g.padded else []
+        product = self.product_shape()
+        total = [TensorSpec(product, F64)] if len(self.ranges) > 1 else []
+        return padded + [TensorSpec((g.group, g.rows, g.depth), F32), TensorSpec(product, F32), *total,
+                         *requantize_work(product)]
 
     def bind(self, inputs, outputs, scratch) -> None:
-        g, x, work = self.geo, inputs[0], list(scratch)
+        g, x, out, work = self.geo, inputs[0], outputs[0], list(scratch)
+        zp = float(self.qx.zero_point)
         if self.depthwise:
-            buffer, self.product, self.tmp, self.acc = work
-            self.pad = PadCopy.build(buffer, x, g.wh, g.ww, float(self.qx.zero_point))
-            self.views = [tap_view(buffer[0], g.wh, g.ww, i, j) for i in range(g.wh.kernel)
-                          for j in range(g.ww.kernel)]
-            self.taps = list(self.centred.astype(np.float32).T)                     # [KH*KW] of [C]
+            self.bind_depthwise(x, out, work, zp)
             return
         source = work.pop(0) if g.padded else x[None]
-        self.pad = PadCopy.build(source, x, g.wh, g.ww, float(self.qx.zero_point)) if g.padded else None
-        columns, product, self.acc = work
+        self.pad = PadCopy.build(source, x, g.wh, g.ww, zp) if g.padded else None
+        columns, product = work[:2]
+        total = work[2] if len(self.ranges) > 1 else None
+        self.work = work[-2:]
         groups, cog = g.group, g.out_channels // g.group
         win = patches(source[0], g.wh, g.ww)                                          # [N, OH, OW, KH, KW, C]
         win = win.reshape(*win.shape[:5], groups, g.in_channels // groups)
         self.columns = (columns.reshape(groups, *win.shape[:5], -1), np.moveaxis(win, 5, 0))
-        weight = np.ascontiguousarray(self.centred.reshape(groups, cog, g.depth).transpose(0, 2, 1), F32)
-        acc = self.acc.reshape(g.rows, groups, cog).transpose(1, 0, 2)               # [G, M, O/G] view
-        bias = self.folded.reshape(groups, 1, cog)
-        self.gemm = ExactGemm.build(columns, weight, self.chunk, product, acc, bias)
+        weight = self.centred.reshape(groups, cog, g.depth).astype(F32)              # [G, O/G, K]
+        out2d = out.reshape(g.rows, g.out_channels)
+        if self.transposed:                  # product^T [O, M] = W @ cols^T, as the float kernel does
+            self.gemm = ExactGemm.build(weight[0], columns[0].T, self.ranges, product, total)
+            self.out_view, self.rq = out2d.T, self.requantize.along((g.out_channels, 1))
+        elif groups == 1:
+            self.gemm = ExactGemm.build(columns[0], np.ascontiguousarray(weight[0].T), self.ranges, product[0],
+                                        None if total is None else total[0])
+            self.out_view, self.rq = out2d[None], self.requantize
+        else:
+            self.gemm = ExactGemm.build(columns, np.ascontiguousarray(weight.transpose(0, 2, 1)), self.ranges,
+                                        product, total)
+            self.out_view = out2d.reshape(g.rows, groups, cog).transpose(1, 0, 2)
+            self.rq = self.requantize.along((groups, 1, cog))
+
+    def bind_depthwise(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray], zp: float) -> None:
+        """`DepthwiseBands` over a float32 output, each band requantized into `out` while it is in cache."""
+        g = self.geo
+        band_work, products, (t, neg) = work[:2], work[2], work[3:]
+        weight = self.centred.astype(F32).reshape(g.out_channels, g.wh.kernel, g.ww.kernel, 1)
+        bands = DepthwiseBands.build(g, True, x, weight, products, band_work, lambda band: None)
+        self.taps, self.bands = bands.taps, []
+        rows = band_work[1].shape[1]
+        starts = [(n, top) for n in range(g.batch) for top in range(0, g.wh.out, rows)]
+        for (fill, views, band, tmp), (n, top) in zip(bands.bands, starts):
+            count = band.shape[1]
+            self.bands.append((replace(fill, fill=zp), views, band, tmp, out[n:n + 1, top:top + count],
+                               t[:, :count], neg[:, :count]))
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        if self.depthwise:
+            for fill, views, band, tmp, dst, t, neg in self.bands:
+                fill()
+                depthwise_band(views, self.taps, band, tmp)
+                self.requantize(band, dst, t, neg)
+            return
         if self.pad is not None:
             self.pad()
-        if self.depthwise:
-            depthwise_band(self.views, self.taps, self.product, self.tmp)
-            np.add(self.product, self.folded, out=self.acc, casting="unsafe")
-        else:
-            np.copyto(*self.columns)
-            self.gemm()
-        self.requantize(self.acc, outputs[0].reshape(self.acc.shape))
+        np.copyto(*self.columns)
+        self.gemm()
+        self.rq(self.gemm.result, self.out_view, *self.work)

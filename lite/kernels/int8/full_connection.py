@@ -9,12 +9,13 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.full_connection import matmul_shape, swap_last
-from lite.kernels.int8.common import ExactGemm, chunk_depth, fused_bounds, input_quant, output_quant
-from lite.kernels.int8.conv2d import MAX_ABS_X, channel_values, weight_terms
+from lite.kernels.int8.common import (ExactGemm, chunk_depth, even_ranges, exact_ranges, fused_bounds, input_quant,
+                                      output_quant)
+from lite.kernels.int8.conv2d import MAX_ABS_X, acc_bounds, channel_values, requantize_work, weight_terms
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
 from lite.status import NotSupportedError
 
-F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 @register("FullConnection", DataType.INT8)
@@ -33,28 +34,32 @@ class FullConnectionInt8Kernel(Kernel):
         qx, qy = input_quant(self, x), output_quant(self, x.dtype)
         s_w = channel_values(self, scales(w.quant or []), out_c, "the weight")
         zp_w = channel_values(self, zero_points(w.quant or []), out_c, "the weight")
-        centred, self.folded = weight_terms(w.value, zp_w, bias.value if bias is not None else None,
-                                            qx.zero_point)
+        centred, folded = weight_terms(w.value, zp_w, bias.value if bias is not None else None, qx.zero_point)
         self.weight = np.ascontiguousarray(centred.T, F32)                               # [K, O]
-        self.chunk = chunk_depth(w.shape[1], MAX_ABS_X * int(np.abs(centred).max(initial=0)))
+        self.ranges = exact_ranges(centred.T, MAX_ABS_X)
         self.rows = int(np.prod(x.shape[:-1], dtype=np.int64))
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
-        self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi)
+        self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded,
+                                            acc_bounds(centred, folded, MAX_ABS_X))
         return [TensorSpec(x.shape[:-1] + (out_c,), x.dtype)]
 
     def scratch(self) -> list[TensorSpec]:
         k, o = self.weight.shape
-        return [TensorSpec((self.rows, k), F32), TensorSpec((self.rows, o), F32), TensorSpec((self.rows, o), I64)]
+        total = [TensorSpec((self.rows, o), F64)] if len(self.ranges) > 1 else []
+        return [TensorSpec((self.rows, k), F32), TensorSpec((self.rows, o), F32), *total,
+                *requantize_work((self.rows, o))]
 
     def bind(self, inputs, outputs, scratch) -> None:
-        self.lhs, product, self.acc = scratch
+        self.lhs, product = scratch[:2]
+        total = scratch[2] if len(self.ranges) > 1 else None
+        self.work = scratch[-2:]
         self.x2d = inputs[0].reshape(self.lhs.shape)
-        self.gemm = ExactGemm.build(self.lhs, self.weight, self.chunk, product, self.acc, self.folded)
+        self.gemm = ExactGemm.build(self.lhs, self.weight, self.ranges, product, total)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         np.copyto(self.lhs, self.x2d)
         self.gemm()
-        self.requantize(self.acc, outputs[0].reshape(self.acc.shape))
+        self.requantize(self.gemm.result, outputs[0].reshape(self.gemm.product.shape), *self.work)
 
 
 @register("MatMul", DataType.INT8)
@@ -83,34 +88,41 @@ class MatMulInt8Kernel(Kernel):
         self.b_const = None if b.value is None else np.asarray(b.value - self.zp_b, np.float32)
         max_a = max(qa.zero_point - qa.lo, qa.hi - qa.zero_point)
         max_b = 255 if b.value is None else int(np.abs(self.b_const).max(initial=0))
-        self.chunk = chunk_depth(a_shape[-1], max_a * max_b)
+        self.ranges = (exact_ranges(self.b_const if not tb else self.b_const.T, max_a)
+                       if self.b_const is not None and b.rank == 2 else
+                       even_ranges(a_shape[-1], chunk_depth(a_shape[-1], max_a * max_b)))
         self.shapes = (a.shape, b.shape, shape)
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
         real = qa.scale * s_b / qy.scale
-        self.requantize = Requantizer.build(real if b.rank > 1 else real[0], qy.zero_point, lo, hi)
+        self.requantize = Requantizer.build(real if b.rank > 1 else real[0], qy.zero_point, lo, hi,
+                                            acc_bound=a_shape[-1] * max_a * max_b)
         return [TensorSpec(shape, a.dtype)]
 
     def scratch(self) -> list[TensorSpec]:
         a, b, out = self.shapes
         specs = [TensorSpec(a, F32)] + ([TensorSpec(b, F32)] if self.b_const is None else [])
-        return specs + [TensorSpec(out, F32), TensorSpec(out, I64)]
+        total = [TensorSpec(out, F64)] if len(self.ranges) > 1 else []
+        return specs + [TensorSpec(out, F32), *total, *requantize_work(out)]
 
     def bind(self, inputs, outputs, scratch) -> None:
         work = list(scratch)
         self.fa = work.pop(0)
         self.fb = work.pop(0) if self.b_const is None else self.b_const
-        product, self.acc = work
+        product = work[0]
+        total = work[1] if len(self.ranges) > 1 else None
+        self.work = work[-2:]
         lhs = swap_last(self.fa, self.attrs.transpose_a)
         rhs = swap_last(self.fb, self.attrs.transpose_b)
         lhs = lhs[None] if lhs.ndim == 1 else lhs
         rhs = rhs[:, None] if rhs.ndim == 1 else rhs
         shape = np.broadcast_shapes(lhs.shape[:-2], rhs.shape[:-2]) + (lhs.shape[-2], rhs.shape[-1])
-        self.gemm = ExactGemm.build(lhs, rhs, self.chunk, product.reshape(shape), self.acc.reshape(shape),
-                                    np.int64(0))
+        self.gemm = ExactGemm.build(lhs, rhs, self.ranges, product.reshape(shape),
+                                    None if total is None else total.reshape(shape))
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         np.subtract(inputs[0], self.zp_a, out=self.fa)
         if self.b_const is None:
             np.subtract(inputs[1], self.zp_b, out=self.fb)
         self.gemm()
-        self.requantize(self.acc, outputs[0])
+        self.requantize(self.gemm.result.reshape(outputs[0].shape), outputs[0],
+                        *(w.reshape(outputs[0].shape) for w in self.work))

@@ -8,7 +8,7 @@ int32 quantities, so no product overflows; `M0` and `n` broadcast (per-channel m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -72,24 +72,81 @@ def qrange(num_bits: int, narrow: bool = False) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Requantizer:
-    """acc -> clamp(MultiplyByQuantizedMultiplier(acc, M0, n) + zp, lo, hi), everything fixed at compile time.
-    `m0`/`n` are scalars or per-channel arrays broadcasting along the last axis."""
+    """acc -> clamp(MultiplyByQuantizedMultiplier(acc + bias, M0, n) + zp, lo, hi), everything fixed at compile
+    time. `m0`/`n`/`bias` are scalars or per-channel arrays broadcasting along the last axis (`along` moves them).
+
+    TFLite's two roundings (SRDHM, then RoundingDivideByPOT by e = max(-n, 0)) and the zero point fold into one
+    floor division: with M = M0 * 2^max(n, 0) and S = 31 + e,
+        MBQM(x) + zp = floor((x*M + 2^30 + [e > 0] (2^(S-1) - [x < 0] 2^31) + zp 2^S) / 2^S)
+    (SRDHM is floor((x*M + 2^30) / 2^31); RDBP adds 2^(e-1), less 1 for a negative operand, and floors by 2^e;
+    nested floors of integer offsets compose; the operand's sign is x's except where it is 0, where both offsets
+    round to 0). A run is five int64 passes and a clamp into the output: t = x*M + offset (offset also holds
+    bias*M), neg = t < neutral (that is, x + bias < 0), t >> 31, minus neg, >> e. `fused` is False when some
+    channel could leave int64 (|acc| bound * M + offsets >= 2^63); then the reference functions above run.
+    """
     m0: np.ndarray
     n: np.ndarray
     zero_point: int
     lo: int
     hi: int
+    bias: np.ndarray
+    m: np.ndarray           # M0 << max(n, 0)
+    offset: np.ndarray      # bias*M + 2^30 + [e > 0] 2^(S-1) + zp 2^S
+    neutral: np.ndarray     # offset - bias*M: t below it means acc < 0; INT64_MIN where e = 0 (no borrow)
+    exponent: np.ndarray | int
+    fused: bool
 
     @staticmethod
-    def build(real: Sequence[float] | np.ndarray | float, zero_point: int, lo: int, hi: int) -> "Requantizer":
+    def build(real: Sequence[float] | np.ndarray | float, zero_point: int, lo: int, hi: int,
+              bias: np.ndarray | int = 0, acc_bound: np.ndarray | int = Q31) -> "Requantizer":
+        """`acc_bound` bounds |acc + bias| (per channel or overall); int32 semantics by default."""
         m0, n = quantize_multipliers(np.asarray(real, np.float64))
-        return Requantizer(m0, n, int(zero_point), int(lo), int(hi))
+        bias = np.asarray(bias, np.int64)
+        shape = np.broadcast_shapes(m0.shape, bias.shape)
+        e = np.maximum(-n, 0)
+        m = m0 << np.maximum(n, 0)
+        rounding = (1 << 30) + np.where(e > 0, np.int64(1) << np.minimum(30 + e, 62), 0)
+        fused = True
+        for mc, ec, bc, ac in zip(*(np.broadcast_to(v, shape).ravel().tolist() for v in (m, e, bias, acc_bound))):
+            s = 31 + ec
+            rounding_and_zp = (1 << 30) + (1 << (s - 1)) + abs(zero_point) * (1 << s) + (1 << 31)
+            fused &= (abs(ac) + abs(bc)) * mc + rounding_and_zp < (1 << 63)     # every partial value of t
+        if fused:
+            neutral = rounding + (np.int64(zero_point) << (31 + e))
+            offset = neutral + bias * m
+            neutral = np.where(e > 0, neutral, np.iinfo(np.int64).min)
+        else:
+            offset = neutral = np.zeros(shape, np.int64)
+        exponent = int(e.flat[0]) if e.size and (e == e.flat[0]).all() else e
+        return Requantizer(m0, n, int(zero_point), int(lo), int(hi), bias, m, offset, neutral, exponent, fused)
 
-    def __call__(self, acc: np.ndarray, out: np.ndarray) -> None:
-        y = multiply_by_quantized_multiplier(acc, self.m0, self.n)
-        y += self.zero_point
-        np.clip(y, self.lo, self.hi, out=y)
-        np.copyto(out, y, casting="unsafe")
+    def along(self, layout: tuple[int, ...]) -> "Requantizer":
+        """The same requantizer with its per-channel arrays reshaped to `layout` (e.g. channels first)."""
+        def shaped(v):
+            return v.reshape(layout) if isinstance(v, np.ndarray) and v.size > 1 else v
+        return replace(self, **{f: shaped(getattr(self, f)) for f in
+                                ("m0", "n", "bias", "m", "offset", "neutral", "exponent")})
+
+    def __call__(self, acc: np.ndarray, out: np.ndarray, t: np.ndarray | None = None,
+                 neg: np.ndarray | None = None) -> None:
+        """Requantize `acc` (any integer or exact-integer float array) into `out`; `t` (int64) and `neg` (bool),
+        shaped like acc, are optional work buffers (t may be acc itself when acc is int64)."""
+        if not self.fused:
+            y = multiply_by_quantized_multiplier(np.add(acc, self.bias, dtype=np.int64, casting="unsafe"),
+                                                 self.m0, self.n)
+            y += self.zero_point
+            np.clip(y, self.lo, self.hi, out=out, casting="unsafe")
+            return
+        t = np.empty(acc.shape, np.int64) if t is None else t
+        neg = np.empty(acc.shape, np.bool_) if neg is None else neg
+        np.multiply(acc, self.m, out=t, dtype=np.int64, casting="unsafe")
+        t += self.offset
+        np.less(t, self.neutral, out=neg)
+        t >>= 31
+        t -= neg
+        if not isinstance(self.exponent, int) or self.exponent:
+            t >>= self.exponent
+        np.clip(t, self.lo, self.hi, out=out, casting="unsafe")
 
 
 # ---- reading quantization parameters ----------------------------------------------------------------------------
