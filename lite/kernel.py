@@ -107,5 +107,6 @@ def create_kernel(node: NodeDef, input_type: int) -> Kernel:
     return cls(node)
 
 
-def registered_ops() -> set[str]:
-    return {op for op, _ in _REGISTRY}
+def kernel_for(op: str, type_id: int) -> type[Kernel] | None:
+    """The kernel class registered for exactly `(op, type_id)` (wildcard kernels not included)."""
+    return _REGISTRY.get((op, type_id))

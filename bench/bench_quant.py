@@ -1,0 +1,278 @@
+"""Post-training quantization accuracy, latency and size (issue 4 item 6), beside onnxruntime's quantize_static.
+
+    python bench/bench_quant.py [--epochs 3] [--eval 120] [--calib 32] [--method KL] [--rounds 10]
+
+(a) MNIST: a LeNet-5 trained here with PyTorch on the real MNIST (`../shared/datasets/mnist`), converted, and
+    quantized to A8W8 / A7W7 / A6W6 with and without bias correction (calibration: 1,000 training images);
+    test accuracy on the 10,000 test images.
+(b) EfficientNet-Lite0 (`../shared/models/efficientnet_lite0.onnx`, real ImageNet weights): random crops and
+    flips of scikit-image photos, evaluation and calibration drawn from disjoint photos. Against our float
+    model: top-1 agreement (all inputs, and those where the float top-1 probability is >= 0.5), mean logit SQNR
+    (dB, per input) and mean KL(float softmax || quantized softmax). onnxruntime's `quantize_static`
+    (QDQ, per-channel, int8 activations and weights, MinMax) is calibrated on the same inputs and scored
+    against the same float reference (onnxruntime's own float model).
+(c) int8 vs float latency in our runtime (batch 1, 2 threads, interleaved rounds, median) and `.ms` file size.
+The markdown report is printed and written atomically to `bench/results/quantization.md`.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+
+import lite  # noqa: E402
+from converter import to_graph  # noqa: E402
+from converter.export import to_bytes  # noqa: E402
+from converter.quant import QuantConfig, quantize  # noqa: E402
+from lite.serialize import write_atomic  # noqa: E402
+from lite.train import load_mnist  # noqa: E402
+
+SHARED = REPO.parent / "shared"
+MNIST_DIR = SHARED / "datasets" / "mnist"
+EFFICIENTNET = SHARED / "models" / "efficientnet_lite0.onnx"
+RESULTS = REPO / "bench" / "results" / "quantization.md"
+EVAL_PHOTOS = ("chelsea", "coffee", "rocket", "stereo_motorcycle", "camera", "brick", "hubble_deep_field", "coins")
+CALIB_PHOTOS = ("astronaut", "immunohistochemistry", "retina", "grass", "gravel", "moon", "colorwheel", "logo")
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+BITS = ((8, 8), (7, 7), (6, 6))
+
+
+def session(buf: bytes) -> lite.LiteSession:
+    return lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=2))
+
+
+def run(sess: lite.LiteSession, x: np.ndarray) -> np.ndarray:
+    sess.GetInputs()[0].set_data(x)
+    sess.RunGraph()
+    return next(iter(sess.GetOutputs().values())).numpy()
+
+
+def ort_session(model_bytes: bytes):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = 2, 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
+# ---- (a) MNIST LeNet ----------------------------------------------------------------------------------------------
+def train_lenet(images: np.ndarray, labels: np.ndarray, epochs: int) -> onnx.ModelProto:
+    """LeNet-5 (ReLU, max pooling) trained with Adam; exported to ONNX with batch 100."""
+    import io
+
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    net = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+                        nn.Linear(84, 10))
+    opt = torch.optim.Adam(net.parameters(), 1e-3)
+    x, y = torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64))
+    for epoch in range(epochs):
+        order = torch.randperm(len(x))
+        for start in range(0, len(x), 64):
+            idx = order[start:start + 64]
+            opt.zero_grad()
+            nn.functional.cross_entropy(net(x[idx]), y[idx]).backward()
+            opt.step()
+        print(f"LeNet epoch {epoch + 1}/{epochs} done", file=sys.stderr)
+    net.eval()
+    buf = io.BytesIO()
+    torch.onnx.export(net, torch.zeros(100, 1, 28, 28), buf, input_names=["input"], output_names=["logits"],
+                      opset_version=13, dynamo=False)
+    return onnx.load_from_string(buf.getvalue())
+
+
+def mnist_accuracy(buf: bytes, images: np.ndarray, labels: np.ndarray) -> float:
+    sess = session(buf)
+    hits = sum(int((run(sess, images[i:i + 100]).argmax(1) == labels[i:i + 100]).sum())
+               for i in range(0, len(images), 100))
+    return 100.0 * hits / len(images)
+
+
+def bench_mnist(epochs: int) -> list[str]:
+    prep = lambda im: ((im.astype(np.float32) / 255 - MNIST_MEAN) / MNIST_STD)[:, None]  # noqa: E731
+    train_x, train_y = load_mnist(MNIST_DIR, "train")
+    test_x, test_y = load_mnist(MNIST_DIR, "test")
+    train_x, test_x = prep(train_x), prep(test_x)
+    model = train_lenet(train_x, train_y, epochs)
+    graph = to_graph(model)
+    calib = [{"input": train_x[i:i + 100]} for i in range(0, 1000, 100)]
+    float_acc = mnist_accuracy(to_bytes(copy.deepcopy(graph)), test_x, test_y)
+    rows = [f"| float32 | {float_acc:.2f} | – | – |"]
+    for a, w in BITS:
+        accs = [mnist_accuracy(to_bytes(quantize(copy.deepcopy(graph), QuantConfig(
+            activation_bits=a, weight_bits=w, bias_correction=bc), calib)), test_x, test_y) for bc in (False, True)]
+        rows.append(f"| A{a}W{w} | {accs[0]:.2f} | {accs[1]:.2f} | {float_acc - accs[1]:+.2f} |")
+    return ["## (a) MNIST LeNet-5 (trained here, PyTorch, "
+            f"{epochs} epochs), test accuracy on 10,000 images, %", "",
+            "| model | without bias correction | with bias correction | loss (with) |", "|---|---|---|---|", *rows]
+
+
+# ---- (b) EfficientNet-Lite0 --------------------------------------------------------------------------------------
+def photo(name: str) -> np.ndarray:
+    import skimage.data
+    image = getattr(skimage.data, name)()
+    image = image[0] if isinstance(image, tuple) else image
+    return image[..., :3] if image.ndim == 3 else np.repeat(image[..., None], 3, axis=2)
+
+
+def crops(names: tuple[str, ...], count: int, seed: int) -> list[np.ndarray]:
+    """`count` random crops (40-100 % of the short side, aspect 3/4..4/3) with random horizontal flips,
+    resized to 224, as [1, 3, 224, 224] ImageNet-normalised inputs; photos taken in turn."""
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    photos = [photo(n) for n in names]
+    out = []
+    for k in range(count):
+        image = photos[k % len(photos)]
+        h, w = image.shape[:2]
+        side = rng.uniform(0.4, 1.0) * min(h, w)
+        aspect = rng.uniform(0.75, 4 / 3)
+        ch, cw = int(min(h, side * aspect ** 0.5)), int(min(w, side / aspect ** 0.5))
+        top, left = rng.integers(0, h - ch + 1), rng.integers(0, w - cw + 1)
+        crop = image[top:top + ch, left:left + cw]
+        crop = crop[:, ::-1] if rng.random() < 0.5 else crop
+        resized = np.asarray(Image.fromarray(np.ascontiguousarray(crop)).resize((224, 224), Image.BILINEAR))
+        x = (resized.astype(np.float32) / 255 - IMAGENET_MEAN) / IMAGENET_STD
+        out.append(x.transpose(2, 0, 1)[None].astype(np.float32))
+    return out
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@dataclass
+class Agreement:
+    top1: float
+    top1_confident: float
+    sqnr_db: float
+    kl: float
+
+
+def agreement(reference: np.ndarray, other: np.ndarray) -> Agreement:
+    """reference/other: [N, classes] logits."""
+    ref = reference.astype(np.float64)
+    oth = other.astype(np.float64)
+    p, q = softmax(ref), softmax(oth)
+    same = ref.argmax(1) == oth.argmax(1)
+    confident = p.max(1) >= 0.5
+    sqnr = 10 * np.log10((ref ** 2).sum(1) / np.maximum(((ref - oth) ** 2).sum(1), 1e-30))
+    kl = (p * (np.log(np.maximum(p, 1e-30)) - np.log(np.maximum(q, 1e-30)))).sum(1)
+    return Agreement(100 * same.mean(), 100 * same[confident].mean() if confident.any() else float("nan"),
+                     float(sqnr.mean()), float(kl.mean()))
+
+
+def ort_quantized(model: onnx.ModelProto, calib: list[np.ndarray]) -> bytes:
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(calib)
+
+        def get_next(self):
+            x = next(self.items, None)
+            return None if x is None else {"input": x}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = os.path.join(tmp, "float.onnx"), os.path.join(tmp, "int8.onnx")
+        onnx.save(model, src)
+        quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=CalibrationMethod.MinMax)
+        return Path(dst).read_bytes()
+
+
+def latency(buffers: dict[str, bytes], x: np.ndarray, rounds: int) -> dict[str, float]:
+    """Median ms per run, rounds interleaved across models after one warm-up each."""
+    sessions = {k: session(b) for k, b in buffers.items()}
+    times: dict[str, list[float]] = {k: [] for k in buffers}
+    for s in sessions.values():
+        run(s, x)
+    for _ in range(rounds):
+        for k, s in sessions.items():
+            start = time.perf_counter()
+            run(s, x)
+            times[k].append(1000 * (time.perf_counter() - start))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int) -> tuple[list[str], list[str]]:
+    model = onnx.load(str(EFFICIENTNET))
+    evals, calib = crops(EVAL_PHOTOS, n_eval, 1), crops(CALIB_PHOTOS, n_calib, 2)
+    samples = [{"input": x} for x in calib]
+    float_graph = to_graph(model)
+    float_buf = to_bytes(copy.deepcopy(float_graph))
+    fsess = session(float_buf)
+    ref = np.concatenate([run(fsess, x) for x in evals])
+    variants: dict[str, bytes] = {}
+    for a, w, bc in ((8, 8, False), (8, 8, True), (7, 7, False), (7, 7, True)):
+        cfg = QuantConfig(activation_bits=a, weight_bits=w, bias_correction=bc, method=method)
+        variants[f"ours A{a}W{w}{' + bias correction' if bc else ''}"] = to_bytes(
+            quantize(copy.deepcopy(float_graph), cfg, samples))
+    rows = []
+    for name, buf in variants.items():
+        s = session(buf)
+        r = agreement(ref, np.concatenate([run(s, x) for x in evals]))
+        rows.append(f"| {name} | {r.top1:.1f} | {r.top1_confident:.1f} | {r.sqnr_db:.2f} | {r.kl:.4f} |")
+    ort_float = ort_session(model.SerializeToString())
+    ort_int8 = ort_session(ort_quantized(model, calib))
+    ort_ref = np.concatenate([ort_float.run(None, {"input": x})[0] for x in evals])
+    r = agreement(ort_ref, np.concatenate([ort_int8.run(None, {"input": x})[0] for x in evals]))
+    rows.append(f"| onnxruntime quantize_static (QDQ, per-channel, MinMax) | {r.top1:.1f} | {r.top1_confident:.1f} "
+                f"| {r.sqnr_db:.2f} | {r.kl:.4f} |")
+    confident = int((softmax(ref.astype(np.float64)).max(1) >= 0.5).sum())
+    accuracy = [f"## (b) EfficientNet-Lite0, {n_eval} evaluation crops/flips of {len(EVAL_PHOTOS)} photos "
+                f"({confident} with float top-1 probability >= 0.5), calibrated on {n_calib} crops of "
+                f"{len(CALIB_PHOTOS)} other photos, activation method {method}", "",
+                "| quantizer | top-1 agreement % | top-1 agreement % (float p >= 0.5) | mean logit SQNR dB | "
+                "mean softmax KL |", "|---|---|---|---|---|", *rows]
+    int8_buf = variants["ours A8W8 + bias correction"]
+    ms = latency({"float32": float_buf, "int8": int8_buf}, evals[0], rounds)
+    speed = ["## (c) EfficientNet-Lite0 in our runtime: int8 (A8W8 + bias correction) vs float32", "",
+             "| model | latency ms (batch 1, median) | file bytes |", "|---|---|---|",
+             f"| float32 | {ms['float32']:.1f} | {len(float_buf):,} |",
+             f"| int8 | {ms['int8']:.1f} | {len(int8_buf):,} |",
+             f"| int8 / float32 | {ms['int8'] / ms['float32']:.2f}x | {len(int8_buf) / len(float_buf):.3f}x |"]
+    return accuracy, speed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--eval", type=int, default=120)
+    ap.add_argument("--calib", type=int, default=32)
+    ap.add_argument("--method", default="KL")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--skip-mnist", action="store_true")
+    args = ap.parse_args()
+    accuracy, speed = bench_efficientnet(args.eval, args.calib, args.method, args.rounds)
+    mnist = [] if args.skip_mnist else bench_mnist(args.epochs)
+    text = "\n".join(["# Post-training quantization", "", "Generated by `bench/bench_quant.py`.", "",
+                      *mnist, "", *accuracy, "", *speed, ""])
+    print(text)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(RESULTS, text.encode())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Post-training quantization (docs/quantization.md): calibrate the optimised float graph in `lite`, rewrite it
+to int8 (or quantize its weights only), optionally correct biases and report per-layer agreement."""
+from __future__ import annotations
+
+import copy
+import os
+
+import onnx
+
+from converter.export import to_bytes
+from converter.ir import Graph
+from converter.quant.bias_correction import correct_biases
+from converter.quant.calibration import calibrate, load_calibration
+from converter.quant.config import POST_TRAINING, WEIGHT_QUANT, QuantConfig, load_config, parse_config
+from converter.quant.debug import debug_report, format_report, write_report
+from converter.quant.full_quant import full_quantize, split_activations
+from converter.quant.weights import weight_only_quantize
+
+__all__ = ["QuantConfig", "convert_quantized", "load_config", "make_config", "parse_config", "quantize",
+           "POST_TRAINING", "WEIGHT_QUANT"]
+
+
+def make_config(config_file: str | os.PathLike | None = None, **flags) -> QuantConfig:
+    """The config file's settings (if any) with the converter flags given as QuantConfig fields on top
+    (None = not given): `--quantType` -> quant_type, `--bitNum` -> activation_bits and weight_bits,
+    `--quantWeightSize` -> min_quant_weight_size, `--quantWeightChannel` -> min_quant_weight_channel,
+    `--quantDebug` -> debug_info_save_path, `--inputDataType/--outputDataType` -> input/output_data_type."""
+    config = load_config(config_file) if config_file else QuantConfig()
+    for key, value in flags.items():
+        if key not in QuantConfig.__dataclass_fields__:
+            raise TypeError(f"QuantConfig has no field '{key}'")
+        if value is not None:
+            setattr(config, key, value)
+    return config.validate()
+
+
+def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] | None = None) -> Graph:
+    """Quantize the optimised float `graph` (mutated and returned). PostTraining needs calibration inputs
+    ({input name: float32 array} per sample); WeightQuant needs none."""
+    config.validate()
+    if config.quant_type == WEIGHT_QUANT:
+        return weight_only_quantize(graph, config.weight_bits, config.min_quant_weight_size,
+                                    config.min_quant_weight_channel)
+    samples = calibration_inputs if calibration_inputs is not None else load_calibration(graph, config)
+    float_graph = copy.deepcopy(split_activations(graph))
+    observers = calibrate(float_graph, samples, config.method, config.activation_bits)
+    qgraph = full_quantize(graph, {k: o.range() for k, o in observers.items()}, config.activation_bits,
+                           config.weight_bits, config.input_data_type, config.output_data_type)
+    if config.bias_correction:
+        correct_biases(float_graph, qgraph, samples)
+    if config.debug_info_save_path:
+        rows = debug_report(float_graph, qgraph, samples)
+        print(format_report(rows))
+        write_report(rows, config.debug_info_save_path)
+    return qgraph
+
+
+def convert_quantized(model: onnx.ModelProto | str | os.PathLike, config: QuantConfig | str | os.PathLike,
+                      input_shapes: dict[str, list[int]] | None = None,
+                      calibration_inputs: list[dict] | None = None) -> bytes:
+    """An ONNX model (or its path) quantized as `.ms` bytes; `config` is a QuantConfig or a config file path."""
+    from converter import load_onnx, to_graph
+    if not isinstance(config, QuantConfig):
+        config = load_config(config)
+    if not isinstance(model, onnx.ModelProto):
+        model = load_onnx(model)
+    return to_bytes(quantize(to_graph(model, input_shapes), config, calibration_inputs))

@@ -1,0 +1,252 @@
+"""Full quantization: rewrite the optimised float IR into int8 where the runtime has int8 kernels.
+
+Nodes whose op has an `(op, INT8)` kernel (and whose float activations were calibrated) become int8: their
+activations get per-tensor asymmetric params, Conv2D/FullConnection/MatMul weights per-channel symmetric params,
+biases INT32 with `scale = s_x * s_w[c]`. `QuantDTypeCast` nodes convert at every int8 <-> float border, so ops
+without an int8 kernel stay float in between. Graph inputs/outputs stay float32 unless asked otherwise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from converter.ir import Graph, Node, Value
+from converter.quant.qparams import activation_param, make_param, quantize_tensor
+from converter.quant.weights import WEIGHT_INPUT, quantize_weight, weight_axis
+from lite import kernel as kernel_registry
+from lite.dtypes import DataType
+from schema import fb
+
+SAME_PARAMS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Pad", "Pooling")  # output = input's
+CLAMP_ACTIVATIONS = (fb.ActivationType.NO_ACTIVATION, fb.ActivationType.RELU, fb.ActivationType.RELU6)
+BOUNDARY_TYPES = {"FLOAT": DataType.FLOAT32, "INT8": DataType.INT8, "UINT8": DataType.UINT8}
+Ranges = dict[str, tuple[float, float]]
+
+
+def has_int8_kernel(op: str) -> bool:
+    """True when the runtime has a quantization-aware int8 kernel for `op` (one of `lite.kernels.int8`; a
+    dtype-generic kernel that accepts int8 does not know the output's params)."""
+    cls = kernel_registry.kernel_for(op, DataType.INT8)
+    return cls is not None and cls.__module__.startswith("lite.kernels.int8.")
+
+
+def split_activations(graph: Graph) -> Graph:
+    """Int8 kernels fuse only clamps (RELU, RELU6): other fused activations (SWISH, SIGMOID, ...) of ops with
+    an int8 kernel become their own Activation node again, so that calibration sees the pre-activation
+    range and the activation runs as an int8 lookup table. The float meaning is unchanged."""
+    for node in list(graph.nodes):
+        kind = node.attrs.get("activation", 0)
+        if node.op == "Activation" or kind in CLAMP_ACTIVATIONS or not has_int8_kernel(node.op):
+            continue
+        out = graph.values[node.outputs[0]]
+        pre = graph.fresh(f"{out.name}_pre_activation")
+        graph.values[pre] = Value(pre, out.shape, out.dtype, format=out.format)
+        node.attrs = {**node.attrs, "activation": 0}
+        graph.nodes.append(Node("Activation", graph.fresh(f"{node.name}/activation"), [pre], [out.name],
+                                {"type": kind}))
+        node.outputs = [pre, *node.outputs[1:]]
+    graph.sort()
+    return graph
+
+
+def _weighted(node: Node, graph: Graph) -> bool:
+    """Conv2D/FullConnection/MatMul can only be int8 with a constant float weight (2-D for MatMul)."""
+    if node.op not in WEIGHT_INPUT:
+        return True
+    w = graph.const(node.inputs[WEIGHT_INPUT[node.op]])
+    return w is not None and w.dtype == np.float32 and (node.op != "MatMul" or w.ndim == 2)
+
+
+def int8_nodes(graph: Graph, ranges: Ranges) -> list[Node]:
+    """The nodes to run in int8: an int8 kernel exists and every float activation they touch was calibrated."""
+    chosen = []
+    for node in graph.nodes:
+        touched = [v for v in (*node.inputs, *node.outputs) if v and graph.const(v) is None]
+        if (has_int8_kernel(node.op) and _weighted(node, graph) and touched
+                and all(graph.values[v].dtype == np.float32 and v in ranges for v in touched)):
+            chosen.append(node)
+    return chosen
+
+
+def _set_int8(value: Value, param: fb.QuantParamT) -> None:
+    value.dtype, value.quant_params, value.quant_axis = np.dtype(np.int8), [param], 0
+
+
+def _add_cast(graph: Graph, src: str, dst: str, src_t: int, dst_t: int) -> None:
+    graph.nodes.append(Node("QuantDTypeCast", graph.fresh(f"{dst}/QuantDTypeCast"), [src], [dst],
+                            {"src_t": int(src_t), "dst_t": int(dst_t)}))
+
+
+def _quantize_weights(graph: Graph, node: Node, in_param: fb.QuantParamT, bits: int) -> None:
+    """Per-channel int8 weight; INT32 bias with scale s_x * s_w[c] (MatMul's B is stored untransposed)."""
+    index = WEIGHT_INPUT[node.op]
+    w = graph.const(node.inputs[index])
+    if node.op == "MatMul" and node.attrs.get("transpose_b"):
+        w, node.attrs = w.T, {**node.attrs, "transpose_b": False}
+    axis = weight_axis(node, w)
+    q, params = quantize_weight(w, axis, bits)
+    source = graph.values[node.inputs[index]]
+    wname = graph.add_const(q, f"{source.name}_int8")
+    wvalue = graph.values[wname]
+    wvalue.quant_params, wvalue.quant_axis, wvalue.format = params, axis, source.format
+    wvalue.source_perm = source.source_perm if node.op != "MatMul" else ()
+    node.inputs[index] = wname
+    bias = graph.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    if bias is not None:
+        set_int32_bias(graph, node, bias.astype(np.float64), in_param)
+
+
+BIAS_LIMIT = 2 ** 30      # |bias| in units of s_x * s_w stays below this, leaving int32 room for the products
+
+
+def widen_weight_scales(graph: Graph, weight: str, min_scales: np.ndarray) -> None:
+    """Raise per-channel weight scales to at least `min_scales`, requantizing those channels' integers."""
+    value = graph.values[weight]
+    old = np.array([p.scale for p in value.quant_params], np.float64)
+    new = np.maximum(old, min_scales)
+    shape = [1] * value.const.ndim
+    shape[value.quant_axis] = -1
+    value.const = np.rint(value.const * (old / new).reshape(shape)).astype(value.const.dtype)
+    for p, scale in zip(value.quant_params, new):
+        p.scale = float(scale)
+
+
+def set_int32_bias(graph: Graph, node: Node, bias: np.ndarray, in_param: fb.QuantParamT) -> None:
+    """Give `node` the INT32 version of the float `bias` (scale s_x * s_w[c], zero point 0). A channel whose
+    weights are so small that its bias would not fit int32 gets a larger weight scale first (as MindSpore does)."""
+    weight = node.inputs[WEIGHT_INPUT[node.op]]
+    widen_weight_scales(graph, weight, np.abs(bias) / (in_param.scale * BIAS_LIMIT))
+    scales = np.array([in_param.scale * p.scale for p in graph.values[weight].quant_params], np.float64)
+    q = np.rint(bias / scales).astype(np.int32)
+    name = graph.add_const(q, f"{node.name}/bias_int32")
+    graph.values[name].quant_params = [make_param(s, 0, 0.0, 0.0, 32, False) for s in scales]
+    graph.values[name].format = fb.Format.ND
+    while len(node.inputs) < 3:
+        node.inputs.append("")
+    node.inputs[2] = name
+
+
+def _quantize_const_input(graph: Graph, name: str, bits: int, param: fb.QuantParamT | None = None) -> str:
+    """A float constant operand of an int8 op, quantized per tensor with `param` (default: over its own
+    range; ops that keep their input's params, such as Pad's fill value, pass the data input's)."""
+    c = graph.const(name)
+    param = param or activation_param(float(c.min()), float(c.max()), bits)
+    qname = graph.add_const(quantize_tensor(c, param), f"{name}_int8")
+    graph.values[qname].quant_params, graph.values[qname].format = [param], graph.values[name].format
+    return qname
+
+
+def full_quantize(graph: Graph, ranges: Ranges, activation_bits: int = 8, weight_bits: int = 8,
+                  input_type: str = "FLOAT", output_type: str = "FLOAT") -> Graph:
+    """Rewrite `graph` (mutated and returned) with calibrated float `ranges` of its activations."""
+    graph.sort()
+    chosen = int8_nodes(graph, ranges)
+    chosen_ids = {id(n) for n in chosen}
+    params: dict[str, fb.QuantParamT] = {}
+    int8_of: dict[str, str] = {}            # float activation -> its int8 version read by int8 nodes
+
+    def int8_input(name: str) -> str:
+        if name in params:                  # produced by an int8 node
+            return name
+        if name not in int8_of:
+            qname = graph.fresh(f"{name}_int8")
+            value = graph.values[name]
+            graph.values[qname] = Value(qname, value.shape, np.dtype(np.int8), format=value.format)
+            _set_int8(graph.values[qname], activation_param(*ranges[name], activation_bits))
+            _add_cast(graph, name, qname, DataType.FLOAT32, DataType.INT8)
+            int8_of[name] = qname
+        return int8_of[name]
+
+    for node in chosen:
+        for i, name in enumerate(node.inputs):
+            if name and graph.const(name) is None:
+                node.inputs[i] = int8_input(name)
+        in_param = graph.values[node.inputs[0]].quant_params[0]
+        for i, name in enumerate(node.inputs):
+            if (name and node.op not in WEIGHT_INPUT and graph.const(name) is not None
+                    and graph.const(name).dtype == np.float32):
+                shared = in_param if node.op in SAME_PARAMS else None
+                node.inputs[i] = _quantize_const_input(graph, name, activation_bits, shared)
+        if node.op in WEIGHT_INPUT:
+            _quantize_weights(graph, node, in_param, weight_bits)
+        for name in node.outputs:
+            params[name] = in_param if node.op in SAME_PARAMS else activation_param(*ranges[name], activation_bits)
+            _set_int8(graph.values[name], params[name])
+    for name in params:
+        _float_readers_through_cast(graph, name, chosen_ids)
+    graph.sort()
+    retype_boundaries(graph, BOUNDARY_TYPES[input_type], BOUNDARY_TYPES[output_type])
+    graph.prune()
+    graph.sort()
+    return graph
+
+
+def _float_readers_through_cast(graph: Graph, name: str, chosen_ids: set[int]) -> None:
+    """Give the float readers (and graph outputs) of the int8 activation `name` a dequantized copy; a graph
+    output keeps its name on the float side."""
+    readers = [n for n in graph.nodes if name in n.inputs and id(n) not in chosen_ids
+               and n.op != "QuantDTypeCast"]
+    is_output = name in graph.outputs
+    if not readers and not is_output:
+        return
+    value = graph.values[name]
+    if is_output:
+        qname = graph.fresh(f"{name}_int8")
+        graph.rename_value(name, qname)
+        graph.outputs = [name if o == qname else o for o in graph.outputs]
+        fname = name
+    else:
+        qname, fname = name, graph.fresh(f"{name}_float")
+    graph.values[fname] = Value(fname, value.shape, np.dtype(np.float32), format=value.format)
+    for n in readers:
+        n.inputs = [fname if i in (name, qname) else i for i in n.inputs]
+    _add_cast(graph, qname, fname, DataType.INT8, DataType.FLOAT32)
+
+
+def _shift_to_uint8(param: fb.QuantParamT) -> fb.QuantParamT:
+    return make_param(param.scale, param.zeroPoint + 128, param.min, param.max, param.numBits, False)
+
+
+def retype_boundaries(graph: Graph, input_type: int, output_type: int) -> None:
+    """Make graph inputs read only by float->int8 casts (and outputs written by int8->float casts) INT8 or
+    UINT8 tensors as asked: INT8 drops the cast, UINT8 turns it into a uint8<->int8 cast."""
+    if input_type != DataType.FLOAT32:
+        for name in graph.inputs:
+            readers = graph.consumers(name)
+            if not readers or any(n.op != "QuantDTypeCast" for n in readers) or name in graph.outputs:
+                continue
+            param = graph.values[readers[0].outputs[0]].quant_params[0]
+            for cast in readers[1:]:
+                graph.replace_uses(cast.outputs[0], readers[0].outputs[0])
+                graph.remove_node(cast)
+            _retype(graph, graph.values[name], readers[0], param, input_type, at_input=True)
+    if output_type != DataType.FLOAT32:
+        for name in graph.outputs:
+            cast = graph.producer(name)
+            if cast is None or cast.op != "QuantDTypeCast" or graph.values[name].dtype != np.float32:
+                continue
+            readers = graph.consumers(name)
+            if readers:                     # float readers of the output keep a dequantized copy of their own
+                value = graph.values[name]
+                fname = graph.fresh(f"{name}_float")
+                graph.values[fname] = Value(fname, value.shape, value.dtype, format=value.format)
+                _add_cast(graph, cast.inputs[0], fname, DataType.INT8, DataType.FLOAT32)
+                for n in readers:
+                    n.inputs = [fname if i == name else i for i in n.inputs]
+            param = graph.values[cast.inputs[0]].quant_params[0]
+            _retype(graph, graph.values[name], cast, param, output_type, at_input=False)
+
+
+def _retype(graph: Graph, value: Value, cast: Node, param: fb.QuantParamT, data_type: int, at_input: bool) -> None:
+    """Make the boundary `value` (graph input or output next to `cast`) INT8 (no cast) or UINT8."""
+    if data_type == DataType.INT8:
+        graph.remove_node(cast)
+        if at_input:
+            graph.replace_uses(cast.outputs[0], value.name)
+            _set_int8(value, param)
+        else:
+            graph.values.pop(value.name)
+            graph.rename_value(cast.inputs[0], value.name)
+        return
+    value.dtype, value.quant_params = np.dtype(np.uint8), [_shift_to_uint8(param)]
+    cast.attrs = ({"src_t": int(DataType.UINT8), "dst_t": int(DataType.INT8)} if at_input else
+                  {"src_t": int(DataType.INT8), "dst_t": int(DataType.UINT8)})

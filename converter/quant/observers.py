@@ -1,0 +1,156 @@
+"""Activation range observers: each sees every calibration batch of one tensor and proposes a float range.
+
+MAX_MIN keeps the extremes; REMOVAL_OUTLIER averages each batch's percentile extremes; KL and PERCENTILE read a
+2048-bin histogram of |x| (KL: TensorRT's threshold search over merged bins; PERCENTILE: the 99.99th
+percentile) and clip the observed range to [-T, T].
+"""
+from __future__ import annotations
+
+import numpy as np
+
+BINS = 2048
+OUTLIER_PERCENT = 0.01        # REMOVAL_OUTLIER: per-batch percentiles (0.01 %, 99.99 %)
+PERCENTILE = 99.99            # PERCENTILE: of |x| over the whole calibration set
+
+
+class Observer:
+    """Tracks min/max; subclasses refine `range`."""
+
+    def __init__(self, bits: int = 8):
+        self.bits = bits
+        self.lo, self.hi = np.inf, -np.inf
+
+    def update(self, x: np.ndarray) -> None:
+        if x.size:
+            self.lo, self.hi = min(self.lo, float(x.min())), max(self.hi, float(x.max()))
+
+    def range(self) -> tuple[float, float]:
+        """The float range to quantize to (lo <= hi); (0, 0) when nothing was seen."""
+        return (self.lo, self.hi) if self.lo <= self.hi else (0.0, 0.0)
+
+
+class MaxMinObserver(Observer):
+    pass
+
+
+class RemovalOutlierObserver(Observer):
+    """Mean over batches of the batch's (p, 100 - p) percentiles: single extreme values are ignored."""
+
+    def __init__(self, bits: int = 8):
+        super().__init__(bits)
+        self.sums, self.batches = np.zeros(2), 0
+
+    def update(self, x: np.ndarray) -> None:
+        if x.size:
+            self.sums += np.percentile(x, [OUTLIER_PERCENT, 100 - OUTLIER_PERCENT])
+            self.batches += 1
+
+    def range(self) -> tuple[float, float]:
+        return tuple(float(v) for v in self.sums / self.batches) if self.batches else (0.0, 0.0)
+
+
+def merge_histogram(hist: np.ndarray, factor: int) -> np.ndarray:
+    """The histogram over a `factor` times wider range with the same bin count (`factor` a power of 2)."""
+    out = np.zeros_like(hist)
+    if factor >= len(hist):
+        out[0] = hist.sum()
+    else:
+        out[:len(hist) // factor] = hist.reshape(-1, factor).sum(axis=1)
+    return out
+
+
+class HistogramObserver(Observer):
+    """A BINS-bin histogram of |x| over [0, width * BINS); the range doubles (merging bin pairs) as needed."""
+
+    def __init__(self, bits: int = 8):
+        super().__init__(bits)
+        self.hist = np.zeros(BINS, np.int64)
+        self.width = 0.0
+
+    def update(self, x: np.ndarray) -> None:
+        if not x.size:
+            return
+        super().update(x)
+        a = np.abs(x, dtype=np.float64).ravel()
+        top = float(a.max())
+        if self.width == 0.0:
+            self.width = (top or 1e-8) / BINS
+        factor = 1
+        while top >= self.width * factor * BINS:
+            factor *= 2
+        if factor > 1:
+            self.hist = merge_histogram(self.hist, factor)
+            self.width *= factor
+        self.hist += np.bincount(np.minimum((a / self.width).astype(np.int64), BINS - 1), minlength=BINS)
+
+    def threshold(self) -> float:
+        """The clip threshold T on |x|."""
+        raise NotImplementedError
+
+    def range(self) -> tuple[float, float]:
+        lo, hi = super().range()
+        if not self.hist.any():
+            return lo, hi
+        t = self.threshold()
+        return max(lo, -t), min(hi, t)
+
+
+def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
+    """KL(p || q) of two unnormalised histograms, over the bins where p > 0 (q > 0 there by construction)."""
+    p = p / p.sum()
+    q = q / q.sum()
+    mask = p > 0
+    return float(np.sum(p[mask] * np.log(p[mask] / q[mask])))
+
+
+def expand_merged(p: np.ndarray, levels: int) -> np.ndarray:
+    """TensorRT's candidate Q: merge `p` into `levels` groups, then spread each group's total evenly over the
+    group's non-empty bins (empty bins stay empty)."""
+    edges = (np.arange(levels + 1) * len(p)) // levels
+    nonzero = p > 0
+    group = np.repeat(np.arange(levels), np.diff(edges))
+    totals = np.bincount(group, weights=p, minlength=levels)
+    counts = np.bincount(group, weights=nonzero, minlength=levels)
+    per_bin = np.divide(totals, counts, out=np.zeros(levels), where=counts > 0)
+    return np.where(nonzero, per_bin[group], 0.0)
+
+
+def kl_threshold(hist: np.ndarray, width: float, levels: int) -> float:
+    """TensorRT's calibration: the clip threshold (bin edge) whose `levels`-level quantization of the clipped
+    distribution has the least KL divergence from it. Outliers beyond the threshold fold into the last bin."""
+    hist = hist.astype(np.float64)
+    best, best_i = np.inf, len(hist)
+    tail = np.cumsum(hist[::-1])[::-1]          # tail[i] = sum(hist[i:])
+    for i in range(levels, len(hist) + 1):
+        p = hist[:i].copy()
+        if i < len(hist):
+            p[-1] += tail[i]
+        if not p.any():
+            continue
+        q = expand_merged(hist[:i], levels)
+        if not q.any():
+            continue
+        q[(p > 0) & (q == 0)] = 1e-12
+        kl = kl_divergence(p, q)
+        if kl < best:
+            best, best_i = kl, i
+    return best_i * width
+
+
+class KLObserver(HistogramObserver):
+    def threshold(self) -> float:
+        return kl_threshold(self.hist, self.width, 2 ** (self.bits - 1))
+
+
+class PercentileObserver(HistogramObserver):
+    def threshold(self) -> float:
+        cdf = np.cumsum(self.hist) / self.hist.sum()
+        return (int(np.searchsorted(cdf, PERCENTILE / 100)) + 1) * self.width
+
+
+OBSERVERS: dict[str, type[Observer]] = {"MAX_MIN": MaxMinObserver, "KL": KLObserver,
+                                        "REMOVAL_OUTLIER": RemovalOutlierObserver, "PERCENTILE": PercentileObserver}
+
+
+def make_observer(method: str, bits: int) -> Observer:
+    return OBSERVERS[method](bits)

@@ -1,0 +1,377 @@
+"""Post-training quantization (converter/quant, docs/quantization.md): config, observers, weight quantization,
+the int8 rewrite, bias correction and the debug report. Oracles: onnxruntime on models with hand-quantized
+weights, pure-Python references written from the contract, and numpy float math."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import lite
+from converter import to_graph
+from converter.export import to_bytes
+from converter.ir import Graph, Node, Value
+from converter.quant import QuantConfig, parse_config, quantize
+from converter.quant.bias_correction import correct_biases
+from converter.quant.calibration import load_calibration
+from converter.quant.debug import Agreement
+from converter.quant.full_quant import full_quantize
+from converter.quant.observers import (KLObserver, MaxMinObserver, PercentileObserver, RemovalOutlierObserver,
+                                       kl_threshold)
+from converter.quant.qparams import activation_param
+from converter.quant.weights import quantize_weight
+from lite.status import ParamInvalidError
+from tests.util import run_lite, run_ort, small_cnn
+
+RNG = np.random.default_rng(7)
+
+
+def samples_for(shape: tuple[int, ...], count: int = 6, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(count)]
+
+
+def run_buf(buf: bytes, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return run_lite(lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=1)), feeds)
+
+
+# ---- config ---------------------------------------------------------------------------------------------------
+def test_ini_config_sets_every_section(tmp_path):
+    (tmp_path / "calib").mkdir()
+    cfg = parse_config("[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=7\nactivation_bit_num=8\n"
+                       "min_quant_weight_size=10\nmin_quant_weight_channel=4\n"
+                       "[data_preprocess_param]\ncalibrate_path=input:calib\ncalibrate_size=3\ninput_type=BIN\n"
+                       "[full_quant_param]\nactivation_quant_method=KL\nbias_correction=true\n", str(tmp_path))
+    cfg.validate()
+    assert (cfg.activation_bits, cfg.weight_bits, cfg.min_quant_weight_size, cfg.min_quant_weight_channel) == \
+        (8, 7, 10, 4)
+    assert cfg.calibrate_path == {"input": str(tmp_path / "calib")}
+    assert (cfg.calibrate_size, cfg.method, cfg.bias_correction) == (3, "KL", True)
+
+
+def test_old_key_value_config(tmp_path):
+    (tmp_path / "calib").mkdir()
+    cfg = parse_config("image_path=calib\nbatch_count=5\nmethod_x=RemovalOutlier\nbias_correction=false\n"
+                       "thread_num=2\n", str(tmp_path)).validate()
+    assert (cfg.calibrate_path, cfg.calibrate_size, cfg.method) == ({"": str(tmp_path / "calib")}, 5,
+                                                                    "REMOVAL_OUTLIER")
+
+
+@pytest.mark.parametrize("text, key", [
+    ("[common_quant_param]\nbits=8\n", "'bits'"),
+    ("[full_quant_param]\nactivation_quant_method=MEDIAN\n", "activation_quant_method"),
+    ("[common_quant_param]\nbit_num=9\n", "bit_num = 9"),
+    ("[common_quant_param]\nactivation_bit_num=1\n", "activation_bit_num = 1"),
+    ("image_path=x\nfoo=1\n", "'foo'"),
+])
+def test_bad_config_names_the_key(tmp_path, text, key):
+    with pytest.raises(ParamInvalidError, match=key.replace("[", r"\[")):
+        parse_config(text.replace("image_path=x", f"image_path={tmp_path}"), str(tmp_path)).validate()
+
+
+def test_weight_only_takes_16_bits():
+    assert QuantConfig(quant_type="WeightQuant", weight_bits=16).validate().weight_bits == 16
+
+
+def test_missing_calibration_folder_is_named(tmp_path):
+    with pytest.raises(ParamInvalidError, match="nowhere"):
+        parse_config("[data_preprocess_param]\ncalibrate_path=input:nowhere\n", str(tmp_path)).validate()
+
+
+def test_wrong_bin_size_names_the_file(tmp_path):
+    np.zeros(10, np.float32).tofile(tmp_path / "a.bin")
+    cfg = QuantConfig(calibrate_path={"input": str(tmp_path)})
+    with pytest.raises(ParamInvalidError, match="a.bin"):
+        load_calibration(to_graph(small_cnn()), cfg)
+
+
+def test_bin_and_npy_calibration_files_load_as_the_input(tmp_path):
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    x.tofile(tmp_path / "0.bin")
+    np.save(tmp_path / "1.npy", x * 2)
+    samples = load_calibration(to_graph(small_cnn()), QuantConfig(calibrate_path={"": str(tmp_path)}))
+    np.testing.assert_array_equal(samples[0]["input"], x)
+    np.testing.assert_array_equal(samples[1]["input"], x * 2)
+
+
+# ---- observers ------------------------------------------------------------------------------------------------
+def test_max_min_keeps_extremes_over_batches():
+    obs = MaxMinObserver()
+    for batch in (np.array([-1.0, 2.0]), np.array([-3.0, 0.5])):
+        obs.update(batch)
+    assert obs.range() == (-3.0, 2.0)
+
+
+def _range(obs, *batches):
+    for b in batches:
+        obs.update(b)
+    return obs.range()
+
+
+def test_removal_outlier_ignores_a_lone_extreme():
+    lo, hi = _range(RemovalOutlierObserver(), np.concatenate([RNG.uniform(-1, 1, 100_000), [1000.0]]))
+    assert -1.01 < lo < -0.99 and 0.99 < hi < 1.01
+
+
+def test_histogram_grows_by_merging_bins_exactly():
+    obs = KLObserver()
+    first = np.arange(0, 1024.25, 0.25)            # max 1024 -> bin width 0.5
+    second = -np.arange(0, 3000.0, 0.75)           # max 2999.25 -> the range grows 4x, width 2
+    obs.update(first)
+    obs.update(second)
+    expected = np.bincount((np.abs(np.concatenate([first, second])) // 2).astype(int), minlength=2048)
+    assert obs.width == 2.0
+    np.testing.assert_array_equal(obs.hist, expected)
+
+
+def reference_kl_threshold(hist: list[int], levels: int) -> int:
+    """TensorRT's entropy calibration in plain Python: the bin count i minimising KL(P_i || Q_i)."""
+    best, best_i = math.inf, len(hist)
+    for i in range(levels, len(hist) + 1):
+        p = [float(v) for v in hist[:i]]
+        p[-1] += sum(hist[i:])
+        if sum(p) == 0:
+            continue
+        q = [0.0] * i
+        for j in range(levels):
+            start, stop = j * i // levels, (j + 1) * i // levels
+            nonzero = [k for k in range(start, stop) if hist[k] > 0]
+            for k in nonzero:
+                q[k] = sum(hist[start:stop]) / len(nonzero)
+        if sum(q) == 0:
+            continue
+        sp, sq = sum(p), sum(q)
+        kl = sum(pk / sp * math.log((pk / sp) / ((qk or 1e-12) / sq)) for pk, qk in zip(p, q) if pk > 0)
+        if kl < best:
+            best, best_i = kl, i
+    return best_i
+
+
+def test_kl_threshold_matches_tensorrt_reference():
+    x = np.abs(np.concatenate([RNG.standard_normal(20_000), RNG.standard_normal(20) * 8]))
+    hist = np.histogram(x, bins=256, range=(0, x.max()))[0]
+    assert kl_threshold(hist, 1.0, 16) == reference_kl_threshold(hist.tolist(), 16)
+
+
+def test_kl_clips_a_long_tail():
+    x = np.concatenate([RNG.standard_normal(50_000), [60.0, -60.0]])
+    lo, hi = _range(KLObserver(), x)
+    assert 2 < hi < 20 and -20 < lo < -2
+
+
+def test_percentile_threshold_of_abs_values():
+    x = RNG.uniform(-1, 1, 1_000_000)
+    lo, hi = _range(PercentileObserver(), x)
+    assert abs(hi - 0.9999) < 2e-3 and abs(lo + 0.9999) < 2e-3
+
+
+# ---- weights --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bits", [2, 4, 7, 8, 12, 16])
+def test_per_channel_weights_are_symmetric_and_round_to_nearest(bits):
+    w = RNG.standard_normal((5, 3, 3, 4)).astype(np.float32) * np.arange(1, 6)[:, None, None, None]
+    q, params = quantize_weight(w, 0, bits)
+    top = 2 ** (bits - 1) - 1
+    scales = np.array([p.scale for p in params])
+    np.testing.assert_allclose(scales, np.abs(w).reshape(5, -1).max(1) / top)
+    assert all(p.zeroPoint == 0 for p in params)
+    assert np.abs(q).reshape(5, -1).max(1).tolist() == [top] * 5
+    assert np.abs(q * scales[:, None, None, None] - w).max() <= scales.max() / 2 + 1e-6
+
+
+def test_one_bit_weights_are_ternary():
+    q, _ = quantize_weight(RNG.standard_normal((4, 8)).astype(np.float32), 0, 1)
+    assert set(np.unique(q).tolist()) <= {-1, 0, 1}
+
+
+def reference_dequantized(w: np.ndarray, bits: int) -> np.ndarray:
+    """Per output channel (axis 0, ONNX OIHW / Gemm [out, in]) symmetric rounding, written from the contract."""
+    top = 2 ** (bits - 1) - 1
+    out = np.empty_like(w)
+    for c in range(w.shape[0]):
+        scale = float(np.abs(w[c]).max()) / top
+        out[c] = np.clip(np.rint(w[c].astype(np.float64) / scale), -top, top) * scale
+    return out
+
+
+@pytest.mark.parametrize("bits", [4, 8, 12])
+def test_weight_only_model_runs_like_hand_quantized_weights_in_onnxruntime(bits):
+    model = small_cnn()
+    reference = onnx.ModelProto()
+    reference.CopyFrom(model)
+    for init in reference.graph.initializer:
+        if init.name in ("w1", "w2", "fc_w"):
+            init.CopyFrom(numpy_helper.from_array(reference_dequantized(numpy_helper.to_array(init), bits),
+                                                  init.name))
+    graph = quantize(to_graph(model), QuantConfig(quant_type="WeightQuant", weight_bits=bits,
+                                                  min_quant_weight_channel=0))
+    feeds = samples_for((1, 3, 8, 8), 1)[0]
+    ours, expected = run_buf(to_bytes(graph), feeds), run_ort(reference, feeds)
+    np.testing.assert_allclose(ours["logits"], expected["logits"], rtol=1e-4, atol=1e-5)
+
+
+def test_weight_only_stores_integer_weights_and_casts():
+    graph = quantize(to_graph(small_cnn()), QuantConfig(quant_type="WeightQuant", weight_bits=12,
+                                                        min_quant_weight_channel=0))
+    casts = [n for n in graph.nodes if n.op == "QuantDTypeCast"]
+    assert len(casts) == 3
+    assert all(graph.values[n.inputs[0]].dtype == np.int16 and graph.values[n.inputs[0]].quant_params
+               for n in casts)
+
+
+def test_weight_only_skips_few_channels_and_small_kernels():
+    graph = quantize(to_graph(small_cnn()), QuantConfig(quant_type="WeightQuant", min_quant_weight_channel=6,
+                                                        min_quant_weight_size=100))
+    quantized = {n.name for n in graph.nodes if n.op == "QuantDTypeCast"}
+    assert len(quantized) == 1 and "conv2" in next(iter(quantized))    # conv1: 6 channels; fc: 32 weights
+
+
+# ---- full quantization ------------------------------------------------------------------------------------------
+def test_activation_params_cover_the_range_and_zero():
+    p = activation_param(0.5, 3.0, 8)
+    assert p.min == 0.0 and p.max == 3.0 and -128 <= p.zeroPoint <= 127
+    assert p.zeroPoint == -128 and math.isclose(p.scale, 3.0 / 255)
+
+
+def quantized_small_cnn(**cfg) -> tuple[Graph, list[dict[str, np.ndarray]]]:
+    samples = samples_for((1, 3, 8, 8))
+    return quantize(to_graph(small_cnn()), QuantConfig(**cfg), samples), samples
+
+
+def test_rewrite_puts_casts_at_int8_float_borders():
+    graph, _ = quantized_small_cnn()
+    for node in graph.nodes:
+        ins = [graph.values[i].dtype for i in node.inputs[:1]]
+        if node.op == "QuantDTypeCast":
+            assert {ins[0], graph.values[node.outputs[0]].dtype} == {np.dtype(np.int8), np.dtype(np.float32)}
+        elif node.op in ("Conv2D", "FullConnection"):
+            assert ins == [np.int8] and graph.values[node.outputs[0]].dtype == np.int8
+        elif node.op == "Softmax":
+            assert ins == [np.float32]
+    assert graph.outputs == ["logits", "probs"]
+    assert all(graph.values[o].dtype == np.float32 for o in graph.outputs + graph.inputs)
+
+
+def test_weights_per_channel_and_bias_int32_with_product_scale():
+    graph, _ = quantized_small_cnn()
+    fc = next(n for n in graph.nodes if n.op == "FullConnection")
+    x, w, b = (graph.values[i] for i in fc.inputs)
+    assert w.dtype == np.int8 and len(w.quant_params) == 4 and w.quant_axis == 0
+    assert b.dtype == np.int32
+    np.testing.assert_allclose([p.scale for p in b.quant_params],
+                               [x.quant_params[0].scale * p.scale for p in w.quant_params])
+
+
+def test_int8_inputs_and_outputs_on_request():
+    graph, _ = quantized_small_cnn(input_data_type="INT8", output_data_type="INT8")
+    assert graph.values["input"].dtype == np.int8 and graph.values["logits"].dtype == np.int8
+    assert graph.values["probs"].dtype == np.float32        # softmax stays float
+    assert graph.values["input"].quant_params
+
+
+def test_full_quant_model_stays_close_to_onnxruntime():
+    graph, samples = quantized_small_cnn()
+    buf = to_bytes(graph)
+    for feeds in samples[:2]:
+        ours, expected = run_buf(buf, feeds)["logits"], run_ort(small_cnn(), feeds)["logits"]
+        assert np.abs(ours - expected).max() < 0.05 * np.abs(expected).max()
+
+
+def test_bias_of_near_zero_weights_fits_int32_by_widening_the_weight_scale():
+    w = np.stack([RNG.standard_normal(16), RNG.standard_normal(16) * 1e-9]).astype(np.float32)
+    b = np.array([0.5, 3.0], np.float32)
+    graph = full_quantize(fc_graph(w, b), {"x": (-1.0, 1.0), "y": (-8.0, 8.0)})
+    fc = next(n for n in graph.nodes if n.op == "FullConnection")
+    x_scale, bias = graph.values[fc.inputs[0]].quant_params[0].scale, graph.values[fc.inputs[2]]
+    scales = np.array([p.scale for p in bias.quant_params])
+    assert np.all(np.abs(bias.const * scales - b) <= scales / 2 * (1 + 1e-9))
+    assert np.abs(bias.const).max() <= 2 ** 30 and x_scale > 0
+
+
+# ---- bias correction ------------------------------------------------------------------------------------------
+def fc_graph(w: np.ndarray, b: np.ndarray | None, op: str = "FullConnection") -> Graph:
+    g = Graph("fc")
+    g.values["x"] = Value("x", (1, w.shape[1]), np.dtype(np.float32))
+    g.values["y"] = Value("y", (1, w.shape[0]), np.dtype(np.float32))
+    g.inputs, g.outputs = ["x"], ["y"]
+    weight = g.add_const(w if op == "FullConnection" else np.ascontiguousarray(w.T), "w")
+    inputs = ["x", weight] + ([g.add_const(b, "b")] if b is not None else [])
+    g.nodes = [Node(op, "fc", inputs, ["y"], {})]
+    return g
+
+
+@pytest.mark.parametrize("op, with_bias", [("FullConnection", True), ("MatMul", False)])
+def test_bias_correction_is_the_mean_channel_error_by_hand(op, with_bias):
+    w = RNG.standard_normal((3, 16)).astype(np.float32)
+    b = RNG.standard_normal(3).astype(np.float32) if with_bias else None
+    xs = [RNG.uniform(0, 2, (1, 16)).astype(np.float32) + 0.5 * k for k in range(8)]
+    samples = [{"x": x} for x in xs]
+    ys = np.concatenate([x @ w.T for x in xs])
+    ranges = {"x": (min(x.min() for x in xs), max(x.max() for x in xs)), "y": (ys.min() - 8, ys.max() + 8)}
+    float_graph = fc_graph(w, b, op)
+    qgraph = full_quantize(fc_graph(w, b, op), ranges, 8, 3)
+    corrections = correct_biases(float_graph, qgraph, samples)
+    # by hand: the float output minus the output of the dequantized weights on the dequantized input
+    xp = activation_param(*ranges["x"], 8)
+    wq = reference_dequantized(w, 3)
+    deq_x = [(np.clip(np.rint(x / xp.scale) + xp.zeroPoint, -128, 127) - xp.zeroPoint) * xp.scale for x in xs]
+    expected = np.mean([x @ w.T - dx @ wq.T for x, dx in zip(xs, deq_x)], axis=0)[0]
+    np.testing.assert_allclose(corrections["fc"], expected, rtol=1e-4, atol=1e-5)
+    node = next(n for n in qgraph.nodes if n.name == "fc")
+    assert node.op == "FullConnection" and qgraph.values[node.inputs[2]].dtype == np.int32
+
+
+def test_bias_correction_reduces_error_of_low_bit_weights():
+    samples = samples_for((1, 3, 8, 8), 8)
+    errors = []
+    for bc in (False, True):
+        buf = to_bytes(quantize(to_graph(small_cnn()), QuantConfig(weight_bits=4, bias_correction=bc), samples))
+        errors.append(np.mean([np.abs((run_buf(buf, s)["logits"] - run_ort(small_cnn(), s)["logits"]).mean(0))
+                               for s in samples]))
+    assert errors[1] < errors[0]
+
+
+# ---- debug report -----------------------------------------------------------------------------------------------
+def test_agreement_is_cosine_and_sqnr_over_all_samples():
+    fs = [RNG.standard_normal(50) for _ in range(3)]
+    qs = [f + RNG.standard_normal(50) * 0.1 for f in fs]
+    agree = Agreement()
+    for f, q in zip(fs, qs):
+        agree.update(f, q)
+    f, q = np.concatenate(fs), np.concatenate(qs)
+    assert math.isclose(agree.cosine(), f @ q / np.linalg.norm(f) / np.linalg.norm(q), rel_tol=1e-9)
+    assert math.isclose(agree.sqnr(), 10 * math.log10((f @ f) / ((f - q) @ (f - q))), rel_tol=1e-9)
+
+
+def test_debug_report_lists_each_layer_in_json(tmp_path, capsys):
+    path = tmp_path / "debug.json"
+    quantized_small_cnn(debug_info_save_path=str(path))
+    layers = {row["node"]: row for row in json.loads(path.read_text())["layers"]}
+    assert layers["conv1"]["dtype"] == "int8" and layers["conv1"]["cosine"] > 0.99
+    assert layers["softmax"]["dtype"] == "float32"
+    assert "SQNR dB" in capsys.readouterr().out
+
+
+def test_convert_quantized_reads_config_and_bin_calibration_files(tmp_path):
+    (tmp_path / "calib").mkdir()
+    for i, sample in enumerate(samples_for((1, 3, 8, 8), 3)):
+        sample["input"].tofile(tmp_path / "calib" / f"{i}.bin")
+    (tmp_path / "quant.cfg").write_text("[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=8\n"
+                                        "[data_preprocess_param]\ncalibrate_path=input:calib\n"
+                                        "[full_quant_param]\nactivation_quant_method=MAX_MIN\n")
+    from converter.quant import convert_quantized
+    buf = convert_quantized(small_cnn(), tmp_path / "quant.cfg")
+    model = lite.Model.Import(buf)
+    assert any(t.data_type == lite.DataType.INT8 for t in model.tensors)
+    feeds = samples_for((1, 3, 8, 8), 1, seed=5)[0]
+    assert run_buf(buf, feeds)["probs"].shape == (1, 4)
+
+
+def test_flags_override_the_config_file(tmp_path):
+    from converter.quant import make_config
+    (tmp_path / "q.cfg").write_text("[common_quant_param]\nbit_num=6\n[full_quant_param]\nbias_correction=true\n")
+    cfg = make_config(tmp_path / "q.cfg", weight_bits=7, quant_type=None)
+    assert (cfg.activation_bits, cfg.weight_bits, cfg.bias_correction, cfg.quant_type) == (6, 7, True, "PostTraining")
