@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import onnx
 
@@ -13,6 +13,9 @@ from converter.passes import optimize
 from converter.train import TrainParams, to_training_graph
 from lite.serialize import write_atomic
 from lite.status import GraphFileError
+
+if TYPE_CHECKING:
+    from converter.quant.config import QuantConfig
 
 __all__ = ["convert", "convert_file", "convert_for_training", "load_onnx", "to_graph"]
 
@@ -46,13 +49,20 @@ def convert_for_training(model: onnx.ModelProto, params: TrainParams,
 
 
 def convert_file(model_file: str | os.PathLike, output_file: str | os.PathLike,
-                 input_shapes: dict[str, list[int]] | None = None, train_params: TrainParams | None = None) -> str:
-    """Convert `model_file` (for training when `train_params` is given) and write `<output_file>.ms` atomically;
-    returns the written path."""
+                 input_shapes: dict[str, list[int]] | None = None, train_params: TrainParams | None = None,
+                 quant_config: "QuantConfig | None" = None) -> str:
+    """Convert `model_file` — for training when `train_params` is given, quantized when `quant_config` is — and
+    write `<output_file>.ms` atomically; returns the written path."""
     out = os.fspath(output_file)
     if not out.endswith(".ms"):
         out += ".ms"
     model = load_onnx(model_file)
-    write_atomic(out, convert(model, input_shapes) if train_params is None else
-                 convert_for_training(model, train_params, input_shapes))
+    if train_params is not None:
+        data = convert_for_training(model, train_params, input_shapes)
+    elif quant_config is not None:
+        from converter.quant import convert_quantized
+        data = convert_quantized(model, quant_config, input_shapes)
+    else:
+        data = convert(model, input_shapes)
+    write_atomic(out, data)
     return out

@@ -1,20 +1,26 @@
 """`converter_lite`: convert an ONNX model to `.ms` with MindSpore Lite's converter flags.
 
     converter_lite --fmk=ONNX --modelFile=model.onnx --outputFile=model [--inputShape="input:1,3,224,224"]
+                   [--trainModel=true [--configFile=train.cfg] [--loss=... --optimizer=... --learningRate=...]]
+                   [--quantType=PostTraining|WeightQuant [--bitNum=8] [--configFile=quant.cfg]]
 
 Prints `CONVERT RESULT SUCCESS:0`, or the error (naming the file, op, node and opset) on stderr and then
 `CONVERT RESULT FAILED:<status> <meaning>`; returns the MindSpore status (0 on success, negative on failure).
-Flags of later work (quantization, training, fp16, encryption) are recognised and refused with RET_NOT_SUPPORT.
+`--fp16=on` and `--encryptKey` are recognised and refused with RET_NOT_SUPPORT.
 """
 from __future__ import annotations
 
 import sys
 from types import SimpleNamespace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from converter import convert_file
+from converter.train import TrainParams, parse_train_flags
 from lite.status import RET_ERROR, RET_OK, GetErrorInfo, LiteError, NotSupportedError
 from lite.tools import Flag, UsageError, parse_flags, usage
+
+if TYPE_CHECKING:
+    from converter.quant.config import QuantConfig
 
 PROG = "converter_lite"
 DATA_TYPES = ("FLOAT32", "FLOAT", "DEFAULT", "INT8", "UINT8")
@@ -25,16 +31,27 @@ FLAGS = (
     Flag("modelFile", "input model file (.onnx)"),
     Flag("outputFile", "output model path; '.ms' is appended unless present"),
     Flag("inputShape", "graph input shapes, e.g. \"input:1,3,224,224;mask:1,10\""),
-    Flag("inputDataType", "graph input data type (only float is supported yet)", choices=DATA_TYPES),
-    Flag("outputDataType", "graph output data type (only float is supported yet)", choices=DATA_TYPES),
+    Flag("inputDataType", "graph input data type of a quantized model", choices=DATA_TYPES),
+    Flag("outputDataType", "graph output data type of a quantized model", choices=DATA_TYPES),
     Flag("fp16", "store weights as float16 (not supported yet)", default="off", choices=("on", "off")),
-    Flag("trainModel", "convert to a training model (not supported yet)", bool, False),
-    Flag("quantType", "quantization type (not supported yet)"),
-    Flag("bitNum", "quantization bit number (not supported yet)"),
-    Flag("configFile", "quantization / training config file (not supported yet)"),
+    Flag("trainModel", "convert to a training model (docs/training.md)", bool, False),
+    Flag("loss", "training loss: softmax_cross_entropy|mse|bce_with_logits|smooth_l1"),
+    Flag("optimizer", "training optimizer: sgd|momentum|adam"),
+    Flag("learningRate", "training learning rate"),
+    Flag("trainable", "comma-separated regexes of the weights to train"),
+    Flag("freeze", "comma-separated regexes of the weights to freeze"),
+    Flag("freezeUntil", "freeze every weight up to and including this ONNX node"),
+    Flag("quantType", "post-training quantization: PostTraining|WeightQuant",
+         choices=("PostTraining", "WeightQuant")),
+    Flag("bitNum", "quantization bits (full: 2-8, weight-only: 1-16)", int),
+    Flag("quantWeightSize", "weight-only quantization skips weights with fewer elements", int),
+    Flag("quantWeightChannel", "weight-only quantization skips weights with fewer channels", int),
+    Flag("quantDebug", "write the per-layer quantization report (JSON) to this path"),
+    Flag("configFile", "[train_param] for training; quantization settings for --quantType"),
     Flag("encryptKey", "AES-GCM key to encrypt the model (not supported yet)"),
 )
-_LATER_WORK = ("quantType", "bitNum", "configFile", "encryptKey")
+TRAIN_FLAGS = ("loss", "optimizer", "learningRate", "trainable", "freeze", "freezeUntil")
+QUANT_FLAGS = ("bitNum", "quantWeightSize", "quantWeightChannel", "quantDebug")
 
 
 def _require(opts: SimpleNamespace, *names: str) -> None:
@@ -43,18 +60,46 @@ def _require(opts: SimpleNamespace, *names: str) -> None:
             raise UsageError(f"--{name} is required")
 
 
-def _later_work(opts: SimpleNamespace) -> list[str]:
-    """The requested features this converter does not have yet, spelled as their flags."""
-    requested = [f"--{name}" for name in _LATER_WORK if getattr(opts, name) is not None]
-    if opts.trainModel:
-        requested.append("--trainModel=true")
+def _unsupported(opts: SimpleNamespace) -> list[str]:
+    """The requested features this converter does not have, spelled as their flags."""
+    requested = ["--encryptKey"] if opts.encryptKey is not None else []
     if opts.fp16 == "on":
         requested.append("--fp16=on")
-    for name in ("inputDataType", "outputDataType"):
-        value = getattr(opts, name)
-        if value not in (None, *FLOAT_TYPES):
-            requested.append(f"--{name}={value}")
     return requested
+
+
+def _given(opts: SimpleNamespace, names: Sequence[str]) -> list[str]:
+    return [name for name in names if getattr(opts, name) is not None]
+
+
+def _train_params(opts: SimpleNamespace) -> TrainParams | None:
+    if not opts.trainModel:
+        stray = _given(opts, TRAIN_FLAGS)
+        if stray:
+            raise UsageError(f"--{stray[0]} needs --trainModel=true")
+        return None
+    if opts.quantType is not None:
+        raise UsageError("--trainModel=true and --quantType cannot be combined")
+    return parse_train_flags({name: str(getattr(opts, name)) for name in _given(opts, TRAIN_FLAGS)},
+                             opts.configFile)
+
+
+def _quant_config(opts: SimpleNamespace) -> "QuantConfig | None":
+    typed = [f"--{n}={getattr(opts, n)}" for n in ("inputDataType", "outputDataType")
+             if getattr(opts, n) not in (None, *FLOAT_TYPES)]
+    if opts.quantType is None:
+        stray = _given(opts, QUANT_FLAGS) or typed
+        if stray:
+            raise UsageError(f"{stray[0] if typed else '--' + stray[0]} needs --quantType")
+        return None
+    from converter.quant import make_config
+    bits = opts.bitNum
+    data_type = {n: "FLOAT" if getattr(opts, n) in FLOAT_TYPES else getattr(opts, n)
+                 for n in ("inputDataType", "outputDataType")}
+    return make_config(opts.configFile, quant_type=opts.quantType, activation_bits=bits, weight_bits=bits,
+                       min_quant_weight_size=opts.quantWeightSize, min_quant_weight_channel=opts.quantWeightChannel,
+                       debug_info_save_path=opts.quantDebug, input_data_type=data_type["inputDataType"],
+                       output_data_type=data_type["outputDataType"])
 
 
 def parse_input_shapes(text: str | None) -> dict[str, list[int]] | None:
@@ -79,12 +124,13 @@ def run(opts: SimpleNamespace) -> str:
     _require(opts, "fmk", "modelFile", "outputFile")
     if opts.fmk != "ONNX":
         raise NotSupportedError(f"--fmk={opts.fmk}: only ONNX models are supported")
-    later = _later_work(opts)
-    if later:
-        raise NotSupportedError(f"{', '.join(later)}: not supported yet")
+    unsupported = _unsupported(opts)
+    if unsupported:
+        raise NotSupportedError(f"{', '.join(unsupported)}: not supported yet")
     shapes = parse_input_shapes(opts.inputShape)
+    train_params, quant_config = _train_params(opts), _quant_config(opts)
     try:
-        return convert_file(opts.modelFile, opts.outputFile, shapes)
+        return convert_file(opts.modelFile, opts.outputFile, shapes, train_params, quant_config)
     except OSError as e:
         raise LiteError(f"cannot write '{opts.outputFile}': {e.strerror or e}") from e
 

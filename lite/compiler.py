@@ -21,9 +21,12 @@ MAX_ARENA_BYTES = 16 << 30
 
 
 def select_kernel(node: NodeDef, inputs: Sequence[TensorSpec | None]) -> Kernel:
-    """The kernel for `node`, chosen by the data type of its first present input (float32 when none)."""
+    """The kernel for `node`, chosen by the data type of its first present input (float32 when none) and
+    whether that input is quantized."""
     first = next((s for s in inputs if s is not None), None)
-    return create_kernel(node, dtypes.from_numpy(first.dtype) if first else dtypes.DataType.FLOAT32)
+    if first is None:
+        return create_kernel(node, dtypes.DataType.FLOAT32)
+    return create_kernel(node, dtypes.from_numpy(first.dtype), bool(first.quant))
 
 
 def infer_node(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:

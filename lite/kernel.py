@@ -80,15 +80,16 @@ class Kernel(ABC):
         return spec.value
 
 
-KernelFactory = Callable[[NodeDef], Kernel]
-_REGISTRY: dict[tuple[str, int], type[Kernel]] = {}
+_REGISTRY: dict[tuple[str, int, bool], type[Kernel]] = {}
 
 
-def register(op: str, *type_ids: int) -> Callable[[type[Kernel]], type[Kernel]]:
-    """Class decorator: `@register("Conv2D", DataType.FLOAT32)`; `ANY` matches every data type."""
+def register(op: str, *type_ids: int, quantized: bool = False) -> Callable[[type[Kernel]], type[Kernel]]:
+    """Class decorator: `@register("Conv2D", DataType.FLOAT32)`; `ANY` matches every data type.
+    `quantized=True` registers a kernel for quantized tensors (they carry scale and zero point), picked over
+    a plain kernel of the same data type when the first input has quantization parameters."""
     def wrap(cls: type[Kernel]) -> type[Kernel]:
         for t in type_ids or (ANY,):
-            key = (op, t)
+            key = (op, t, quantized)
             if key in _REGISTRY:
                 raise RuntimeError(f"kernel {key} registered twice")
             _REGISTRY[key] = cls
@@ -96,17 +97,21 @@ def register(op: str, *type_ids: int) -> Callable[[type[Kernel]], type[Kernel]]:
     return wrap
 
 
-def create_kernel(node: NodeDef, input_type: int) -> Kernel:
-    """The kernel for `node` given the data type of its first input."""
-    cls = _REGISTRY.get((node.op, input_type)) or _REGISTRY.get((node.op, ANY))
+def kernel_for(op: str, type_id: int, quantized: bool = False) -> type[Kernel] | None:
+    """The kernel class for `op` on inputs of `type_id` (quantized or not), wildcard kernels included."""
+    keys = [(op, type_id, quantized), (op, ANY, quantized)]
+    if quantized:
+        keys += [(op, type_id, False), (op, ANY, False)]    # ops indifferent to quantization (Shape, ...)
+    return next((_REGISTRY[k] for k in keys if k in _REGISTRY), None)
+
+
+def create_kernel(node: NodeDef, input_type: int, quantized: bool = False) -> Kernel:
+    """The kernel for `node` given the data type of its first input and whether that input is quantized."""
+    cls = kernel_for(node.op, input_type, quantized)
     if cls is None:
-        have = sorted(dtypes.type_name(t) for (op, t) in _REGISTRY if op == node.op)
+        have = sorted({dtypes.type_name(t) + (" (quantized)" if q else "")
+                       for (op, t, q) in _REGISTRY if op == node.op})
         detail = f"kernels exist for {', '.join(have)}" if have else "no kernel exists for this op"
         raise NotSupportedError(f"no {dtypes.type_name(input_type)} kernel for {node.op} node '{node.name}' "
                                 f"({detail})")
     return cls(node)
-
-
-def kernel_for(op: str, type_id: int) -> type[Kernel] | None:
-    """The kernel class registered for exactly `(op, type_id)` (wildcard kernels not included)."""
-    return _REGISTRY.get((op, type_id))

@@ -120,12 +120,8 @@ def test_unsupported_fmk(lenet_file, tmp_path, capsys):
     assert "CONVERT RESULT FAILED:-7" in captured.out and "only ONNX" in captured.err
 
 
-LATER_WORK = ["--quantType=WeightQuant", "--bitNum=8", "--configFile=cfg.txt", "--trainModel=true", "--fp16=on",
-              "--inputDataType=INT8", "--outputDataType=UINT8", "--encryptKey=30313233"]
-
-
-@pytest.mark.parametrize("flag", LATER_WORK)
-def test_later_work_flags_are_refused(flag, lenet_file, tmp_path, capsys):
+@pytest.mark.parametrize("flag", ["--fp16=on", "--encryptKey=30313233"])
+def test_unsupported_features_are_refused(flag, lenet_file, tmp_path, capsys):
     assert main(convert_args(lenet_file, tmp_path / "out", flag)) == lite.RET_NOT_SUPPORT
     captured = capsys.readouterr()
     assert "CONVERT RESULT FAILED:-7" in captured.out
@@ -137,6 +133,52 @@ def test_later_work_flags_are_refused(flag, lenet_file, tmp_path, capsys):
                                   "--outputDataType=FLOAT"])
 def test_float_inference_settings_are_accepted(flag, lenet_file, tmp_path):
     assert main(convert_args(lenet_file, tmp_path / "out", flag)) == 0
+
+
+def test_train_model_writes_a_training_model(lenet_file, tmp_path, capsys):
+    args = convert_args(lenet_file, tmp_path / "train", "--trainModel=true", "--optimizer=adam",
+                        "--learningRate=0.001")
+    assert main(args) == 0
+    model = lite.Model.Load(tmp_path / "train.ms")
+    assert set(model.subgraphs) == {"eval", "gradients", "optimizer"}
+    assert sum(n.op == "Adam" for n in model.nodes) == 10          # LeNet-5: 5 weights and 5 biases
+    lr = next(t for t in model.tensors if t.name == "learning_rate")
+    assert float(lr.data) == pytest.approx(0.001)
+
+
+def test_train_flags_need_train_model(lenet_file, tmp_path, capsys):
+    assert main(convert_args(lenet_file, tmp_path / "out", "--loss=mse")) == lite.RET_INPUT_PARAM_INVALID
+    assert "--loss needs --trainModel=true" in capsys.readouterr().err
+
+
+def test_bad_train_parameter_names_the_flag(lenet_file, tmp_path, capsys):
+    args = convert_args(lenet_file, tmp_path / "out", "--trainModel=true", "--optimizer=rmsprop")
+    assert main(args) == lite.RET_PARAM_INVALID
+    err = capsys.readouterr().err
+    assert "'optimizer'" in err and "rmsprop" in err
+
+
+def test_train_config_file_section_and_flags_combine(lenet_file, tmp_path):
+    cfg = tmp_path / "train.cfg"
+    cfg.write_text("[train_param]\noptimizer = momentum\nlearning_rate = 0.5\n")
+    assert main(convert_args(lenet_file, tmp_path / "train", "--trainModel=true", f"--configFile={cfg}",
+                             "--learningRate=0.25")) == 0
+    model = lite.Model.Load(tmp_path / "train.ms")
+    assert any(n.op == "ApplyMomentum" for n in model.nodes)
+    assert float(next(t for t in model.tensors if t.name == "learning_rate").data) == 0.25
+
+
+def test_weight_quant_writes_int8_weights(lenet_file, tmp_path):
+    assert main(convert_args(lenet_file, tmp_path / "wq", "--quantType=WeightQuant", "--bitNum=8",
+                             "--quantWeightSize=0", "--quantWeightChannel=0")) == 0
+    model = lite.Model.Load(tmp_path / "wq.ms")
+    assert any(t.is_const and t.data.dtype == np.int8 and t.quant_params for t in model.tensors)
+    assert (tmp_path / "wq.ms").stat().st_size < 0.4 * (lenet_file.stat().st_size)
+
+
+def test_quant_flags_need_quant_type(lenet_file, tmp_path, capsys):
+    assert main(convert_args(lenet_file, tmp_path / "out", "--bitNum=8")) == lite.RET_INPUT_PARAM_INVALID
+    assert "--bitNum needs --quantType" in capsys.readouterr().err
 
 
 def test_help_lists_flags(capsys):

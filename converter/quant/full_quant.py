@@ -25,8 +25,8 @@ Ranges = dict[str, tuple[float, float]]
 def has_int8_kernel(op: str) -> bool:
     """True when the runtime has a quantization-aware int8 kernel for `op` (one of `lite.kernels.int8`; a
     dtype-generic kernel that accepts int8 does not know the output's params)."""
-    cls = kernel_registry.kernel_for(op, DataType.INT8)
-    return cls is not None and cls.__module__.startswith("lite.kernels.int8.")
+    cls = kernel_registry.kernel_for(op, DataType.INT8, quantized=True)
+    return cls is not None and cls is not kernel_registry.kernel_for(op, DataType.INT8)
 
 
 def split_activations(graph: Graph) -> Graph:

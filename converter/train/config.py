@@ -135,8 +135,8 @@ def _build(items: dict[str, tuple[str, str]]) -> TrainParams:
     return params
 
 
-def load_train_config(path: str | os.PathLike) -> TrainParams:
-    """The `[train_param]` section of an INI config file (defaults when the section is absent)."""
+def _config_items(path: str | os.PathLike) -> dict[str, tuple[str, str]]:
+    """The `[train_param]` entries of an INI file as {key: (text, where)} ({} when the section is absent)."""
     parser = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None)
     try:
         with open(path, encoding="utf-8") as f:
@@ -146,14 +146,22 @@ def load_train_config(path: str | os.PathLike) -> TrainParams:
     except configparser.Error as e:
         raise ParamInvalidError(f"config file '{path}' is not a valid INI file: {e}") from None
     if not parser.has_section(SECTION):
-        return TrainParams()
-    return _build({key: (text, f"[{SECTION}] {key} in '{path}'") for key, text in parser.items(SECTION)})
+        return {}
+    return {key: (text, f"[{SECTION}] {key} in '{path}'") for key, text in parser.items(SECTION)}
 
 
 def _snake(flag: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", flag.lstrip("-")).lower()
 
 
-def parse_train_flags(flags: dict[str, str]) -> TrainParams:
-    """TrainParams from converter flags by name, e.g. {"loss": "mse", "learningRate": "0.1"} ("--" optional)."""
-    return _build({_snake(flag): (text, f"--{flag.lstrip('-')}") for flag, text in flags.items()})
+def load_train_config(path: str | os.PathLike) -> TrainParams:
+    """The `[train_param]` section of an INI config file (defaults when the section is absent)."""
+    return _build(_config_items(path))
+
+
+def parse_train_flags(flags: dict[str, str], config_file: str | os.PathLike | None = None) -> TrainParams:
+    """TrainParams from converter flags by name, e.g. {"loss": "mse", "learningRate": "0.1"} ("--" optional),
+    over the `[train_param]` section of `config_file` when given."""
+    items = _config_items(config_file) if config_file else {}
+    items.update({_snake(flag): (text, f"--{flag.lstrip('-')}") for flag, text in flags.items()})
+    return _build(items)

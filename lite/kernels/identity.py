@@ -1,4 +1,4 @@
-"""Identity and inference-mode Dropout: output = input, computed in place when the planner allows."""
+"""Identity: output = input, computed in place when the planner allows."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -9,7 +9,6 @@ from lite.kernel import Kernel, TensorSpec, register
 
 
 @register("Identity")
-@register("Dropout")
 class IdentityKernel(Kernel):
     inplace = True
 

@@ -34,7 +34,7 @@ def lookup_table(fn, qx: Quant, qy: Quant) -> np.ndarray:
     return np.clip(np.rint(y.astype(np.float64) / qy.scale) + qy.zero_point, qy.lo, qy.hi).astype(np.int8)
 
 
-@register("Activation", DataType.INT8)
+@register("Activation", DataType.INT8, quantized=True)
 class ActivationInt8Kernel(Kernel):
     inplace = True
 

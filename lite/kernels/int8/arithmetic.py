@@ -65,7 +65,7 @@ class BinaryInt8Kernel(Kernel):
         """The integer arithmetic on int64 input values (broadcasting), written into `out`."""
 
 
-@register("Add", DataType.INT8)
+@register("Add", DataType.INT8, quantized=True)
 class AddInt8Kernel(BinaryInt8Kernel):
     def prepare(self, qa: Quant, qb: Quant, qy: Quant, lo: int, hi: int) -> None:
         twice_max = 2 * max(qa.scale, qb.scale)
@@ -78,7 +78,7 @@ class AddInt8Kernel(BinaryInt8Kernel):
         self.requantize(total, out)
 
 
-@register("Mul", DataType.INT8)
+@register("Mul", DataType.INT8, quantized=True)
 class MulInt8Kernel(BinaryInt8Kernel):
     def prepare(self, qa: Quant, qb: Quant, qy: Quant, lo: int, hi: int) -> None:
         self.requantize = Requantizer.build(qa.scale * qb.scale / qy.scale, qy.zero_point, lo, hi)

@@ -55,7 +55,7 @@ def requantize_work(shape: tuple[int, ...]) -> list[TensorSpec]:
     return [TensorSpec(shape, I64), TensorSpec(shape, BOOL)]
 
 
-@register("Conv2D", DataType.INT8)
+@register("Conv2D", DataType.INT8, quantized=True)
 class Conv2DInt8Kernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, w = inputs[0], inputs[1]

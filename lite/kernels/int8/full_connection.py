@@ -18,7 +18,7 @@ from lite.status import NotSupportedError
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-@register("FullConnection", DataType.INT8)
+@register("FullConnection", DataType.INT8, quantized=True)
 class FullConnectionInt8Kernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, w = inputs[0], inputs[1]
@@ -62,7 +62,7 @@ class FullConnectionInt8Kernel(Kernel):
         self.requantize(self.gemm.result, outputs[0].reshape(self.gemm.product.shape), *self.work)
 
 
-@register("MatMul", DataType.INT8)
+@register("MatMul", DataType.INT8, quantized=True)
 class MatMulInt8Kernel(Kernel):
     """acc = (a - zp_a) @ (b - zp_b); per-tensor a, per-tensor or per-column b (the columns of op(b))."""
 

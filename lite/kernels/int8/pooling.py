@@ -35,7 +35,7 @@ def tap_counts(wh: Window, ww: Window, include_pad: bool) -> np.ndarray:
     return (counts(wh)[:, None, None] * counts(ww)[None, :, None]).astype(np.int64)
 
 
-@register("Pooling", DataType.INT8)
+@register("Pooling", DataType.INT8, quantized=True)
 class PoolingInt8Kernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, a = inputs[0], self.attrs

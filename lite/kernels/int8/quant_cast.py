@@ -48,6 +48,7 @@ def dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, out: np
 
 
 @register("QuantDTypeCast", DataType.FLOAT32, *INTEGER_TYPES)
+@register("QuantDTypeCast", *INTEGER_TYPES, quantized=True)
 class QuantDTypeCastKernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, a = inputs[0], self.attrs

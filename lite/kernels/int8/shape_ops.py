@@ -47,32 +47,32 @@ class Requantized:
             requantize_in_place(self.rescale, self.zp_x, outputs[0])
 
 
-@register("Reshape", DataType.INT8)
+@register("Reshape", DataType.INT8, quantized=True)
 class ReshapeInt8Kernel(Requantized, ReshapeKernel):
     pass
 
 
-@register("Flatten", DataType.INT8)
+@register("Flatten", DataType.INT8, quantized=True)
 class FlattenInt8Kernel(Requantized, FlattenKernel):
     pass
 
 
-@register("Squeeze", DataType.INT8)
+@register("Squeeze", DataType.INT8, quantized=True)
 class SqueezeInt8Kernel(Requantized, SqueezeKernel):
     pass
 
 
-@register("Unsqueeze", DataType.INT8)
+@register("Unsqueeze", DataType.INT8, quantized=True)
 class UnsqueezeInt8Kernel(Requantized, UnsqueezeKernel):
     pass
 
 
-@register("Transpose", DataType.INT8)
+@register("Transpose", DataType.INT8, quantized=True)
 class TransposeInt8Kernel(Requantized, TransposeKernel):
     pass
 
 
-@register("Pad", DataType.INT8)
+@register("Pad", DataType.INT8, quantized=True)
 class PadInt8Kernel(Requantized, PadKernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         outs = super().infer(inputs)
@@ -82,7 +82,7 @@ class PadInt8Kernel(Requantized, PadKernel):
         return outs
 
 
-@register("Concat", DataType.INT8)
+@register("Concat", DataType.INT8, quantized=True)
 class ConcatInt8Kernel(ConcatKernel):
     """Inputs whose params differ from the output's are requantized into their slice of the output."""
 

@@ -1,0 +1,49 @@
+"""Dropout. Inference: the identity (computed in place when the planner allows).
+
+Training (`training = true`, outputs y, mask): mask = Bernoulli(1 - ratio) / (1 - ratio), drawn from `self.rng`
+(the session seeds it before every step; `np.random.default_rng(0)` otherwise), and y = x * mask — PyTorch's
+CPU formulation, so DropoutGrad is dx = dy * mask. Never folded: it is random.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from lite.kernel import TensorSpec, register
+from lite.kernels.identity import IdentityKernel
+from lite.model import NodeDef
+from lite.status import InvalidOpAttrError
+
+
+def draw_mask(rng: np.random.Generator, ratio: float, mask: np.ndarray) -> None:
+    """mask = 1 / (1 - ratio) with probability 1 - ratio, else 0 (all zeros when ratio is 1)."""
+    rng.random(out=mask, dtype=mask.dtype)
+    np.greater_equal(mask, ratio, out=mask)
+    mask *= 1.0 / (1.0 - ratio) if ratio < 1 else 0.0
+
+
+@register("Dropout")
+class DropoutKernel(IdentityKernel):
+    def __init__(self, node: NodeDef):
+        super().__init__(node)
+        self.training = bool(self.attrs.training)
+        self.foldable = not self.training
+        self.rng = np.random.default_rng(0)
+
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        if not self.training:
+            return super().infer(inputs)
+        x, ratio = inputs[0], self.attrs.ratio
+        if x.dtype != np.float32:
+            raise self.error(f"training Dropout needs a float32 input, got {x.dtype}")
+        if not 0 <= ratio <= 1:
+            raise self.error(f"ratio must lie in [0, 1], got {ratio}", InvalidOpAttrError)
+        return [TensorSpec(x.shape, x.dtype), TensorSpec(x.shape, x.dtype)]
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        if not self.training:
+            super().run(inputs, outputs)
+            return
+        draw_mask(self.rng, self.attrs.ratio, outputs[1])
+        np.multiply(inputs[0], outputs[1], out=outputs[0])
