@@ -303,11 +303,6 @@ def _layer_norm_model() -> onnx.ModelProto:
     return _model(nodes, {"s": _rand(5), "b": _rand(5), "w": _rand(3, 5)}, [2, 5], [2, 3])
 
 
-def test_layer_norm_on_a_trained_path_is_refused() -> None:
-    with pytest.raises(NotSupportedError, match="LayerNorm node 'ln'"):
-        to_training_graph(_layer_norm_model(), TrainParams(loss="mse"))
-
-
 def test_frozen_layer_norm_is_accepted() -> None:
     assert _trained(to_training_graph(_layer_norm_model(), TrainParams(loss="mse", freeze=("s", "b")))) == ["w"]
 
@@ -520,3 +515,32 @@ def test_first_step_loss_and_gradients_through_the_runtime_equal_pytorch(loss: s
     for name, got in grads.items():
         expected = w[name].grad.numpy()
         assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max(), name
+
+
+def test_layer_norm_trains_like_pytorch() -> None:
+    """Gemm -> LayerNormalization -> Gemm: loss and every gradient equal PyTorch autograd's."""
+    rng = np.random.default_rng(0)
+    weights = {"w": rng.standard_normal((4, 8)), "b0": np.zeros(8), "s": rng.uniform(0.5, 1.5, 8),
+               "b": rng.standard_normal(8), "w2": rng.standard_normal((3, 8))}
+    weights = {k: v.astype(np.float32) for k, v in weights.items()}
+    nodes = [helper.make_node("Gemm", ["x", "w", "b0"], ["h"]),
+             helper.make_node("LayerNormalization", ["h", "s", "b"], ["n"], axis=-1),
+             helper.make_node("Gemm", ["n", "w2"], ["logits"], transB=1)]
+    model = helper.make_model(helper.make_graph(
+        nodes, "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 4])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [5, 3])],
+        [numpy_helper.from_array(v, k) for k, v in weights.items()]), opset_imports=[helper.make_opsetid("", 17)])
+    buf = convert_for_training(model, TrainParams())
+    session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(), train_mode=True)
+    x, labels = rng.standard_normal((5, 4)).astype(np.float32), np.array([0, 1, 2, 1, 0], np.int32)
+    session.GetInputsByTensorName("x").set_data(x)
+    session.GetInputsByTensorName("labels").set_data(labels)
+    session.RunGraph()
+    t = {k: torch.tensor(v, requires_grad=True) for k, v in weights.items()}
+    hidden = torch.nn.functional.layer_norm(torch.tensor(x) @ t["w"] + t["b0"], (8,), t["s"], t["b"], eps=1e-5)
+    loss = torch.nn.functional.cross_entropy(hidden @ t["w2"].T, torch.tensor(labels).long())
+    loss.backward()
+    assert float(session.GetOutputByTensorName("loss").numpy()) == pytest.approx(loss.item(), rel=1e-5)
+    for grad in session.GetGradients():
+        ref = t[grad.tensor_name()].grad.numpy()
+        assert np.abs(grad.numpy() - ref).max() <= 1e-4 * np.abs(ref).max(), grad.tensor_name()

@@ -132,6 +132,13 @@ def _train_forward(graph: Graph, nodes: list[Node], frozen: set[str]) -> dict[st
             attrs["training"] = True
             outputs += [_copy_value(graph, node.inputs[3], graph.fresh(f"{node.name}/saved_{s}"))
                         for s in ("mean", "invstd")]
+        if node.op == "LayerNorm" and len(outputs) == 1:     # LayerNormGrad reads the statistics
+            x = graph.values[node.inputs[0]]
+            axis = attrs.get("axis", -1) % x.rank
+            stats_shape = x.shape[:axis] + (1,) * (x.rank - axis)
+            outputs += [graph.fresh(f"{node.name}/{s}") for s in ("mean", "invstd")]
+            for name in outputs[1:]:
+                graph.values[name] = Value(name, stats_shape, x.dtype)
         if node.op == "Dropout":
             attrs["training"] = True
             outputs.append(_copy_value(graph, node.outputs[0], graph.fresh(f"{node.name}/mask")))

@@ -72,10 +72,11 @@ def lrn(g: Bprop) -> Grads:
 
 @bprop("LayerNorm")
 def layer_norm(g: Bprop) -> Grads:
-    """LayerNormGrad needs the forward's mean and invstd, which the LayerNorm kernel does not output yet."""
-    raise NotSupportedError(f"LayerNorm node '{g.prefix}': training through LayerNorm is not supported yet (the "
-                            "forward kernel does not output the mean and invstd LayerNormGrad needs); freeze it "
-                            "and everything before it")
+    """x, scale, bias? -> LayerNormGrad(dy, x, scale, mean, invstd) -> dx, dscale, dbias (the training forward
+    outputs its mean and invstd)."""
+    x, scale = g.node.inputs[:2]
+    _, mean, invstd = g.node.outputs
+    return g.grads("LayerNormGrad", [g.dy, x, scale, mean, invstd], range(len(g.node.inputs)))
 
 
 @bprop("Softmax")
