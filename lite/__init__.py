@@ -13,3 +13,8 @@ __version__ = "0.1.0"
 def Version() -> str:
     """The runtime version, in MindSpore Lite's form."""
     return f"MindSpore Lite (Python) {__version__}"
+
+from lite.train import (MT_INFERENCE, MT_TRAIN, AccuracyMetrics, ClassificationTrainAccuracyMonitor,  # noqa: E402
+                        CkptSaver, Dataset, LossMonitor, LRScheduler, Metrics, MultiplicativeLRLambda,
+                        NonFiniteLossError, StepLRLambda, TrainLoop, TrainLoopCallBack, TrainLoopCallBackData,
+                        TrainSession, TransferSession)

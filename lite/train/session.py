@@ -1,0 +1,491 @@
+"""`TrainSession`: run a training model (docs/training.md) — a training step, evaluation, checkpoints, exports.
+
+A training `.ms` holds three subgraphs over one tensor table: `eval` (inference forward), `gradients` (train
+forward, loss, backward) and `optimizer` (one update node per trainable weight). The session compiles one
+`ExecutionPlan` per subgraph. Everything the plans write in place is a session-owned array passed to every plan
+as `external`: the *variables* (trainable weights, optimizer state, BatchNorm running statistics and
+`learning_rate`, copied out of the read-only file), the `<w>/grad` arrays (written by `gradients`, read by
+`optimizer`) and the graph inputs (so the data set in `Eval()` mode is the data `Train()` mode sees).
+
+Train mode `RunGraph()` is one step: `gradients`, a check that the loss is finite (else `NonFiniteLossError`
+and no update), then `optimizer` — or, under `SetupVirtualBatch(m)`, the gradients are summed and the optimizer
+runs on their mean every m-th step. Dropout masks come from `PCG64([DROPOUT_SEED, k, step])` for the k-th
+Dropout node at global step `step`; the step is stored in checkpoints, so save -> load -> continue reproduces
+uninterrupted training exactly.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from lite import dtypes
+from lite.compiler import ExecutionPlan, compile_graph
+from lite.context import Context
+from lite.model import Model, SubGraphDef, TensorDef
+from lite.serialize import serialize, write_atomic
+from lite.session import KernelCallBack, LiteSession
+from lite.status import (RET_OK, GraphFileError, InputTensorError, NotSupportedError, OpExecuteError,
+                         ParamInvalidError)
+from lite.tensor import MSTensor
+from lite.threads import blas_threads
+from lite.train.export import Piece, inference_bytes
+from schema import fb
+
+MT_TRAIN = 0        # MindSpore's lite::ModelType: the whole training model (a checkpoint)
+MT_INFERENCE = 1    # only the forward, BatchNorm folded
+
+EVAL, GRADIENTS, OPTIMIZER = "eval", "gradients", "optimizer"
+LABELS, LOSS = "labels", "loss"
+GLOBAL_STEP = "global_step"      # checkpoint tensor: int64 scalar, training steps run so far
+DROPOUT_SEED = 0
+
+# optimizer op -> (index of its gradient input, index of its learning-rate input); input 0 is the weight
+OPTIMIZER_INPUTS = {"Sgd": (1, 2), "ApplyMomentum": (3, 2), "Adam": (5, 4)}
+
+NamedArrays = Iterable["MSTensor | tuple[str, Any]"]
+
+
+class NonFiniteLossError(OpExecuteError):
+    """The loss of a training step is NaN or infinite (RET_OP_EXECUTE_FAILURE): the step changed nothing — no
+    weight update, BatchNorm running statistics restored, the step not counted."""
+
+
+@dataclass
+class TrainLayout:
+    """Which tensors of a training model are variables, and their roles (tensor indices)."""
+    weights: list[int]              # trainable weights, in optimizer order
+    grads: dict[int, int]           # weight -> its `<w>/grad` tensor
+    state: list[int]                # optimizer state (`<w>/accum`, `<w>/m`, ...)
+    owner: dict[int, int]           # optimizer state -> its weight
+    stats: list[int]                # BatchNorm running mean and variance
+    learning_rate: int | None
+
+    @property
+    def variables(self) -> list[int]:
+        lr = [self.learning_rate] if self.learning_rate is not None else []
+        return list(dict.fromkeys([*self.weights, *self.state, *self.stats, *lr]))
+
+
+def find_layout(model: Model) -> TrainLayout:
+    """The variables of `model` from its `optimizer` and `gradients` subgraphs (empty for inference models)."""
+    weights, grads, state, owner, stats, lr = [], {}, [], {}, [], None
+    for node in model.subgraphs[OPTIMIZER].nodes if OPTIMIZER in model.subgraphs else ():
+        if node.op not in OPTIMIZER_INPUTS:
+            raise NotSupportedError(f"optimizer node '{node.name}' has op {node.op}; supported: "
+                                    f"{', '.join(OPTIMIZER_INPUTS)}")
+        g, r = OPTIMIZER_INPUTS[node.op]
+        weights.append(node.inputs[0])
+        grads[node.inputs[0]] = node.inputs[g]
+        lr = node.inputs[r]
+        for k, t in enumerate(node.inputs):
+            if k not in (0, g, r) and t >= 0:
+                state.append(t)
+                owner[t] = node.inputs[0]
+    for node in model.subgraphs[GRADIENTS].nodes if GRADIENTS in model.subgraphs else ():
+        if node.op == "BatchNorm" and node.attrs.training:
+            stats += node.inputs[3:5]
+    layout = TrainLayout(weights, grads, state, owner, stats, lr)
+    for t in layout.variables:
+        if not model.tensors[t].is_const:
+            raise GraphFileError(f"variable '{model.tensors[t].name}' must be stored in the model file")
+    return layout
+
+
+def _load(source: Any, size: int | None = None) -> Model:
+    """A model from a path, or from a buffer (`size` bytes of it)."""
+    if isinstance(source, (str, os.PathLike)):
+        return Model.Load(source)
+    return Model.Import(source, size)
+
+
+def _source_view(array: np.ndarray, perm: tuple[int, ...]) -> np.ndarray:
+    """`array` seen in the source model's layout (a view: writes go to `array`)."""
+    return array.transpose(perm) if perm else array
+
+
+class TrainSession(LiteSession):
+    """A `LiteSession` over a training model; see the module docstring. Create with `CreateSession`."""
+
+    def __init__(self, context: Context | None = None):
+        super().__init__(context)
+        self._train = False
+        self._layout = TrainLayout([], {}, [], {}, [], None)
+        self._parts: dict[str, SubGraphDef] = {}
+        self._views: dict[str, SubGraphDef] = {}
+        self._plans: dict[str, ExecutionPlan] = {}
+        self._variables: dict[int, np.ndarray] = {}
+        self._grads: dict[int, np.ndarray] = {}
+        self._grad_sums: dict[int, np.ndarray] = {}
+        self._saved_stats: dict[int, np.ndarray] = {}
+        self._inputs: dict[int, np.ndarray] = {}
+        self._callback_io: dict[str, Any] = {}
+        self._dropouts: list[Any] = []
+        self._step = 0
+        self._multiplier = 1
+        self._pending = 0
+
+    @staticmethod
+    def CreateSession(*args: Any, train_mode: bool = False) -> "TrainSession":
+        """`CreateSession(model_buf, size, context[, train_mode])`, `CreateSession(filename, context[,
+        train_mode])` or `CreateSession(context)` (then `CompileGraph`)."""
+        if len(args) <= 1:
+            return TrainSession(args[0] if args else None)
+        if isinstance(args[0], (str, os.PathLike)):
+            if len(args) > 3:
+                raise ParamInvalidError("CreateSession takes (filename, context[, train_mode])")
+            model, rest = _load(args[0]), args[1:]
+        else:
+            if len(args) not in (3, 4):
+                raise ParamInvalidError("CreateSession takes (model_buf, size, context[, train_mode])")
+            model, rest = _load(args[0], args[1]), args[2:]
+        session = TrainSession(rest[0])
+        session.CompileGraph(model)
+        if (rest[1] if len(rest) > 1 else train_mode):
+            session.Train()
+        return session
+
+    @staticmethod
+    def CreateTransferSession(backbone: Any, head: Any, context: Context | None = None,
+                              train_mode: bool = False) -> "TrainSession":
+        """A frozen inference `backbone` (buffer or path) feeding a trainable `head` (a training model whose
+        first input takes the backbone's first output)."""
+        from lite.train.transfer import TransferSession
+        session = TransferSession(context)
+        session.CompileTransfer(_load(backbone), _load(head))
+        if train_mode:
+            session.Train()
+        return session
+
+    # ---- compile ------------------------------------------------------------------------------------------
+    def CompileGraph(self, model: Model) -> int:
+        """Set up the variables and compile every subgraph; the session starts in eval mode."""
+        if not isinstance(model, Model):
+            raise ParamInvalidError(f"CompileGraph needs a lite.Model, got {type(model).__name__}")
+        layout = find_layout(model)
+        ev = model.subgraphs.get(EVAL) or SubGraphDef(EVAL, model.inputs, model.outputs, model.nodes)
+        parts = {EVAL: ev}
+        views = {EVAL: ev}
+        if GRADIENTS in model.subgraphs and OPTIMIZER in model.subgraphs:
+            gr = model.subgraphs[GRADIENTS]
+            parts[GRADIENTS] = gr
+            parts[OPTIMIZER] = model.subgraphs[OPTIMIZER]
+            grad_ids = set(layout.grads.values())
+            views[GRADIENTS] = SubGraphDef("train", gr.inputs, [t for t in gr.outputs if t not in grad_ids],
+                                           gr.nodes)
+        self._model, self._layout, self._train = model, layout, False
+        self._parts = {name: SubGraphDef(name, [], sg.outputs, sg.nodes) for name, sg in parts.items()}
+        self._views = views
+        self._variables = {t: np.array(model.tensors[t].data) for t in layout.variables}
+        self._grads = {g: np.zeros_like(self._variables[w]) for w, g in layout.grads.items()}
+        self._saved_stats = {t: np.empty_like(self._variables[t]) for t in layout.stats}
+        self._grad_sums, self._multiplier, self._pending = {}, 1, 0
+        self._step = _stored_step(model)
+        self._inputs, self._tensors, self._plans = {}, {}, {}
+        self._graph = views[EVAL]
+        inputs = dict.fromkeys([*ev.inputs, *(views[GRADIENTS].inputs if GRADIENTS in views else [])])
+        self._compile({i: self._initial_shape(i, ev.inputs[0] if ev.inputs else None) for i in inputs})
+        return RET_OK
+
+    def _initial_shape(self, i: int, first_input: int | None) -> tuple[int, ...]:
+        """The stored shape of input `i`, unknown dims as 1 — except an unknown labels batch, which follows
+        the first input's batch."""
+        dims = self._model.tensors[i].dims
+        if self._model.tensors[i].name == LABELS and dims and dims[0] < 0 and first_input is not None:
+            dims = (max(self._model.tensors[first_input].dims[0], 1),) + dims[1:]
+        return tuple(max(d, 1) if d < 0 else d for d in dims)
+
+    def _compile(self, shapes: dict[int, tuple[int, ...]]) -> None:
+        """(Re)compile every plan with inputs of the given shapes (others keep theirs). `labels` follows a
+        change of the first input's batch unless it is given a new shape itself."""
+        current = {i: a.shape for i, a in self._inputs.items()}
+        new = {**current, **{i: tuple(s) for i, s in shapes.items()}}
+        labels = self._labels_id()
+        data = self._views[EVAL].inputs[0] if self._views[EVAL].inputs else None
+        if (labels is not None and data is not None and current and new[labels] == current[labels]
+                and new[data][:1] != current[data][:1] and new[labels]):
+            new[labels] = new[data][:1] + new[labels][1:]
+        inputs = {i: self._inputs[i] if current.get(i) == s else
+                  np.zeros(s, dtypes.to_numpy(self._model.tensors[i].data_type)) for i, s in new.items()}
+        grad_in = self._grad_sums or self._grads
+        plans = {name: compile_graph(self._model, {}, part, {**self._variables, **inputs,
+                                                            **(grad_in if name == OPTIMIZER else self._grads)})
+                 for name, part in self._parts.items()}
+        self._inputs, self._plans, self._callback_io = inputs, plans, {}
+        self._dropouts = [s.kernel for s in plans[GRADIENTS].steps
+                          if s.node.op == "Dropout" and s.node.attrs.training] if GRADIENTS in plans else []
+        self._node_io = None
+        for i, array in inputs.items():
+            self._bind_tensor(i, array)
+        for name, view in self._views.items():
+            for t in view.outputs:
+                self._bind_tensor(t, plans[name].arrays[t])
+        self._plan = plans[GRADIENTS if self._train else EVAL]
+
+    def _bind_tensor(self, i: int, array: np.ndarray) -> None:
+        if i in self._tensors:
+            self._tensors[i]._rebind(array)
+        else:
+            self._tensors[i] = MSTensor(self._model.tensors[i].name, dtypes.from_numpy(array.dtype), array)
+
+    def _labels_id(self) -> int | None:
+        view = self._views.get(GRADIENTS)
+        return next((i for i in view.inputs if self._model.tensors[i].name == LABELS), None) if view else None
+
+    def _require_training(self, call: str) -> None:
+        self._require_compiled()
+        if GRADIENTS not in self._plans:
+            raise NotSupportedError(f"{call}: model '{self._model.name}' is an inference model — it has no "
+                                    f"'{GRADIENTS}' and '{OPTIMIZER}' subgraphs (convert it with "
+                                    f"--trainModel=true)")
+
+    # ---- modes ---------------------------------------------------------------------------------------------
+    def Train(self) -> int:
+        """Train mode: `RunGraph` runs a training step; inputs are the model's inputs then `labels`."""
+        self._require_training("Train")
+        self._set_mode(True)
+        return RET_OK
+
+    def Eval(self) -> int:
+        """Eval mode: `RunGraph` runs the inference forward (BatchNorm on running statistics, no Dropout)."""
+        self._require_compiled()
+        self._set_mode(False)
+        return RET_OK
+
+    def _set_mode(self, train: bool) -> None:
+        self._train = train
+        self._graph = self._views[GRADIENTS if train else EVAL]
+        self._plan = self._plans[GRADIENTS if train else EVAL]
+        self._node_io = None
+
+    def IsTrain(self) -> bool:
+        return self._train
+
+    def IsEval(self) -> bool:
+        return not self._train
+
+    # ---- run -----------------------------------------------------------------------------------------------
+    def RunGraph(self, before: KernelCallBack | None = None, after: KernelCallBack | None = None) -> int:
+        """Eval mode: one forward. Train mode: one training step (a callback returning False stops it before
+        any weight update and returns RET_SUCCESS_EXIT)."""
+        self._require_compiled()
+        with blas_threads(self.context.thread_num):
+            if not self._train:
+                return self._execute(EVAL, before, after)
+            for k, kernel in enumerate(self._dropouts):
+                kernel.rng = np.random.Generator(np.random.PCG64([DROPOUT_SEED, k, self._step]))
+            for t, saved in self._saved_stats.items():
+                np.copyto(saved, self._variables[t])
+            status = self._execute(GRADIENTS, before, after)
+            if status != RET_OK:
+                return status
+            self._check_loss()
+            self._step += 1
+            return self._update(before, after)
+
+    def _execute(self, name: str, before: KernelCallBack | None, after: KernelCallBack | None) -> int:
+        plan = self._plans[name]
+        if before is None and after is None:
+            self._run_plain(plan)
+            return RET_OK
+        self._node_io = self._callback_io.get(name)
+        status = self._run_with_callbacks(plan, before, after)
+        self._callback_io[name] = self._node_io
+        return status
+
+    def _check_loss(self) -> None:
+        """Raise NonFiniteLossError for a NaN/Inf loss, with the BatchNorm statistics put back as before the step."""
+        loss = self._plans[GRADIENTS].arrays[self._loss_id()]
+        if not np.isfinite(loss).all():
+            for t, saved in self._saved_stats.items():
+                np.copyto(self._variables[t], saved)
+            raise NonFiniteLossError(f"the loss of training step {self._step + 1} is {float(loss.sum())}: nothing "
+                                     f"was updated (lower the learning rate or check the inputs)")
+
+    def _loss_id(self) -> int:
+        outputs = self._views[GRADIENTS].outputs
+        return next((t for t in outputs if self._model.tensors[t].name == LOSS), outputs[0])
+
+    def _update(self, before: KernelCallBack | None, after: KernelCallBack | None) -> int:
+        """Run the optimizer on this step's gradients, or add them to the virtual batch."""
+        if self._multiplier > 1:
+            for g, total in self._grad_sums.items():
+                total += self._grads[g]
+            self._pending += 1
+            if self._pending < self._multiplier:
+                return RET_OK
+            for total in self._grad_sums.values():
+                total *= np.float32(1.0 / self._multiplier)
+        status = self._execute(OPTIMIZER, before, after)
+        self._reset_virtual_batch()
+        return status
+
+    def _reset_virtual_batch(self) -> None:
+        for total in self._grad_sums.values():
+            total.fill(0)
+        self._pending = 0
+
+    def GetPredictions(self) -> list[MSTensor]:
+        """The prediction outputs of the current mode (the train forward's in train mode)."""
+        self._require_compiled()
+        loss = self._loss_id() if self._train else -1
+        return [self._tensors[t] for t in self._graph.outputs if t != loss]
+
+    # ---- learning rate, virtual batch ----------------------------------------------------------------------
+    def SetLearningRate(self, learning_rate: float) -> int:
+        self._require_training("SetLearningRate")
+        lr = float(learning_rate)
+        if not np.isfinite(lr) or lr < 0:
+            raise ParamInvalidError(f"SetLearningRate: the learning rate must be finite and >= 0, got {lr}")
+        self._variables[self._layout.learning_rate][...] = lr
+        return RET_OK
+
+    def GetLearningRate(self) -> float:
+        self._require_training("GetLearningRate")
+        return float(self._variables[self._layout.learning_rate].item())
+
+    def SetupVirtualBatch(self, virtual_batch_multiplier: int, lr: float = -1, momentum: float = -1) -> int:
+        """Accumulate gradients over `virtual_batch_multiplier` steps and update once with their mean (<= 1:
+        update every step). `lr` > 0 sets the learning rate; `momentum` > 0 the train-mode BatchNorm momentum
+        (the weight of the running statistics). A partly accumulated batch is dropped."""
+        self._require_training("SetupVirtualBatch")
+        multiplier = max(int(virtual_batch_multiplier), 1)
+        if lr > 0:
+            self.SetLearningRate(lr)
+        if momentum > 0:
+            if momentum >= 1:
+                raise ParamInvalidError(f"SetupVirtualBatch: BatchNorm momentum must be in (0, 1), got {momentum}")
+            for node in self._parts[GRADIENTS].nodes:
+                if node.op == "BatchNorm" and node.attrs.training:
+                    node.attrs.momentum = float(momentum)
+        self._multiplier = multiplier
+        self._grad_sums = {g: np.zeros_like(a) for g, a in self._grads.items()} if multiplier > 1 else {}
+        self._pending = 0
+        self._compile({})
+        return RET_OK
+
+    # ---- weights, gradients, optimizer state (in the source model's layout) --------------------------------
+    def _perm(self, t: int) -> tuple[int, ...]:
+        """The source layout permutation of variable `t`: its own, else (optimizer state) its weight's."""
+        tensors = self._model.tensors
+        weight = self._layout.owner.get(t, t)
+        return tensors[t].source_perm or (tensors[weight].source_perm if tensors[t].dims == tensors[weight].dims
+                                          else ())
+
+    def _source_tensor(self, t: int, array: np.ndarray) -> MSTensor:
+        """Variable `t`'s name over `array` (its value or its gradient) seen in the source layout."""
+        view = _source_view(array, self._perm(t))
+        return MSTensor(self._model.tensors[t].name, dtypes.from_numpy(view.dtype), view)
+
+    def _assign(self, call: str, targets: dict[int, np.ndarray], items: NamedArrays,
+                complete: bool = False) -> None:
+        """Copy named values (MSTensor or (name, array), source layout) into `targets`; with `complete`, every
+        target must be given. Names are checked before anything is copied."""
+        by_name = {self._model.tensors[t].name: t for t in targets}
+        pairs = [(item.tensor_name(), item.MutableData()) if isinstance(item, MSTensor) else item for item in items]
+        unknown = [name for name, _ in pairs if name not in by_name]
+        if unknown:
+            raise InputTensorError(f"{call}: '{unknown[0]}' is not one of the {len(by_name)} tensors it sets "
+                                   f"({', '.join(sorted(by_name))})")
+        missing = sorted(set(by_name) - {name for name, _ in pairs})
+        if complete and missing:
+            raise InputTensorError(f"{call}: no value given for {', '.join(missing)}")
+        for name, value in pairs:
+            self._source_tensor(by_name[name], targets[by_name[name]]).set_data(value)
+
+    def GetFeatureMaps(self) -> list[MSTensor]:
+        """The trainable weights (live views), under the source model's names and in its layout."""
+        self._require_training("GetFeatureMaps")
+        return [self._source_tensor(w, self._variables[w]) for w in self._layout.weights]
+
+    def UpdateFeatureMaps(self, feature_maps: NamedArrays) -> int:
+        """Set trainable weights from MSTensors or (name, array) pairs in the source layout."""
+        self._require_training("UpdateFeatureMaps")
+        self._assign("UpdateFeatureMaps", {w: self._variables[w] for w in self._layout.weights}, feature_maps)
+        return RET_OK
+
+    def GetGradients(self) -> list[MSTensor]:
+        """The gradients of the last training step, named and laid out like `GetFeatureMaps`."""
+        self._require_training("GetGradients")
+        return [self._source_tensor(w, self._grads[g]) for w, g in self._layout.grads.items()]
+
+    def ApplyGradients(self, gradients: NamedArrays) -> int:
+        """Run the optimizer with the given gradients (one per trainable weight, named by weight, source
+        layout). Drops a partly accumulated virtual batch."""
+        self._require_training("ApplyGradients")
+        inputs = self._grad_sums or self._grads
+        self._assign("ApplyGradients", {w: inputs[g] for w, g in self._layout.grads.items()}, gradients, True)
+        with blas_threads(self.context.thread_num):
+            self._execute(OPTIMIZER, None, None)
+        self._reset_virtual_batch()
+        return RET_OK
+
+    def GetOptimizerParams(self) -> list[MSTensor]:
+        """`learning_rate` and every optimizer state tensor (live views, state in the source layout)."""
+        self._require_training("GetOptimizerParams")
+        ids = [self._layout.learning_rate, *self._layout.state]
+        return [self._source_tensor(t, self._variables[t]) for t in ids]
+
+    def SetOptimizerParams(self, params: NamedArrays) -> int:
+        """Set the learning rate or optimizer state from MSTensors or (name, array) pairs."""
+        self._require_training("SetOptimizerParams")
+        ids = [self._layout.learning_rate, *self._layout.state]
+        self._assign("SetOptimizerParams", {t: self._variables[t] for t in ids}, params)
+        return RET_OK
+
+    # ---- saving --------------------------------------------------------------------------------------------
+    def SaveToFile(self, filename: str | os.PathLike) -> int:
+        """Write a resumable training checkpoint (atomically): `Export(filename, MT_TRAIN)`."""
+        return self.Export(filename, MT_TRAIN)
+
+    def Export(self, filename: str | os.PathLike, model_type: int = MT_TRAIN) -> int:
+        """MT_TRAIN: the training model with the current variables and step. MT_INFERENCE: the `eval` forward
+        only, current weights, BatchNorm folded into the Conv2D/FullConnection before it — a model for a
+        plain `LiteSession`. Written atomically."""
+        write_atomic(filename, self.ExportToBuf(model_type))
+        return RET_OK
+
+    def ExportToBuf(self, model_type: int = MT_TRAIN) -> bytes:
+        self._require_compiled()
+        if model_type == MT_TRAIN:
+            self._require_training("Export(MT_TRAIN)")
+            return self._checkpoint_bytes()
+        if model_type == MT_INFERENCE:
+            return inference_bytes([self._piece()])
+        raise ParamInvalidError(f"Export: model_type must be MT_TRAIN ({MT_TRAIN}) or MT_INFERENCE "
+                                f"({MT_INFERENCE}), got {model_type}")
+
+    def _current_tensors(self) -> list[TensorDef]:
+        return [replace(t, data=self._variables[t.index]) if t.index in self._variables else t
+                for t in self._model.tensors]
+
+    def _piece(self) -> Piece:
+        """The eval forward with the current variables."""
+        ev = self._views[EVAL]
+        return Piece(self._model.name, self._current_tensors(), ev.nodes, ev.inputs, ev.outputs)
+
+    def _checkpoint_bytes(self) -> bytes:
+        model = self._model
+        tensors = self._current_tensors()
+        step = np.array(self._step, np.int64)
+        existing = next((t for t in tensors if t.name == GLOBAL_STEP), None)
+        if existing is not None:
+            tensors[existing.index] = replace(existing, data=step)
+        else:
+            tensors.append(TensorDef(len(tensors), GLOBAL_STEP, fb.NodeType.VALUE, dtypes.DataType.INT64, (),
+                                     fb.Format.ND, step))
+        return serialize(model.name, tensors, model.nodes, model.inputs, model.outputs,
+                         list(model.subgraphs.values()))
+
+
+def _stored_step(model: Model) -> int:
+    """The global step a checkpoint was saved at (0 for a fresh model)."""
+    t = next((t for t in model.tensors if t.name == GLOBAL_STEP and t.is_const), None)
+    return int(t.data) if t is not None else 0
+
+
+def named(tensors: Sequence[MSTensor]) -> dict[str, np.ndarray]:
+    """{name: copy of the data} of a tensor list (GetFeatureMaps, GetGradients, ...)."""
+    return {t.tensor_name(): t.numpy() for t in tensors}
