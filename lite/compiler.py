@@ -160,7 +160,8 @@ def _bind(graph: Model | SubGraphDef, specs: list[TensorSpec | None], pending: l
     last: dict[int, int] = {}
     keep = set(graph.inputs) | set(graph.outputs)
     for i in graph.inputs:
-        first[i], last[i] = 0, end
+        if i not in external:
+            first[i], last[i] = 0, end
     for s, (node, _) in enumerate(pending):
         for t in node.inputs:
             if t in first:
