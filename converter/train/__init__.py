@@ -27,7 +27,19 @@ def forward_graph(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | N
     to_nhwc(graph)
     fold_constants(graph)
     restore_source_names(graph, model)
+    _private_running_statistics(graph)
     return graph
+
+
+def _private_running_statistics(graph: Graph) -> None:
+    """Training updates a BatchNorm's mean and variance in place, so each must be a constant of its own. An
+    exporter may have shared one tensor between roles (PyTorch deduplicates equal initializers: a fresh layer's
+    running mean of zeros becomes an Identity of its zero bias), so shared ones are copied."""
+    for bn in graph.op_nodes("BatchNorm"):
+        for k, role in ((3, "running_mean"), (4, "running_var")):
+            name = bn.inputs[k]
+            if sum(n.inputs.count(name) for n in graph.nodes) > 1 or name in graph.outputs:
+                bn.inputs[k] = graph.add_const(graph.const(name).copy(), f"{bn.name}/{role}")
 
 
 def to_training_graph(model: onnx.ModelProto, params: TrainParams,
