@@ -71,7 +71,7 @@ def test_first_step_equals_the_original_module(net) -> None:
     wanted = {name: p.grad.numpy() for name, p in reference.named_parameters()}
     largest = max(np.abs(g).max() for g in wanted.values())
     for name, want in wanted.items():    # conv.bias feeds a train-mode BatchNorm: its gradient is exactly 0
-        assert np.abs(grads[name] - want).max() <= 1e-4 * max(np.abs(want).max(), 1e-4 * largest), name
+        assert np.abs(grads[name] - want).max() <= 1e-4 * max(np.abs(want).max(), 1e-2 * largest), name
 
 
 def test_loss_falls(net) -> None:
