@@ -6,6 +6,8 @@ percentile) and clip the observed range to [-T, T].
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 BINS = 2048
@@ -59,7 +61,7 @@ def merge_histogram(hist: np.ndarray, factor: int) -> np.ndarray:
     return out
 
 
-class HistogramObserver(Observer):
+class HistogramObserver(Observer, ABC):
     """A BINS-bin histogram of |x| over [0, width * BINS); the range doubles (merging bin pairs) as needed."""
 
     def __init__(self, bits: int = 8):
@@ -83,9 +85,9 @@ class HistogramObserver(Observer):
             self.width *= factor
         self.hist += np.bincount(np.minimum((a / self.width).astype(np.int64), BINS - 1), minlength=BINS)
 
+    @abstractmethod
     def threshold(self) -> float:
         """The clip threshold T on |x|."""
-        raise NotImplementedError
 
     def range(self) -> tuple[float, float]:
         lo, hi = super().range()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -94,17 +95,20 @@ class TrainLoopCallBack:
         pass
 
 
-class Metrics:
+class Metrics(ABC):
     """An evaluation metric: `Clear`, then `Update` per batch, then `Eval` for the value."""
 
+    @abstractmethod
     def Clear(self) -> None:
-        pass
+        """Forget what was seen."""
 
+    @abstractmethod
     def Update(self, inputs: Batch, outputs: list[MSTensor]) -> None:
-        raise NotImplementedError
+        """Account for one batch and the model's outputs on it."""
 
+    @abstractmethod
     def Eval(self) -> float:
-        raise NotImplementedError
+        """The metric over everything seen since `Clear`."""
 
 
 class AccuracyMetrics(Metrics):
