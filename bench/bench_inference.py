@@ -3,13 +3,13 @@
     python bench/bench_inference.py [--rounds 7] [--models lenet5,resnet50,mobilenet_v2,efficientnet_lite0]
                                     [--batches 1,16]
 
-Every system gets 2 threads and no busy-waiting workers: our session `Context(thread_num=2)`; onnxruntime with
-2 intra-op threads, 1 inter-op thread, `session.intra_op.allow_spinning=0` and ORT_ENABLE_ALL; PyTorch eager
-(`models.torch_reference.to_torch`) with `torch.set_num_threads(2)`, `torch.inference_mode()` and
-OMP_WAIT_POLICY=PASSIVE (set before torch loads, unless already set). Rounds are interleaved: each round runs
-every system once on every (model, batch), so drifting machine load hits all systems alike; the table gives the
-median over rounds, after one untimed warm-up run of each. Every system's output is compared with
-onnxruntime's (max abs difference). The table is printed and written atomically to `bench/results/inference.md`.
+Every system gets 2 threads: our session `Context(thread_num=2)`; onnxruntime with 2 intra-op threads, 1 inter-op
+thread, `session.intra_op.allow_spinning=0` and ORT_ENABLE_ALL; PyTorch eager (`models.torch_reference.to_torch`)
+with `torch.set_num_threads(2)`, `torch.inference_mode()` and OMP_WAIT_POLICY=PASSIVE (set before torch loads,
+unless already set). Rounds are interleaved: each round times every system once on every (model, batch), right
+after an untimed run of the same call, with the systems' order rotating, so drifting machine load hits all
+systems alike; the table gives the median over rounds. Every system's output is compared with onnxruntime's (max
+abs difference). The table is printed and written atomically to `bench/results/inference.md`.
 """
 from __future__ import annotations
 
@@ -141,10 +141,15 @@ def prepare(name: str, model: onnx.ModelProto, batch: int) -> Case:
 
 
 def run_rounds(cases: list[Case], rounds: int) -> None:
-    """Interleaved rounds: each round times every system once on every case."""
+    """Interleaved rounds: each round times every system once on every case, right after an untimed run of the
+    same call (so no system is timed cold, just after another one evicted its weights from the caches). The
+    systems' order rotates from round to round, so none always follows the same neighbour."""
     for r in range(rounds):
         for case in cases:
-            for system, runner in case.runners.items():
+            systems = list(case.runners)
+            for system in systems[r % len(systems):] + systems[:r % len(systems)]:
+                runner = case.runners[system]
+                runner(case.feed)
                 start = time.perf_counter()
                 runner(case.feed)
                 case.times[system].append((time.perf_counter() - start) * 1e3)
