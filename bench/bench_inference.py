@@ -183,6 +183,15 @@ def machine_line() -> str:
             f"{sgemm_error():.1e}")
 
 
+def write_report(path: Path, table_text: str, load_before: float) -> None:
+    """Print the report (machine, table, load average around the rounds) and write it atomically to `path`."""
+    load = f"1-minute load average {load_before:.1f} before the rounds, {os.getloadavg()[0]:.1f} after."
+    report = f"{machine_line()}\n\n{table_text}\n\n{load}\n"
+    print("\n" + report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, report.encode())
+
+
 def _ms(times: list[float] | None) -> float | None:
     return statistics.median(times) if times else None
 
@@ -238,11 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     run_rounds(cases, args.rounds)
 
-    load = f"1-minute load average {load_before:.1f} before the rounds, {os.getloadavg()[0]:.1f} after."
-    report = f"{machine_line()}\n\n{table(cases, args.rounds)}\n\n{load}\n"
-    print("\n" + report)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(RESULTS, report.encode())
+    write_report(RESULTS, table(cases, args.rounds), load_before)
     return 0
 
 

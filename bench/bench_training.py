@@ -35,10 +35,9 @@ import torch.nn.functional as F  # noqa: E402
 
 import lite  # noqa: E402
 import models  # noqa: E402
-from bench_inference import machine_line  # noqa: E402
+from bench_inference import write_report  # noqa: E402
 from converter import convert_for_training  # noqa: E402
 from converter.train import TrainParams  # noqa: E402
-from lite.serialize import write_atomic  # noqa: E402
 from models.torch_reference import to_torch  # noqa: E402
 
 THREADS = 2
@@ -160,11 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = [prepare(name, batch) for name, batch in wanted]
     load_before = os.getloadavg()[0]
     run_rounds(cases, args.rounds)
-    load = f"1-minute load average {load_before:.1f} before the rounds, {os.getloadavg()[0]:.1f} after."
-    report = f"{machine_line()}\n\n{table(cases, args.rounds)}\n\n{load}\n"
-    print("\n" + report)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(RESULTS, report.encode())
+    write_report(RESULTS, table(cases, args.rounds), load_before)
     return 0
 
 

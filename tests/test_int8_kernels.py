@@ -3,7 +3,7 @@ QuantDTypeCast / int8 conv against float math."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pytest

@@ -1,2 +1,3 @@
 """Gradient, loss and optimizer kernels of training graphs; importing this package registers them."""
-from lite.kernels.grad import activation_grad, arithmetic_grad, loss, nn_grad, optimizer, shape_grad  # noqa: F401
+from lite.kernels.grad import (activation_grad, arithmetic_grad, conv_grad, dense_grad, loss, norm_grad,  # noqa: F401
+                               optimizer, pool_grad, shape_grad)
