@@ -16,6 +16,7 @@ from lite.model import Model, NodeDef, TensorDef
 from lite.status import InputTensorError, NotSupportedError
 from schema import attrs as op_attrs
 from schema import fb
+from tests.torch_oracle import autograd, rel, t64
 
 R = fb.ReduceMode
 rng = np.random.default_rng(0)
@@ -45,24 +46,6 @@ def run_op(op: str, inputs: Sequence[np.ndarray | None], n_out: int, attrs: dict
     kernel.bind(list(inputs), arrays, scratch)
     kernel.run(list(inputs), arrays)
     return arrays
-
-
-def t64(a: np.ndarray, grad: bool = True) -> torch.Tensor:
-    return torch.tensor(a, dtype=torch.float64, requires_grad=grad)
-
-
-def rel(actual: np.ndarray, expected: np.ndarray | torch.Tensor) -> float:
-    """Norm-wise relative error: max |actual - expected| / max |expected|."""
-    expected = expected.detach().numpy() if isinstance(expected, torch.Tensor) else np.asarray(expected)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    return float(np.abs(actual - expected).max() / max(np.abs(expected).max(), 1e-30))
-
-
-def autograd(fn: Callable[..., torch.Tensor], dy: np.ndarray, *xs: np.ndarray) -> list[torch.Tensor]:
-    """The gradients of <fn(xs), dy> with respect to every x, in float64."""
-    ts = [t64(x) for x in xs]
-    fn(*ts).backward(torch.tensor(dy, dtype=torch.float64))
-    return [t.grad for t in ts]
 
 
 # ---- elementwise ---------------------------------------------------------------------------------------------

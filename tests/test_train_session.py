@@ -249,21 +249,8 @@ def test_virtual_batch_equals_one_step_on_the_whole_batch() -> None:
 # ---- checkpoints and exports ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("optimizer", ["Sgd", "Adam"])
 def test_checkpoint_resumes_exactly(tmp_path: Path, optimizer: str) -> None:
-    buf = tiny_model(optimizer=optimizer)
     batches = [tiny_batch(seed=k) for k in range(6)]
-    straight = open_session(buf)
-    for batch in batches:
-        feed(straight, *batch)
-        straight.RunGraph()
-    first = open_session(buf)
-    for batch in batches[:3]:
-        feed(first, *batch)
-        first.RunGraph()
-    first.SaveToFile(tmp_path / "ckpt.ms")
-    resumed = lite.TrainSession.CreateSession(str(tmp_path / "ckpt.ms"), lite.Context(thread_num=1), True)
-    for batch in batches[3:]:
-        feed(resumed, *batch)
-        resumed.RunGraph()
+    straight, resumed = straight_and_resumed(tiny_model(optimizer=optimizer), batches, tmp_path / "ckpt.ms")
     for name, value in weights(resumed).items():
         np.testing.assert_array_equal(value, weights(straight)[name])
 
@@ -428,22 +415,27 @@ def test_resnet18_step_updates_weights_and_batchnorm_statistics_like_pytorch() -
     assert_close(eval_logits(session, x), expected, 1e-3)   # updated running statistics (torch float32: 1.2e-4)
 
 
-def test_resnet18_checkpoint_resumes_exactly(tmp_path: Path) -> None:
-    buf = zoo_training("resnet18")
-    batches = [zoo_batch("resnet18", seed=k) for k in range(4)]
-    straight = open_session(buf)
+def straight_and_resumed(buf: bytes, batches: list, path: Path) -> tuple[lite.TrainSession, lite.TrainSession]:
+    """One session trained on all `batches`; another saved to `path` halfway, reloaded and trained on the rest."""
+    straight, first = open_session(buf), open_session(buf)
     for batch in batches:
         feed(straight, *batch)
         straight.RunGraph()
-    first = open_session(buf)
-    for batch in batches[:2]:
+    half = len(batches) // 2
+    for batch in batches[:half]:
         feed(first, *batch)
         first.RunGraph()
-    first.SaveToFile(tmp_path / "resnet18.ms")
-    resumed = lite.TrainSession.CreateSession(str(tmp_path / "resnet18.ms"), lite.Context(thread_num=1), True)
-    for batch in batches[2:]:
+    first.SaveToFile(path)
+    resumed = lite.TrainSession.CreateSession(str(path), lite.Context(thread_num=1), True)
+    for batch in batches[half:]:
         feed(resumed, *batch)
         resumed.RunGraph()
+    return straight, resumed
+
+
+def test_resnet18_checkpoint_resumes_exactly(tmp_path: Path) -> None:
+    batches = [zoo_batch("resnet18", seed=k) for k in range(4)]
+    straight, resumed = straight_and_resumed(zoo_training("resnet18"), batches, tmp_path / "resnet18.ms")
     for k, value in named(straight.GetFeatureMaps()).items():
         np.testing.assert_array_equal(named(resumed.GetFeatureMaps())[k], value)
     for k, value in named(straight.GetOptimizerParams()).items():
@@ -529,20 +521,7 @@ def test_dropout_is_active_in_training_with_a_new_mask_each_step() -> None:
 
 def test_dropout_checkpoint_resumes_exactly(tmp_path: Path) -> None:
     buf = convert_for_training(dropout_mlp(), TrainParams(optimizer="adam", learning_rate=0.01))
-    batches = mlp_batches(6)
-    straight = open_session(buf)
-    for batch in batches:
-        feed(straight, *batch)
-        straight.RunGraph()
-    first = open_session(buf)
-    for batch in batches[:3]:
-        feed(first, *batch)
-        first.RunGraph()
-    first.SaveToFile(tmp_path / "mlp.ms")
-    resumed = lite.TrainSession.CreateSession(str(tmp_path / "mlp.ms"), lite.Context(thread_num=1), True)
-    for batch in batches[3:]:
-        feed(resumed, *batch)
-        resumed.RunGraph()
+    straight, resumed = straight_and_resumed(buf, mlp_batches(6), tmp_path / "mlp.ms")
     for k, value in named(straight.GetFeatureMaps()).items():
         np.testing.assert_array_equal(named(resumed.GetFeatureMaps())[k], value)
 

@@ -56,17 +56,23 @@ class FullConnectionKernel(Kernel):
         finish(self.out2d, self.bias, self.activation)
 
 
+def matmul_shapes(kernel: Kernel, a: TensorSpec, b: TensorSpec
+                  ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(output shape, a's shape, b's shape) of a MatMul node, the operands' shapes after its transposes."""
+    ta, tb = kernel.attrs.transpose_a and a.rank > 1, kernel.attrs.transpose_b and b.rank > 1
+    a_shape = a.shape[:-2] + a.shape[:-3:-1] if ta else a.shape
+    b_shape = b.shape[:-2] + b.shape[:-3:-1] if tb else b.shape
+    try:
+        return matmul_shape(a_shape, b_shape), a_shape, b_shape
+    except ValueError as e:
+        raise kernel.error(str(e)) from None
+
+
 @register("MatMul", DataType.FLOAT32)
 class MatMulKernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         a, b = inputs[0], inputs[1]
-        ta, tb = self.attrs.transpose_a and a.rank > 1, self.attrs.transpose_b and b.rank > 1
-        a_shape = a.shape[:-2] + a.shape[:-3:-1] if ta else a.shape
-        b_shape = b.shape[:-2] + b.shape[:-3:-1] if tb else b.shape
-        try:
-            shape = matmul_shape(a_shape, b_shape)
-        except ValueError as e:
-            raise self.error(str(e)) from None
+        shape, a_shape, b_shape = matmul_shapes(self, a, b)
         self.activation = activation_fn(self.attrs.activation)
         return [TensorSpec(shape, np.result_type(a.dtype, b.dtype))]
 

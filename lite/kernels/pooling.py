@@ -38,6 +38,18 @@ def reciprocal_counts(wh: Window, ww: Window, include_pad: bool) -> np.ndarray:
     return (1.0 / (counts(wh)[:, None, None] * counts(ww)[None, :, None])).astype(np.float32)
 
 
+def pooling_windows(kernel: Kernel, h: int, w: int) -> tuple[Window, Window]:
+    """The H and W windows of a (non-global) Pooling node over an h x w input."""
+    a = kernel.attrs
+    try:
+        return (make_window(h, a.kernel_h, a.stride_h, a.dilation_h, a.pad_mode, a.pad_top, a.pad_bottom,
+                            a.ceil_mode),
+                make_window(w, a.kernel_w, a.stride_w, a.dilation_w, a.pad_mode, a.pad_left, a.pad_right,
+                            a.ceil_mode))
+    except ValueError as e:
+        raise kernel.error(str(e), InvalidOpAttrError) from None
+
+
 @register("Pooling", DataType.FLOAT32, DataType.UINT8)
 class PoolingKernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
@@ -52,13 +64,7 @@ class PoolingKernel(Kernel):
         n, h, w, c = x.shape
         if a.global_pool:
             return [TensorSpec((n, 1, 1, c), x.dtype)]
-        try:
-            self.wh = make_window(h, a.kernel_h, a.stride_h, a.dilation_h, a.pad_mode, a.pad_top, a.pad_bottom,
-                                  a.ceil_mode)
-            self.ww = make_window(w, a.kernel_w, a.stride_w, a.dilation_w, a.pad_mode, a.pad_left, a.pad_right,
-                                  a.ceil_mode)
-        except ValueError as e:
-            raise self.error(str(e), InvalidOpAttrError) from None
+        self.wh, self.ww = pooling_windows(self, h, w)
         self.padded = self.wh.has_padding or self.ww.has_padding
         return [TensorSpec((n, self.wh.out, self.ww.out, c), x.dtype)]
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels.full_connection import matmul_shape, swap_last
+from lite.kernels.full_connection import matmul_shapes, swap_last
 from lite.kernels.int8.common import (ExactGemm, chunk_depth, even_ranges, exact_ranges, fused_bounds, input_quant,
                                       output_quant)
 from lite.kernels.int8.conv2d import MAX_ABS_X, acc_bounds, channel_values, requantize_work, weight_terms
@@ -70,13 +70,8 @@ class MatMulInt8Kernel(Kernel):
         a, b = inputs[0], inputs[1]
         if b.dtype != np.int8:
             raise self.error(f"both operands must be int8, b is {b.dtype}", NotSupportedError)
-        ta, tb = self.attrs.transpose_a and a.rank > 1, self.attrs.transpose_b and b.rank > 1
-        a_shape = a.shape[:-2] + a.shape[:-3:-1] if ta else a.shape
-        b_shape = b.shape[:-2] + b.shape[:-3:-1] if tb else b.shape
-        try:
-            shape = matmul_shape(a_shape, b_shape)
-        except ValueError as e:
-            raise self.error(str(e)) from None
+        shape, a_shape, b_shape = matmul_shapes(self, a, b)
+        tb = self.attrs.transpose_b and b.rank > 1
         qa, qy = input_quant(self, a, "input a"), output_quant(self, a.dtype)
         columns = b_shape[-1] if b.rank > 1 else 1
         s_b = channel_values(self, scales(b.quant or []), columns, "input b")

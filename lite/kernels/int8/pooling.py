@@ -12,11 +12,10 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels._conv_math import PadCopy, Window, axis_taps, make_window, padded_shape
+from lite.kernels._conv_math import PadCopy, Window, axis_taps, padded_shape
 from lite.kernels.int8.common import fused_bounds, input_quant, output_quant
 from lite.kernels.int8.requantize import Requantizer, same_params
-from lite.kernels.pooling import lowest, pool_taps
-from lite.status import InvalidOpAttrError
+from lite.kernels.pooling import lowest, pool_taps, pooling_windows
 from schema import fb
 
 I32 = np.dtype(np.int32)
@@ -51,13 +50,7 @@ class PoolingInt8Kernel(Kernel):
         if a.global_pool:
             self.count = h * w
             return [TensorSpec((n, 1, 1, c), x.dtype)]
-        try:
-            self.wh = make_window(h, a.kernel_h, a.stride_h, a.dilation_h, a.pad_mode, a.pad_top, a.pad_bottom,
-                                  a.ceil_mode)
-            self.ww = make_window(w, a.kernel_w, a.stride_w, a.dilation_w, a.pad_mode, a.pad_left, a.pad_right,
-                                  a.ceil_mode)
-        except ValueError as e:
-            raise self.error(str(e), InvalidOpAttrError) from None
+        self.wh, self.ww = pooling_windows(self, h, w)
         self.padded = self.wh.has_padding or self.ww.has_padding
         self.count = tap_counts(self.wh, self.ww, a.count_include_pad) if self.average else None
         return [TensorSpec((n, self.wh.out, self.ww.out, c), x.dtype)]
