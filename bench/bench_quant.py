@@ -4,13 +4,15 @@
 
 (a) MNIST: a LeNet-5 trained here with PyTorch on the real MNIST (`../shared/datasets/mnist`), converted, and
     quantized to A8W8 / A7W7 / A6W6 with and without bias correction (calibration: 1,000 training images);
-    test accuracy on the 10,000 test images.
+    test accuracy on the 10,000 test images and logit SQNR against the float model.
 (b) EfficientNet-Lite0 (`../shared/models/efficientnet_lite0.onnx`, real ImageNet weights): random crops and
     flips of scikit-image photos, evaluation and calibration drawn from disjoint photos. Against our float
     model: top-1 agreement (all inputs, and those where the float top-1 probability is >= 0.5), mean logit SQNR
-    (dB, per input) and mean KL(float softmax || quantized softmax). onnxruntime's `quantize_static`
-    (QDQ, per-channel, int8 activations and weights, MinMax) is calibrated on the same inputs and scored
-    against the same float reference (onnxruntime's own float model).
+    (dB, per input) and mean KL(float softmax || quantized softmax). Bias correction is shown as the converter
+    applies it (kept only when the calibration outputs' SQNR does not fall) and forced. onnxruntime's
+    `quantize_static` (QDQ, per-channel, int8 activations and weights, MinMax) is calibrated on the same inputs
+    and scored against the same float reference (onnxruntime's own float model). The float model's sensitivity
+    to input noise is measured alongside.
 (c) int8 vs float latency in our runtime (batch 1, 2 threads, interleaved rounds, median) and `.ms` file size.
 The markdown report is printed and written atomically to `bench/results/quantization.md`.
 """
@@ -23,7 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -37,6 +39,8 @@ import lite  # noqa: E402
 from converter import to_graph  # noqa: E402
 from converter.export import to_bytes  # noqa: E402
 from converter.quant import QuantConfig, quantize  # noqa: E402
+from converter.quant.bias_correction import correct_biases  # noqa: E402
+from converter.quant.full_quant import split_activations  # noqa: E402
 from lite.serialize import write_atomic  # noqa: E402
 from lite.train import load_mnist  # noqa: E402
 
@@ -99,11 +103,13 @@ def train_lenet(images: np.ndarray, labels: np.ndarray, epochs: int) -> onnx.Mod
     return onnx.load_from_string(buf.getvalue())
 
 
-def mnist_accuracy(buf: bytes, images: np.ndarray, labels: np.ndarray) -> float:
+def accuracy_of(logits: np.ndarray, labels: np.ndarray) -> float:
+    return 100.0 * float((logits.argmax(1) == labels).mean())
+
+
+def mnist_logits(buf: bytes, images: np.ndarray) -> np.ndarray:
     sess = session(buf)
-    hits = sum(int((run(sess, images[i:i + 100]).argmax(1) == labels[i:i + 100]).sum())
-               for i in range(0, len(images), 100))
-    return 100.0 * hits / len(images)
+    return np.concatenate([run(sess, images[i:i + 100]).copy() for i in range(0, len(images), 100)])
 
 
 def bench_mnist(epochs: int) -> list[str]:
@@ -114,15 +120,20 @@ def bench_mnist(epochs: int) -> list[str]:
     model = train_lenet(train_x, train_y, epochs)
     graph = to_graph(model)
     calib = [{"input": train_x[i:i + 100]} for i in range(0, 1000, 100)]
-    float_acc = mnist_accuracy(to_bytes(copy.deepcopy(graph)), test_x, test_y)
-    rows = [f"| float32 | {float_acc:.2f} | – | – |"]
+    float_logits = mnist_logits(to_bytes(copy.deepcopy(graph)), test_x)
+    float_acc = accuracy_of(float_logits, test_y)
+    rows = [f"| float32 | {float_acc:.2f} | – | – | – | – |"]
     for a, w in BITS:
-        accs = [mnist_accuracy(to_bytes(quantize(copy.deepcopy(graph), QuantConfig(
-            activation_bits=a, weight_bits=w, bias_correction=bc), calib)), test_x, test_y) for bc in (False, True)]
-        rows.append(f"| A{a}W{w} | {accs[0]:.2f} | {accs[1]:.2f} | {float_acc - accs[1]:+.2f} |")
+        logits = [mnist_logits(to_bytes(quantize(copy.deepcopy(graph), QuantConfig(
+            activation_bits=a, weight_bits=w, bias_correction=bc), calib)), test_x) for bc in (False, True)]
+        acc = [accuracy_of(z, test_y) for z in logits]
+        sqnr = [agreement(float_logits, z).sqnr_db for z in logits]
+        rows.append(f"| A{a}W{w} | {acc[0]:.2f} | {acc[1]:.2f} | {float_acc - acc[1]:+.2f} | {sqnr[0]:.2f} | "
+                    f"{sqnr[1]:.2f} |")
     return ["## (a) MNIST LeNet-5 (trained here, PyTorch, "
-            f"{epochs} epochs), test accuracy on 10,000 images, %", "",
-            "| model | without bias correction | with bias correction | loss (with) |", "|---|---|---|---|", *rows]
+            f"{epochs} epochs), 10,000 test images: accuracy % and logit SQNR against the float model", "",
+            "| model | accuracy | accuracy, bias correction | loss (with) | logit SQNR dB | logit SQNR dB, "
+            "bias correction |", "|---|---|---|---|---|---|", *rows]
 
 
 # ---- (b) EfficientNet-Lite0 --------------------------------------------------------------------------------------
@@ -225,10 +236,17 @@ def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int) -> t
     fsess = session(float_buf)
     ref = np.concatenate([run(fsess, x) for x in evals])
     variants: dict[str, bytes] = {}
-    for a, w, bc in ((8, 8, False), (8, 8, True), (7, 7, False), (7, 7, True)):
-        cfg = QuantConfig(activation_bits=a, weight_bits=w, bias_correction=bc, method=method)
-        variants[f"ours A{a}W{w}{' + bias correction' if bc else ''}"] = to_bytes(
-            quantize(copy.deepcopy(float_graph), cfg, samples))
+    split_float = split_activations(copy.deepcopy(float_graph))
+    for a, w in ((8, 8), (7, 7)):
+        cfg = QuantConfig(activation_bits=a, weight_bits=w, method=method)
+        plain = quantize(copy.deepcopy(float_graph), cfg, samples)
+        variants[f"ours A{a}W{w}"] = to_bytes(plain)
+        variants[f"ours A{a}W{w} + bias correction (converter: kept if calibration SQNR does not fall)"] = to_bytes(
+            quantize(copy.deepcopy(float_graph), replace(cfg, bias_correction=True), samples))
+        correct_biases(split_float, plain, samples)
+        variants[f"ours A{a}W{w} + bias correction, forced"] = to_bytes(plain)
+    variants["ours A8W8, REMOVAL_OUTLIER"] = to_bytes(quantize(copy.deepcopy(float_graph), QuantConfig(
+        method="REMOVAL_OUTLIER"), samples))
     rows = []
     for name, buf in variants.items():
         s = session(buf)
@@ -246,14 +264,27 @@ def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int) -> t
                 f"{len(CALIB_PHOTOS)} other photos, activation method {method}", "",
                 "| quantizer | top-1 agreement % | top-1 agreement % (float p >= 0.5) | mean logit SQNR dB | "
                 "mean softmax KL |", "|---|---|---|---|---|", *rows]
-    int8_buf = variants["ours A8W8 + bias correction"]
+    int8_buf = variants["ours A8W8"]
     ms = latency({"float32": float_buf, "int8": int8_buf}, evals[0], rounds)
-    speed = ["## (c) EfficientNet-Lite0 in our runtime: int8 (A8W8 + bias correction) vs float32", "",
+    speed = ["## (c) EfficientNet-Lite0 in our runtime: int8 (A8W8) vs float32", "",
              "| model | latency ms (batch 1, median) | file bytes |", "|---|---|---|",
              f"| float32 | {ms['float32']:.1f} | {len(float_buf):,} |",
              f"| int8 | {ms['int8']:.1f} | {len(int8_buf):,} |",
              f"| int8 / float32 | {ms['int8'] / ms['float32']:.2f}x | {len(int8_buf) / len(float_buf):.3f}x |"]
-    return accuracy, speed
+    noise = noise_sensitivity(fsess, evals, ref)
+    return accuracy + ["", *noise], speed
+
+
+def noise_sensitivity(fsess: lite.LiteSession, evals: list[np.ndarray], ref: np.ndarray) -> list[str]:
+    """How much the float model amplifies white noise added to its input (SQNR in -> logit SQNR out)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for db in (40, 30, 20):
+        noisy = [(x + rng.standard_normal(x.shape) * x.std() * 10 ** (-db / 20)).astype(np.float32) for x in evals]
+        r = agreement(ref, np.concatenate([run(fsess, x) for x in noisy]))
+        rows.append(f"| {db} | {r.sqnr_db:.2f} | {r.top1:.1f} |")
+    return ["Noise sensitivity of the float model (Gaussian noise added to the normalised input):", "",
+            "| input SQNR dB | logit SQNR dB | top-1 agreement % |", "|---|---|---|", *rows]
 
 
 def main() -> None:

@@ -16,9 +16,10 @@ from converter import to_graph
 from converter.export import to_bytes
 from converter.ir import Graph, Node, Value
 from converter.quant import QuantConfig, parse_config, quantize
-from converter.quant.bias_correction import correct_biases
+from converter.quant import bias_correction
+from converter.quant.bias_correction import correct_biases, correct_biases_if_better
 from converter.quant.calibration import load_calibration
-from converter.quant.debug import Agreement
+from converter.quant.debug import Agreement, output_sqnr
 from converter.quant.full_quant import full_quantize
 from converter.quant.observers import (KLObserver, MaxMinObserver, PercentileObserver, RemovalOutlierObserver,
                                        kl_threshold)
@@ -333,6 +334,43 @@ def test_bias_correction_reduces_error_of_low_bit_weights():
                                for s in samples]))
     assert errors[1] < errors[0]
 
+
+
+def test_checked_bias_correction_keeps_a_correction_that_helps(capsys):
+    qgraph, samples = quantized_small_cnn(weight_bits=4)
+    float_graph = to_graph(small_cnn())
+    before = output_sqnr(float_graph, qgraph, samples)
+    kept = correct_biases_if_better(float_graph, qgraph, samples)
+    assert output_sqnr(float_graph, kept, samples) > before
+    assert "applied" in capsys.readouterr().err
+
+
+def test_checked_bias_correction_rejects_a_correction_that_hurts(monkeypatch, capsys):
+    qgraph, samples = quantized_small_cnn(weight_bits=4)
+    float_graph = to_graph(small_cnn())
+    reference = to_bytes(qgraph)
+
+    def wrong_correction(float_graph: Graph, graph: Graph, samples: list) -> None:
+        for node in graph.nodes:
+            if node.op == "Conv2D" and len(node.inputs) > 2 and node.inputs[2]:
+                bias = graph.values[node.inputs[2]]
+                bias.const = bias.const + np.int32(1 << 20)
+
+    monkeypatch.setattr(bias_correction, "correct_biases", wrong_correction)
+    kept = correct_biases_if_better(float_graph, qgraph, samples)
+    assert to_bytes(kept) == reference
+    assert "rejected" in capsys.readouterr().err
+
+
+def test_output_sqnr_is_the_sqnr_of_the_model_outputs():
+    qgraph, samples = quantized_small_cnn()
+    float_graph = to_graph(small_cnn())
+    agree = Agreement()
+    for s in samples:
+        expected, got = run_ort(small_cnn(), s), run_buf(to_bytes(qgraph), s)
+        for name in ("logits", "probs"):
+            agree.update(expected[name], got[name])
+    assert math.isclose(output_sqnr(float_graph, qgraph, samples), agree.sqnr(), rel_tol=1e-4)
 
 # ---- debug report -----------------------------------------------------------------------------------------------
 def test_agreement_is_cosine_and_sqnr_over_all_samples():

@@ -9,7 +9,7 @@ import onnx
 
 from converter.export import to_bytes
 from converter.ir import Graph
-from converter.quant.bias_correction import correct_biases
+from converter.quant.bias_correction import correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration
 from converter.quant.config import POST_TRAINING, WEIGHT_QUANT, QuantConfig, load_config, parse_config
 from converter.quant.debug import debug_report, format_report, write_report
@@ -35,8 +35,8 @@ def make_config(config_file: str | os.PathLike | None = None, **flags) -> QuantC
 
 
 def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] | None = None) -> Graph:
-    """Quantize the optimised float `graph` (mutated and returned). PostTraining needs calibration inputs
-    ({input name: float32 array} per sample); WeightQuant needs none."""
+    """Quantize the optimised float `graph` (consumed: use the returned graph). PostTraining needs calibration
+    inputs ({input name: float32 array} per sample); WeightQuant needs none."""
     config.validate()
     if config.quant_type == WEIGHT_QUANT:
         return weight_only_quantize(graph, config.weight_bits, config.min_quant_weight_size,
@@ -47,7 +47,7 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     qgraph = full_quantize(graph, {k: o.range() for k, o in observers.items()}, config.activation_bits,
                            config.weight_bits, config.input_data_type, config.output_data_type)
     if config.bias_correction:
-        correct_biases(float_graph, qgraph, samples)
+        qgraph = correct_biases_if_better(float_graph, qgraph, samples)
     if config.debug_info_save_path:
         rows = debug_report(float_graph, qgraph, samples)
         print(format_report(rows))

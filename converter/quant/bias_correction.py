@@ -6,13 +6,20 @@ so only that layer's own error shows; the per-output-channel mean of (float outp
 units, before the output's own rounding) over the calibration set is added to the float bias, then requantized
 to INT32.
 A MatMul with a constant B becomes a FullConnection so that it can carry the bias.
+The correction is a linear model of each layer's error: in a network that amplifies noise strongly (see
+docs/quantization.md), it can lower the outputs' agreement instead, so `correct_biases_if_better` keeps it only
+when the model outputs' SQNR on the calibration samples does not fall.
 """
 from __future__ import annotations
+
+import copy
+import sys
 
 import numpy as np
 
 from converter.ir import Graph, Node, Value
 from converter.quant.calibration import feed, run_samples, session_for
+from converter.quant.debug import output_sqnr
 from converter.quant.full_quant import set_int32_bias
 from converter.quant.weights import dequantize_weight
 from lite.dtypes import DataType
@@ -101,3 +108,15 @@ def correct_biases(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np
         corrections[node.name] = delta
     qgraph.prune()
     return corrections
+
+
+def correct_biases_if_better(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]]) -> Graph:
+    """`qgraph` with corrected biases when that does not lower the outputs' SQNR on `samples`, else `qgraph`
+    unchanged; the two SQNRs and the decision are reported on stderr."""
+    corrected = copy.deepcopy(qgraph)
+    correct_biases(float_graph, corrected, samples)
+    before, after = output_sqnr(float_graph, qgraph, samples), output_sqnr(float_graph, corrected, samples)
+    kept = after >= before
+    print(f"bias correction: calibration output SQNR {before:.2f} dB -> {after:.2f} dB, "
+          f"{'applied' if kept else 'rejected (it lowers the agreement)'}", file=sys.stderr)
+    return corrected if kept else qgraph

@@ -79,3 +79,25 @@ def write_report(rows: list[dict], path: str | os.PathLike) -> None:
     """JSON (atomic write); infinite SQNR (exact layers) is written as null."""
     clean = [{k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in r.items()} for r in rows]
     write_atomic(os.fspath(path), json.dumps({"layers": clean}, indent=2).encode())
+
+
+def output_sqnr(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]]) -> float:
+    """SQNR (dB) of all the quantized model's outputs against the float model's, over `samples` (outputs are
+    matched by name; int8 outputs are dequantized)."""
+    float_out: dict[str, np.ndarray] = {}
+    total = Agreement()
+
+    def keep_float(name: str, array: np.ndarray) -> None:
+        if name in float_graph.outputs:
+            float_out[name] = array.copy()
+
+    def compare(name: str, array: np.ndarray) -> None:
+        if name in qgraph.outputs and name in float_out:
+            params = qgraph.values[name].quant_params
+            total.update(float_out[name], dequantize_tensor(array, params[0]) if params else array)
+
+    fsession, qsession = session_for(float_graph), session_for(qgraph)
+    for sample in samples:
+        run_samples(fsession, [sample], keep_float, "")
+        run_samples(qsession, [sample], compare, "")
+    return total.sqnr()
