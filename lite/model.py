@@ -5,14 +5,14 @@ import heapq
 import mmap
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from lite import dtypes
 from lite.status import GraphFileError, LiteError
 from lite.verify import verify_buffer
-from schema import NO_TENSOR, fb
+from schema import NO_TENSOR, channel_quant, fb
 from schema import attrs as op_attrs
 
 _OP_NAMES = {code: name for name, code in vars(fb.Primitive).items() if not name.startswith("_") and code}
@@ -134,6 +134,9 @@ def _read(buf: memoryview) -> Model:
         attrs = op_attrs.read(op, fb.PrimitiveCreator(node.PrimitiveType(), node.Primitive()))
         nodes.append(NodeDef(name, op, attrs, indices(_vector(node, "InputIndex"), f"node '{name}'", True),
                              indices(_vector(node, "OutputIndex"), f"node '{name}'"), node.QuantType()))
+    for t, params in implied_bias_params(nodes, tensors).items():
+        if not tensors[t].quant_params:
+            tensors[t].quant_params = params
     graph_in = indices(_vector(root, "InputIndex"), "graph input")
     graph_out = indices(_vector(root, "OutputIndex"), "graph output")
     if not graph_out:
@@ -175,8 +178,47 @@ def _read_tensor(index: int, t: Any) -> TensorDef:
     perm = tuple(_vector(t, "SourcePerm"))
     if perm and sorted(perm) != list(range(len(dims))):
         raise GraphFileError(f"tensor '{name}' has source_perm {list(perm)}, not a permutation of its dims")
-    quant = [fb.QuantParamT.InitFromObj(t.QuantParams(i)) for i in range(t.QuantParamsLength())]
+    quant = _read_quant(name, t, dims, data is not None)
     return TensorDef(index, name, t.NodeType(), t.DataType(), dims, t.Format(), data, quant, t.QuantAxis(), perm)
+
+
+def _read_quant(name: str, t: Any, dims: tuple[int, ...], const: bool) -> list[Any]:
+    """One QuantParamT per tensor or per channel, from either file form (`ChannelQuant` or, as format 1.0
+    wrote them, one table per channel)."""
+    tables = [fb.QuantParamT.InitFromObj(t.QuantParams(i)) for i in range(t.QuantParamsLength())]
+    compact = t.ChannelQuant()
+    if compact is None:
+        return tables
+    if tables:
+        raise GraphFileError(f"tensor '{name}' has both per-tensor and per-channel quantization")
+    try:
+        params = channel_quant.expand(compact)
+    except ValueError as e:
+        raise GraphFileError(f"tensor '{name}': {e}") from None
+    axis = t.QuantAxis()
+    if const and not (0 <= axis < len(dims) and dims[axis] == len(params)):
+        raise GraphFileError(f"tensor '{name}' has {len(params)} channel quant params, but its dims "
+                             f"{list(dims)} have no axis {axis} of that size")
+    return params
+
+
+def implied_bias_params(nodes: Sequence[NodeDef], tensors: Sequence[TensorDef]) -> dict[int, list[Any]]:
+    """Tensor index -> quant params of each INT32 bias of an int8 Conv2D / FullConnection with per-channel weights:
+    the writer leaves them out when they are these, and the reader restores them (`channel_quant.implied_bias`)."""
+    implied: dict[int, list[Any]] = {}
+    conflicting: set[int] = set()
+    for node in nodes:
+        if node.op not in ("Conv2D", "FullConnection") or len(node.inputs) < 3 or min(node.inputs[:3]) < 0:
+            continue
+        x, w, b = (tensors[i] for i in node.inputs[:3])
+        params = (channel_quant.implied_bias(x.quant_params, w.quant_params)
+                  if b.data_type == dtypes.DataType.INT32 else None)
+        if params is None:
+            continue
+        if b.index in implied and not channel_quant.same(implied[b.index], params):
+            conflicting.add(b.index)
+        implied.setdefault(b.index, params)
+    return {t: params for t, params in implied.items() if t not in conflicting}
 
 
 def _topological_order(nodes: list[NodeDef], tensors: list[TensorDef], graph_in: list[int]) -> list[NodeDef]:

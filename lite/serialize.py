@@ -10,8 +10,8 @@ from typing import Sequence
 import flatbuffers
 import numpy as np
 
-from lite.model import NodeDef, SubGraphDef, TensorDef
-from schema import DATA_ALIGNMENT, FILE_IDENTIFIER, FORMAT_VERSION, NO_TENSOR, fb
+from lite.model import NodeDef, SubGraphDef, TensorDef, implied_bias_params
+from schema import DATA_ALIGNMENT, FILE_IDENTIFIER, FORMAT_VERSION, NO_TENSOR, channel_quant, fb
 from schema import attrs as op_attrs
 
 
@@ -34,14 +34,17 @@ def _tables(builder: flatbuffers.Builder, offsets: Sequence[int]) -> int:
     return builder.EndVector()
 
 
-def _tensor(builder: flatbuffers.Builder, t: TensorDef) -> int:
+def _tensor(builder: flatbuffers.Builder, t: TensorDef, implied_quant: bool) -> int:
+    """The tensor's table; `implied_quant`: its quant params are those the reader derives, so they are left out."""
     name = builder.CreateString(t.name)
     dims = _ints(builder, t.dims, np.int64)
     data = None
     if t.data is not None:
         little = np.ascontiguousarray(t.data, dtype=t.data.dtype.newbyteorder("<"))
         data = _aligned_bytes(builder, little.tobytes())
-    quant = _tables(builder, [q.Pack(builder) for q in t.quant_params]) if t.quant_params else None
+    params = [] if implied_quant else t.quant_params
+    quant = _tables(builder, [params[0].Pack(builder)]) if len(params) == 1 else None
+    channels = _channel_quant(t).Pack(builder) if len(params) > 1 else None
     perm = _ints(builder, t.source_perm, np.int32) if t.source_perm else None
     fb.TensorStart(builder)
     fb.TensorAddName(builder, name)
@@ -53,10 +56,19 @@ def _tensor(builder: flatbuffers.Builder, t: TensorDef) -> int:
         fb.TensorAddData(builder, data)
     if quant is not None:
         fb.TensorAddQuantParams(builder, quant)
-        fb.TensorAddQuantAxis(builder, t.quant_axis)
+    if channels is not None:
+        fb.TensorAddChannelQuant(builder, channels)
+    fb.TensorAddQuantAxis(builder, t.quant_axis)
     if perm is not None:
         fb.TensorAddSourcePerm(builder, perm)
     return fb.TensorEnd(builder)
+
+
+def _channel_quant(t: TensorDef) -> fb.ChannelQuantT:
+    try:
+        return channel_quant.compact(t.quant_params)
+    except ValueError as e:
+        raise ValueError(f"cannot write the per-channel quantization of tensor '{t.name}': {e}") from None
 
 
 def _node(builder: flatbuffers.Builder, n: NodeDef) -> int:
@@ -90,7 +102,9 @@ def serialize(name: str, tensors: Sequence[TensorDef], nodes: Sequence[NodeDef],
               outputs: Sequence[int], subgraphs: Sequence[SubGraphDef] = ()) -> bytes:
     """A `.ms` buffer. `tensors[i].index` must be `i`; nodes should be in execution order."""
     builder = flatbuffers.Builder(1 << 20)
-    tensor_vec = _tables(builder, [_tensor(builder, t) for t in tensors])
+    implied = {t for t, params in implied_bias_params(nodes, tensors).items()
+               if channel_quant.same(tensors[t].quant_params, params)}
+    tensor_vec = _tables(builder, [_tensor(builder, t, t.index in implied) for t in tensors])
     node_vec = _tables(builder, [_node(builder, n) for n in nodes])
     node_index = {id(n): k for k, n in enumerate(nodes)}
     sub_vec = _tables(builder, [_subgraph(builder, sg, node_index) for sg in subgraphs]) if subgraphs else None

@@ -2,7 +2,7 @@
 from schema import model_generated as fb
 
 FILE_IDENTIFIER = b"MSPY"
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"    # 1.1: per-channel quantization in ChannelQuant; implied int32 bias params
 DATA_ALIGNMENT = 64      # const tensor bytes are aligned so the runtime can map them zero-copy
 NO_TENSOR = 0xFFFFFFFF   # Node input index of an omitted optional input
 

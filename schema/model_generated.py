@@ -8646,6 +8646,264 @@ class QuantParamT(object):
         return quantParam
 
 
+class ChannelQuant(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ChannelQuant()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsChannelQuant(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ChannelQuantBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ChannelQuant
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # ChannelQuant
+    def Scales(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float64Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 8))
+        return 0
+
+    # ChannelQuant
+    def ScalesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float64Flags, o)
+        return 0
+
+    # ChannelQuant
+    def ScalesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # ChannelQuant
+    def ScalesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        return o == 0
+
+    # ChannelQuant
+    def ZeroPoints(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # ChannelQuant
+    def ZeroPointsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # ChannelQuant
+    def ZeroPointsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # ChannelQuant
+    def ZeroPointsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        return o == 0
+
+    # ChannelQuant
+    def NumBits(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 8
+
+    # ChannelQuant
+    def NarrowRange(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+    # ChannelQuant
+    def Inited(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # ChannelQuant
+    def VarCorr(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1.0
+
+    # ChannelQuant
+    def MeanCorr(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # ChannelQuant
+    def DstDtype(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 32
+
+def ChannelQuantStart(builder):
+    builder.StartObject(8)
+
+def ChannelQuantAddScales(builder, scales):
+    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(scales), 0)
+
+def ChannelQuantStartScalesVector(builder, numElems):
+    return builder.StartVector(8, numElems, 8)
+
+def ChannelQuantAddZeroPoints(builder, zeroPoints):
+    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(zeroPoints), 0)
+
+def ChannelQuantStartZeroPointsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def ChannelQuantAddNumBits(builder, numBits):
+    builder.PrependInt32Slot(2, numBits, 8)
+
+def ChannelQuantAddNarrowRange(builder, narrowRange):
+    builder.PrependBoolSlot(3, narrowRange, 1)
+
+def ChannelQuantAddInited(builder, inited):
+    builder.PrependBoolSlot(4, inited, 0)
+
+def ChannelQuantAddVarCorr(builder, varCorr):
+    builder.PrependFloat32Slot(5, varCorr, 1.0)
+
+def ChannelQuantAddMeanCorr(builder, meanCorr):
+    builder.PrependFloat32Slot(6, meanCorr, 0.0)
+
+def ChannelQuantAddDstDtype(builder, dstDtype):
+    builder.PrependInt32Slot(7, dstDtype, 32)
+
+def ChannelQuantEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class ChannelQuantT(object):
+
+    # ChannelQuantT
+    def __init__(
+        self,
+        scales = None,
+        zeroPoints = None,
+        numBits = 8,
+        narrowRange = True,
+        inited = False,
+        varCorr = 1.0,
+        meanCorr = 0.0,
+        dstDtype = 32,
+    ):
+        self.scales = scales  # type: Optional[List[float]]
+        self.zeroPoints = zeroPoints  # type: Optional[List[int]]
+        self.numBits = numBits  # type: int
+        self.narrowRange = narrowRange  # type: bool
+        self.inited = inited  # type: bool
+        self.varCorr = varCorr  # type: float
+        self.meanCorr = meanCorr  # type: float
+        self.dstDtype = dstDtype  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        channelQuant = ChannelQuant()
+        channelQuant.Init(buf, pos)
+        return cls.InitFromObj(channelQuant)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, channelQuant):
+        x = ChannelQuantT()
+        x._UnPack(channelQuant)
+        return x
+
+    # ChannelQuantT
+    def _UnPack(self, channelQuant):
+        if channelQuant is None:
+            return
+        if not channelQuant.ScalesIsNone():
+            if np is None:
+                self.scales = []
+                for i in range(channelQuant.ScalesLength()):
+                    self.scales.append(channelQuant.Scales(i))
+            else:
+                self.scales = channelQuant.ScalesAsNumpy()
+        if not channelQuant.ZeroPointsIsNone():
+            if np is None:
+                self.zeroPoints = []
+                for i in range(channelQuant.ZeroPointsLength()):
+                    self.zeroPoints.append(channelQuant.ZeroPoints(i))
+            else:
+                self.zeroPoints = channelQuant.ZeroPointsAsNumpy()
+        self.numBits = channelQuant.NumBits()
+        self.narrowRange = channelQuant.NarrowRange()
+        self.inited = channelQuant.Inited()
+        self.varCorr = channelQuant.VarCorr()
+        self.meanCorr = channelQuant.MeanCorr()
+        self.dstDtype = channelQuant.DstDtype()
+
+    # ChannelQuantT
+    def Pack(self, builder):
+        if self.scales is not None:
+            if np is not None and type(self.scales) is np.ndarray:
+                scales = builder.CreateNumpyVector(self.scales)
+            else:
+                ChannelQuantStartScalesVector(builder, len(self.scales))
+                for i in reversed(range(len(self.scales))):
+                    builder.PrependFloat64(self.scales[i])
+                scales = builder.EndVector()
+        if self.zeroPoints is not None:
+            if np is not None and type(self.zeroPoints) is np.ndarray:
+                zeroPoints = builder.CreateNumpyVector(self.zeroPoints)
+            else:
+                ChannelQuantStartZeroPointsVector(builder, len(self.zeroPoints))
+                for i in reversed(range(len(self.zeroPoints))):
+                    builder.PrependInt32(self.zeroPoints[i])
+                zeroPoints = builder.EndVector()
+        ChannelQuantStart(builder)
+        if self.scales is not None:
+            ChannelQuantAddScales(builder, scales)
+        if self.zeroPoints is not None:
+            ChannelQuantAddZeroPoints(builder, zeroPoints)
+        ChannelQuantAddNumBits(builder, self.numBits)
+        ChannelQuantAddNarrowRange(builder, self.narrowRange)
+        ChannelQuantAddInited(builder, self.inited)
+        ChannelQuantAddVarCorr(builder, self.varCorr)
+        ChannelQuantAddMeanCorr(builder, self.meanCorr)
+        ChannelQuantAddDstDtype(builder, self.dstDtype)
+        channelQuant = ChannelQuantEnd(builder)
+        return channelQuant
+
+
 class Tensor(object):
     __slots__ = ['_tab']
 
@@ -8808,8 +9066,18 @@ class Tensor(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
         return o == 0
 
+    # Tensor
+    def ChannelQuant(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = ChannelQuant()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 def TensorStart(builder):
-    builder.StartObject(9)
+    builder.StartObject(10)
 
 def TensorAddName(builder, name):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -8850,12 +9118,15 @@ def TensorAddSourcePerm(builder, sourcePerm):
 def TensorStartSourcePermVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
+def TensorAddChannelQuant(builder, channelQuant):
+    builder.PrependUOffsetTRelativeSlot(9, flatbuffers.number_types.UOffsetTFlags.py_type(channelQuant), 0)
+
 def TensorEnd(builder):
     return builder.EndObject()
 
 
 try:
-    from typing import List
+    from typing import List, Optional
 except:
     pass
 
@@ -8873,6 +9144,7 @@ class TensorT(object):
         quantParams = None,
         quantAxis = 0,
         sourcePerm = None,
+        channelQuant = None,
     ):
         self.name = name  # type: Optional[str]
         self.nodeType = nodeType  # type: int
@@ -8883,6 +9155,7 @@ class TensorT(object):
         self.quantParams = quantParams  # type: Optional[List[QuantParamT]]
         self.quantAxis = quantAxis  # type: int
         self.sourcePerm = sourcePerm  # type: Optional[List[int]]
+        self.channelQuant = channelQuant  # type: Optional[ChannelQuantT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -8939,6 +9212,8 @@ class TensorT(object):
                     self.sourcePerm.append(tensor.SourcePerm(i))
             else:
                 self.sourcePerm = tensor.SourcePermAsNumpy()
+        if tensor.ChannelQuant() is not None:
+            self.channelQuant = ChannelQuantT.InitFromObj(tensor.ChannelQuant())
 
     # TensorT
     def Pack(self, builder):
@@ -8976,6 +9251,8 @@ class TensorT(object):
                 for i in reversed(range(len(self.sourcePerm))):
                     builder.PrependInt32(self.sourcePerm[i])
                 sourcePerm = builder.EndVector()
+        if self.channelQuant is not None:
+            channelQuant = self.channelQuant.Pack(builder)
         TensorStart(builder)
         if self.name is not None:
             TensorAddName(builder, name)
@@ -8991,6 +9268,8 @@ class TensorT(object):
         TensorAddQuantAxis(builder, self.quantAxis)
         if self.sourcePerm is not None:
             TensorAddSourcePerm(builder, sourcePerm)
+        if self.channelQuant is not None:
+            TensorAddChannelQuant(builder, channelQuant)
         tensor = TensorEnd(builder)
         return tensor
 
