@@ -3,6 +3,7 @@ QuantDTypeCast / int8 conv against float math."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, Sequence
 
 import numpy as np
@@ -15,7 +16,6 @@ from schema import attrs as op_attrs
 from schema import fb
 
 A = fb.ActivationType
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 # ---- the reference: TFLite's integer arithmetic with Python ints ------------------------------------------------
@@ -29,28 +29,11 @@ def ref_quantize_multiplier(real: float) -> tuple[int, int]:
     return (0, 0) if shift < -31 else (m0, shift)
 
 
-def ref_srdhm(a: int, b: int) -> int:
-    """SaturatingRoundingDoublingHighMul: nudge, then C division (truncation toward zero) by 2^31."""
-    if a == b == INT32_MIN:
-        return INT32_MAX
-    ab = a * b
-    nudged = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
-    quotient = abs(nudged) // (1 << 31)
-    return quotient if nudged >= 0 else -quotient
-
-
-def ref_rdbp(x: int, exponent: int) -> int:
-    """RoundingDivideByPOT."""
-    mask = (1 << exponent) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (1 if x < 0 else 0)
-    return (x >> exponent) + (1 if remainder > threshold else 0)
-
-
 def ref_mbqm(x: int, real: float) -> int:
-    """MultiplyByQuantizedMultiplier(x, QuantizeMultiplier(real))."""
+    """MultiplyByQuantizedMultiplier(x, QuantizeMultiplier(real)) in TFLite's single-rounding form: the exact
+    product x * M0 * 2^(shift - 31), rounded half up."""
     m0, shift = ref_quantize_multiplier(real)
-    return ref_rdbp(ref_srdhm(x * (1 << max(shift, 0)), m0), max(-shift, 0))
+    return math.floor(Fraction(x * m0) * Fraction(2) ** (shift - 31) + Fraction(1, 2))
 
 
 def ref_requantize(acc: int, real: float, zp: int, lo: int, hi: int) -> int:
@@ -145,14 +128,15 @@ def test_multiply_by_quantized_multiplier_matches_reference():
         assert got.tolist() == [ref_mbqm(int(v), real) for v in small], real
 
 
-def test_rounding_halves_follow_tflite():
-    """Exact halves: SRDHM rounds up, RoundingDivideByPOT away from zero."""
-    from lite.kernels.int8.requantize import rounding_divide_by_pot, saturating_rounding_doubling_high_mul
-    a = np.array([1, -1, 3, -3, 5, -5], np.int64) << 29
-    assert saturating_rounding_doubling_high_mul(a, 1 << 30).tolist() == [ref_srdhm(int(v), 1 << 30) for v in a]
-    x = np.array([-6, -5, -3, -2, -1, 0, 1, 2, 3, 5, 6], np.int64)
-    assert rounding_divide_by_pot(x, 1).tolist() == [ref_rdbp(int(v), 1) for v in x]
-    assert rounding_divide_by_pot(x, 2).tolist() == [ref_rdbp(int(v), 2) for v in x]
+def test_rounding_halves_go_up():
+    """Exact halves of x * real round toward +inf in both signs (one rounding, no second one by the shift)."""
+    from lite.kernels.int8.requantize import multiply_by_quantized_multiplier, quantize_multiplier
+    x = np.array([-7, -5, -3, -1, 1, 3, 5, 7], np.int64)
+    m0, n = quantize_multiplier(0.5)
+    assert multiply_by_quantized_multiplier(x, m0, n).tolist() == [-3, -2, -1, 0, 1, 2, 3, 4]
+    m0, n = quantize_multiplier(0.25)
+    x = np.arange(-6, 7)
+    assert multiply_by_quantized_multiplier(x, m0, n).tolist() == [-1, -1, -1, -1, 0, 0, 0, 0, 1, 1, 1, 1, 2]
 
 
 # ---- QuantDTypeCast ---------------------------------------------------------------------------------------------
@@ -392,18 +376,31 @@ def test_max_pool_requantizes_to_new_params():
 
 
 # ---- activations ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kind", [A.SIGMOID, A.TANH, A.HSWISH, A.SWISH, A.ELU])
-def test_lookup_table_activation_matches_float_function(kind):
+@pytest.mark.parametrize("kind,size", [(A.SIGMOID, 256), (A.TANH, 256), (A.HSWISH, 256), (A.SWISH, 255),
+                                       (A.ELU, 255)])
+def test_lookup_table_activation_matches_float_function(kind, size):
+    """Every int8 value (an odd count too: the last one is looked up alone, the others in pairs)."""
     import torch
     fns = {A.SIGMOID: torch.sigmoid, A.TANH: torch.tanh, A.HSWISH: torch.nn.functional.hardswish,
            A.SWISH: torch.nn.functional.silu, A.ELU: torch.nn.functional.elu}
-    x = np.arange(-128, 128, dtype=np.int8)
+    x = np.arange(-128, 128, dtype=np.int8)[:size]
     qx, qy = (0.05, 3), (1 / 128, -100 if kind == A.SIGMOID else 0)
     got = run_node("Activation", [(x, qparams([qx[0]], [qx[1]]))], qparams([qy[0]], [qy[1]]), type=kind,
                    alpha=1.0)
     real = fns[kind](torch.from_numpy((x.astype(np.float64) - qx[1]) * qx[0])).numpy()
     want = np.clip(np.rint(real / qy[0]) + qy[1], -128, 127)
     assert np.abs(got - want).max() <= 1
+
+
+def test_lookup_table_activation_is_the_table_byte_by_byte():
+    """Two bytes per lookup (a 65536-entry table of pairs) gives exactly the 256-entry table's values."""
+    from lite.kernels.activation import activation_fn
+    from lite.kernels.int8.activation import lookup_table
+    from lite.kernels.int8.common import Quant
+    x = np.random.default_rng(9).integers(-128, 128, (3, 7, 5)).astype(np.int8)
+    got = run_node("Activation", [(x, qparams([0.07], [-3]))], qparams([0.02], [11]), type=A.SWISH)
+    table = lookup_table(activation_fn(A.SWISH), Quant(0.07, -3, -128, 127), Quant(0.02, 11, -128, 127))
+    assert got.tolist() == table[x.view(np.uint8)].tolist()
 
 
 @pytest.mark.parametrize("kind,lo,hi", [(A.RELU, 5, 127), (A.RELU6, 5, 65)])
@@ -471,24 +468,59 @@ def test_onnxruntime_qdq_model_converts_to_int8_graph_and_matches(tmp_path):
     assert np.mean(np.abs(got - want) <= step * 1.01) >= 0.75
 
 
-# ---- fast paths: fused requantization, K splitting, depthwise bands --------------------------------------------
-def test_fused_requantizer_matches_reference_at_rounding_ties():
-    """The one-floor-division form of MBQM + zp (per-channel M0/n, folded bias, shifts both ways) against the
-    reference, on accumulators that include the exact ties of both roundings."""
+# ---- fast paths: float64 requantization, K splitting, depthwise bands ------------------------------------------------
+def requantizer_case(rng: np.random.Generator, reals: np.ndarray, bias: np.ndarray, bound: int, zp: int
+                     ) -> tuple[np.ndarray, list[list[int]]]:
+    """Accumulators (int64 [10000, channels]: several chunks of `Requantizer.bind`) at and around every rounding
+    step each channel reaches within |acc| <= bound, plus random ones, and the reference outputs for them."""
+    cols = []
+    for real, b in zip(reals, bias):
+        steps = (np.arange(-128, 128) - zp - 0.5) / real - b          # acc + bias where y steps, about
+        near = np.round(steps)[:, None] + np.arange(-2, 3)
+        near = near[np.abs(near) <= bound]
+        cols.append(np.concatenate([near, rng.integers(-bound, bound + 1, 10000 - len(near))]).astype(np.int64))
+    acc = np.stack(cols, axis=1)
+    want = [[ref_requantize(int(v) + int(b), float(r), zp, -128, 127) for v, r, b in zip(row, reals, bias)]
+            for row in acc]
+    return acc, want
+
+
+@pytest.mark.parametrize("reals", [
+    [0.5, 2.0 ** -7, 0.003, 1.7e-5, 0.37, 1.0, 3.5],            # ties of powers of two, real >= 1, tiny reals
+    [2.0 ** -20, 1e-9, 2.0 ** -33, 0.01 * 2 ** -12],             # long shifts: checked step by step at compile time
+])
+def test_requantizer_matches_reference_at_every_step(reals):
+    """The float64 form (per-channel multipliers and biases) against the reference, from int64, float32 and
+    float64 accumulators, through the chunked prebound run."""
     from lite.kernels.int8.requantize import Requantizer
-    rng = np.random.default_rng(41)
-    reals = np.array([0.5, 2.0 ** -7, 0.003, 1.7e-5, 0.37, 1.0, 3.5])
+    rng = np.random.default_rng(len(reals))
+    reals = np.array(reals)
     bias = rng.integers(-40000, 40000, len(reals))
-    acc = np.concatenate([rng.integers(-(1 << 22), 1 << 22, (300, len(reals))),
-                          np.arange(-1024, 1024)[:, None] + np.zeros(len(reals), np.int64)])
-    rq = Requantizer.build(reals, -9, -(1 << 20), 1 << 20, bias, acc_bound=(1 << 22) + 40000)
-    assert rq.fused
+    bound = 1 << 23
+    acc, want = requantizer_case(rng, reals, bias, bound, -9)
+    rq = Requantizer.build(reals, -9, -128, 127, bias, acc_bound=bound)
+    assert rq.exact
     for dtype in (np.int64, np.float32, np.float64):
-        got = np.empty(acc.shape, np.int64)
-        rq(acc.astype(dtype) - bias * (dtype == np.int64), got)
-        want = [[ref_requantize(int(v) + int(b) * (dtype != np.int64), float(r), -9, -(1 << 20), 1 << 20)
-                 for v, r, b in zip(row, reals, bias)] for row in acc]
+        got = np.empty(acc.shape, np.int8)
+        rq.bind(acc.astype(dtype), got, np.empty(Requantizer.work(acc.shape).shape, np.uint8))()
         assert got.tolist() == want, dtype
+
+
+def test_requantizer_falls_back_to_integers_when_float64_cannot_be_proven():
+    """acc * real + bias * real rounds below the step y = 34 at acc + bias = 1103685 (exactly
+    161.99999999999994 instead of 162 = 34 + 128 in float64), so the integer reference runs instead."""
+    from lite.kernels.int8.requantize import Requantizer
+    rng = np.random.default_rng(3)
+    reals, bias, bound = np.array([2135892877 * 2.0 ** -46]), np.array([-16777215]), 1 << 25
+    acc, want = requantizer_case(rng, reals, bias, bound, 0)
+    acc[0, 0] = 1103685 + 16777215
+    want[0][0] = ref_requantize(1103685, float(reals[0]), 0, -128, 127)
+    assert want[0][0] == 34
+    rq = Requantizer.build(reals, 0, -128, 127, bias, acc_bound=bound)
+    assert not rq.exact
+    got = np.empty(acc.shape, np.int8)
+    rq.bind(acc, got, np.empty(Requantizer.work(acc.shape).shape, np.uint8))()
+    assert got.tolist() == want
 
 
 def test_conv2d_splits_depth_when_weights_saturate():

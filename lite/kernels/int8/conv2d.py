@@ -4,8 +4,8 @@ acc[c] = sum_k (x_k - zp_x) * (w_k[c] - zp_w[c]) + bias[c] is computed as sum_k 
 compile-time constant bias[c] - zp_x * sum_k w'_k[c] (w' = w - zp_w), with padding filled with zp_x (real 0), so
 |x_k| <= 128 bounds the products. The products run in float32 like the float kernel's (im2col GEMM, transposed
 for small M; depthwise as banded multiply-adds, `DepthwiseBands`), exact because K is split wherever a per-channel
-L1 bound could pass 2^24 (`exact_ranges`); `Requantizer` then folds the constant bias into its int64 pass and
-writes int8 straight from the float32 products.
+L1 bound could pass 2^24 (`exact_ranges`); `Requantizer` then folds the constant bias into its float64 passes and
+writes int8 straight from the float32 products, a cache-sized chunk at a time.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from lite.kernels.int8.common import ExactGemm, exact_ranges, fused_bounds, inpu
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
 from lite.status import NotSupportedError
 
-F32, F64, I64, BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 MAX_ABS_X = 128
 
 
@@ -44,15 +44,9 @@ def weight_terms(w: np.ndarray, zp_w: np.ndarray, bias: np.ndarray | None, zp_x:
     return centred, folded
 
 
-def acc_bounds(centred: np.ndarray, folded: np.ndarray, max_x: int) -> np.ndarray:
-    """Per-channel bound of |acc| for [O, K] weights and inputs |x| <= max_x (Python ints: no overflow)."""
-    l1 = np.abs(centred).sum(axis=1)
-    return np.array([max_x * int(a) + abs(int(b)) for a, b in zip(l1, folded)], dtype=object)
-
-
-def requantize_work(shape: tuple[int, ...]) -> list[TensorSpec]:
-    """The int64 and bool buffers `Requantizer` works in."""
-    return [TensorSpec(shape, I64), TensorSpec(shape, BOOL)]
+def acc_bounds(centred: np.ndarray, max_x: int) -> np.ndarray:
+    """Per-channel bound of |sum_k x_k w_k| for [O, K] weights and inputs |x| <= max_x."""
+    return max_x * np.abs(centred).sum(axis=1)
 
 
 @register("Conv2D", DataType.INT8, quantized=True)
@@ -77,23 +71,29 @@ class Conv2DInt8Kernel(Kernel):
         self.transposed = not self.depthwise and g.group == 1 and g.rows < SMALL_M
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
         self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded,
-                                            acc_bounds(centred, folded, MAX_ABS_X))
+                                            acc_bounds(centred, MAX_ABS_X))
         return [TensorSpec(g.out_shape, x.dtype)]
 
     def product_shape(self) -> tuple[int, ...]:
         g = self.geo
         return (g.out_channels, g.rows) if self.transposed else (g.group, g.rows, g.out_channels // g.group)
 
+    def acc_shape(self) -> tuple[int, ...]:
+        """The accumulator as requantized: [O, M] transposed, [M, O] dense, [G, M, O/G] grouped."""
+        g = self.geo
+        return self.product_shape() if self.transposed or g.group > 1 else (g.rows, g.out_channels)
+
     def scratch(self) -> list[TensorSpec]:
         g = self.geo
         if self.depthwise:
             band = DepthwiseBands.scratch(g)
-            return band + [TensorSpec(g.out_shape, F32)] + requantize_work(band[1].shape)
+            rows, width = band[1].shape[1:3]
+            return band + [TensorSpec(g.out_shape, F32), Requantizer.work((rows * width, g.out_channels))]
         padded = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), F32)] if g.padded else []
         product = self.product_shape()
         total = [TensorSpec(product, F64)] if len(self.ranges) > 1 else []
         return padded + [TensorSpec((g.group, g.rows, g.depth), F32), TensorSpec(product, F32), *total,
-                         *requantize_work(product)]
+                         Requantizer.work(self.acc_shape())]
 
     def bind(self, inputs, outputs, scratch) -> None:
         g, x, out, work = self.geo, inputs[0], outputs[0], list(scratch)
@@ -105,49 +105,50 @@ class Conv2DInt8Kernel(Kernel):
         self.pad = PadCopy.build(source, x, g.wh, g.ww, zp) if g.padded else None
         columns, product = work[:2]
         total = work[2] if len(self.ranges) > 1 else None
-        self.work = work[-2:]
         groups, cog = g.group, g.out_channels // g.group
         win = patches(source[0], g.wh, g.ww)                                          # [N, OH, OW, KH, KW, C]
         win = win.reshape(*win.shape[:5], groups, g.in_channels // groups)
         self.columns = (columns.reshape(groups, *win.shape[:5], -1), np.moveaxis(win, 5, 0))
         weight = self.centred.reshape(groups, cog, g.depth).astype(F32)              # [G, O/G, K]
         out2d = out.reshape(g.rows, g.out_channels)
+        rq_work = work[-1]
         if self.transposed:                  # product^T [O, M] = W @ cols^T, as the float kernel does
             self.gemm = ExactGemm.build(weight[0], columns[0].T, self.ranges, product, total)
-            self.out_view, self.rq = out2d.T, self.requantize.along((g.out_channels, 1))
+            self.finish = self.requantize.along((g.out_channels, 1)).bind(self.gemm.result, out2d.T, rq_work)
         elif groups == 1:
             self.gemm = ExactGemm.build(columns[0], np.ascontiguousarray(weight[0].T), self.ranges, product[0],
                                         None if total is None else total[0])
-            self.out_view, self.rq = out2d[None], self.requantize
+            self.finish = self.requantize.bind(self.gemm.result, out2d, rq_work)
         else:
             self.gemm = ExactGemm.build(columns, np.ascontiguousarray(weight.transpose(0, 2, 1)), self.ranges,
                                         product, total)
-            self.out_view = out2d.reshape(g.rows, groups, cog).transpose(1, 0, 2)
-            self.rq = self.requantize.along((groups, 1, cog))
+            self.finish = self.requantize.along((groups, 1, cog)).bind(
+                self.gemm.result, out2d.reshape(g.rows, groups, cog).transpose(1, 0, 2), rq_work)
 
     def bind_depthwise(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray], zp: float) -> None:
         """`DepthwiseBands` over a float32 output, each band requantized into `out` while it is in cache."""
         g = self.geo
-        band_work, products, (t, neg) = work[:2], work[2], work[3:]
+        band_work, products, rq_work = work[:2], work[2], work[3]
         weight = self.centred.astype(F32).reshape(g.out_channels, g.wh.kernel, g.ww.kernel, 1)
         bands = DepthwiseBands.build(g, True, x, weight, products, band_work, lambda band: None)
         self.taps, self.bands = bands.taps, []
         rows = band_work[1].shape[1]
         starts = [(n, top) for n in range(g.batch) for top in range(0, g.wh.out, rows)]
         for (fill, views, band, tmp), (n, top) in zip(bands.bands, starts):
-            count = band.shape[1]
-            self.bands.append((replace(fill, fill=zp), views, band, tmp, out[n:n + 1, top:top + count],
-                               t[:, :count], neg[:, :count]))
+            dst = out[n:n + 1, top:top + band.shape[1]]
+            finish = self.requantize.bind(band.reshape(-1, g.out_channels), dst.reshape(-1, g.out_channels),
+                                          rq_work)
+            self.bands.append((replace(fill, fill=zp), views, band, tmp, finish))
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         if self.depthwise:
-            for fill, views, band, tmp, dst, t, neg in self.bands:
+            for fill, views, band, tmp, finish in self.bands:
                 fill()
                 depthwise_band(views, self.taps, band, tmp)
-                self.requantize(band, dst, t, neg)
+                finish()
             return
         if self.pad is not None:
             self.pad()
         np.copyto(*self.columns)
         self.gemm()
-        self.rq(self.gemm.result, self.out_view, *self.work)
+        self.finish()

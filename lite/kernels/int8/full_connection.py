@@ -11,7 +11,7 @@ from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.full_connection import matmul_shapes, swap_last
 from lite.kernels.int8.common import (ExactGemm, chunk_depth, even_ranges, exact_ranges, fused_bounds, input_quant,
                                       output_quant)
-from lite.kernels.int8.conv2d import MAX_ABS_X, acc_bounds, channel_values, requantize_work, weight_terms
+from lite.kernels.int8.conv2d import MAX_ABS_X, acc_bounds, channel_values, weight_terms
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
 from lite.status import NotSupportedError
 
@@ -40,26 +40,26 @@ class FullConnectionInt8Kernel(Kernel):
         self.rows = int(np.prod(x.shape[:-1], dtype=np.int64))
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
         self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded,
-                                            acc_bounds(centred, folded, MAX_ABS_X))
+                                            acc_bounds(centred, MAX_ABS_X))
         return [TensorSpec(x.shape[:-1] + (out_c,), x.dtype)]
 
     def scratch(self) -> list[TensorSpec]:
         k, o = self.weight.shape
         total = [TensorSpec((self.rows, o), F64)] if len(self.ranges) > 1 else []
         return [TensorSpec((self.rows, k), F32), TensorSpec((self.rows, o), F32), *total,
-                *requantize_work((self.rows, o))]
+                Requantizer.work((self.rows, o))]
 
     def bind(self, inputs, outputs, scratch) -> None:
         self.lhs, product = scratch[:2]
         total = scratch[2] if len(self.ranges) > 1 else None
-        self.work = scratch[-2:]
         self.x2d = inputs[0].reshape(self.lhs.shape)
         self.gemm = ExactGemm.build(self.lhs, self.weight, self.ranges, product, total)
+        self.finish = self.requantize.bind(self.gemm.result, outputs[0].reshape(product.shape), scratch[-1])
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         np.copyto(self.lhs, self.x2d)
         self.gemm()
-        self.requantize(self.gemm.result, outputs[0].reshape(self.gemm.product.shape), *self.work)
+        self.finish()
 
 
 @register("MatMul", DataType.INT8, quantized=True)
@@ -97,7 +97,7 @@ class MatMulInt8Kernel(Kernel):
         a, b, out = self.shapes
         specs = [TensorSpec(a, F32)] + ([TensorSpec(b, F32)] if self.b_const is None else [])
         total = [TensorSpec(out, F64)] if len(self.ranges) > 1 else []
-        return specs + [TensorSpec(out, F32), *total, *requantize_work(out)]
+        return specs + [TensorSpec(out, F32), *total, Requantizer.work(out)]
 
     def bind(self, inputs, outputs, scratch) -> None:
         work = list(scratch)
@@ -105,7 +105,6 @@ class MatMulInt8Kernel(Kernel):
         self.fb = work.pop(0) if self.b_const is None else self.b_const
         product = work[0]
         total = work[1] if len(self.ranges) > 1 else None
-        self.work = work[-2:]
         lhs = swap_last(self.fa, self.attrs.transpose_a)
         rhs = swap_last(self.fb, self.attrs.transpose_b)
         lhs = lhs[None] if lhs.ndim == 1 else lhs
@@ -113,11 +112,11 @@ class MatMulInt8Kernel(Kernel):
         shape = np.broadcast_shapes(lhs.shape[:-2], rhs.shape[:-2]) + (lhs.shape[-2], rhs.shape[-1])
         self.gemm = ExactGemm.build(lhs, rhs, self.ranges, product.reshape(shape),
                                     None if total is None else total.reshape(shape))
+        self.finish = self.requantize.bind(self.gemm.result.reshape(outputs[0].shape), outputs[0], work[-1])
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         np.subtract(inputs[0], self.zp_a, out=self.fa)
         if self.b_const is None:
             np.subtract(inputs[1], self.zp_b, out=self.fb)
         self.gemm()
-        self.requantize(self.gemm.result.reshape(outputs[0].shape), outputs[0],
-                        *(w.reshape(outputs[0].shape) for w in self.work))
+        self.finish()

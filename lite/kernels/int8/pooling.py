@@ -45,7 +45,7 @@ class PoolingInt8Kernel(Kernel):
         self.average = a.mode == fb.PoolMode.AVG
         lo, hi = fused_bounds(self, a.activation, qy)
         real = 1.0 if same_params(x.quant, self.out_quant[0]) else qx.scale / qy.scale
-        self.requantize = Requantizer.build(real, qy.zero_point, lo, hi)
+        self.requantize = Requantizer.build(real, qy.zero_point, lo, hi, acc_bound=qx.hi - qx.lo)
         n, h, w, c = x.shape
         if a.global_pool:
             self.count = h * w

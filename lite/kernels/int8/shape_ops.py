@@ -23,7 +23,7 @@ def rescaler(kernel: Kernel, x: TensorSpec) -> Requantizer | None:
     if same_params(x.quant, kernel.out_quant[0]) or not kernel.out_quant[0]:
         return None
     qx, qy = input_quant(kernel, x), output_quant(kernel, x.dtype)
-    return Requantizer.build(qx.scale / qy.scale, qy.zero_point, qy.lo, qy.hi)
+    return Requantizer.build(qx.scale / qy.scale, qy.zero_point, qy.lo, qy.hi, acc_bound=qx.hi - qx.lo)
 
 
 def requantize_in_place(rescale: Requantizer, zero_point: int, array: np.ndarray) -> None:
