@@ -1,6 +1,6 @@
 """Post-training quantization accuracy, latency and size (issue 4 item 6), beside onnxruntime's quantize_static.
 
-    python bench/bench_quant.py [--epochs 3] [--eval 120] [--calib 32] [--method KL] [--rounds 10]
+    python bench/bench_quant.py [--epochs 3] [--eval 120] [--calib 32] [--method KL] [--rounds 30]
 
 (a) MNIST: a LeNet-5 trained here with PyTorch on the real MNIST (`../shared/datasets/mnist`), converted, and
     quantized to A8W8 / A7W7 / A6W6 with and without bias correction (calibration: 1,000 training images);
@@ -293,7 +293,7 @@ def main() -> None:
     ap.add_argument("--eval", type=int, default=120)
     ap.add_argument("--calib", type=int, default=32)
     ap.add_argument("--method", default="KL")
-    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--skip-mnist", action="store_true")
     args = ap.parse_args()
     accuracy, speed = bench_efficientnet(args.eval, args.calib, args.method, args.rounds)
