@@ -19,7 +19,7 @@ import numpy as np
 
 from converter.ir import Graph, Node, Value
 from converter.quant.calibration import feed, run_samples, session_for
-from converter.quant.debug import output_sqnr
+from converter.quant.debug import graph_outputs, outputs_sqnr
 from converter.quant.full_quant import set_int32_bias
 from converter.quant.weights import dequantize_weight
 from lite.dtypes import DataType
@@ -115,7 +115,9 @@ def correct_biases_if_better(float_graph: Graph, qgraph: Graph, samples: list[di
     unchanged; the two SQNRs and the decision are reported on stderr."""
     corrected = copy.deepcopy(qgraph)
     correct_biases(float_graph, corrected, samples)
-    before, after = output_sqnr(float_graph, qgraph, samples), output_sqnr(float_graph, corrected, samples)
+    reference = graph_outputs(float_graph, samples)
+    before = outputs_sqnr(reference, graph_outputs(qgraph, samples))
+    after = outputs_sqnr(reference, graph_outputs(corrected, samples))
     kept = after >= before
     print(f"bias correction: calibration output SQNR {before:.2f} dB -> {after:.2f} dB, "
           f"{'applied' if kept else 'rejected (it lowers the agreement)'}", file=sys.stderr)

@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from converter.ir import Graph
-from converter.quant.calibration import progress, run_samples, session_for
+from converter.quant.calibration import feed, progress, run_samples, session_for
 from converter.quant.qparams import dequantize_tensor
 from lite.serialize import write_atomic
 
@@ -81,23 +81,29 @@ def write_report(rows: list[dict], path: str | os.PathLike) -> None:
     write_atomic(os.fspath(path), json.dumps({"layers": clean}, indent=2).encode())
 
 
-def output_sqnr(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]]) -> float:
-    """SQNR (dB) of all the quantized model's outputs against the float model's, over `samples` (outputs are
-    matched by name; int8 outputs are dequantized)."""
-    float_out: dict[str, np.ndarray] = {}
-    total = Agreement()
 
-    def keep_float(name: str, array: np.ndarray) -> None:
-        if name in float_graph.outputs:
-            float_out[name] = array.copy()
-
-    def compare(name: str, array: np.ndarray) -> None:
-        if name in qgraph.outputs and name in float_out:
-            params = qgraph.values[name].quant_params
-            total.update(float_out[name], dequantize_tensor(array, params[0]) if params else array)
-
-    fsession, qsession = session_for(float_graph), session_for(qgraph)
+def graph_outputs(graph: Graph, samples: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """Each sample's graph outputs by name, int8 ones dequantized."""
+    session, outputs = session_for(graph), []
     for sample in samples:
-        run_samples(fsession, [sample], keep_float, "")
-        run_samples(qsession, [sample], compare, "")
+        feed(session, sample)
+        session.RunGraph()
+        outputs.append({})
+        for name in graph.outputs:
+            array, params = session.GetOutputByTensorName(name).numpy(), graph.values[name].quant_params
+            outputs[-1][name] = dequantize_tensor(array, params[0]) if params else array
+    return outputs
+
+
+def outputs_sqnr(reference: list[dict[str, np.ndarray]], outputs: list[dict[str, np.ndarray]]) -> float:
+    """SQNR (dB) of all `outputs` against the `reference` ones (as `graph_outputs` gives them)."""
+    total = Agreement()
+    for ref, out in zip(reference, outputs):
+        for name, array in ref.items():
+            total.update(array, out[name])
     return total.sqnr()
+
+
+def output_sqnr(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]]) -> float:
+    """SQNR (dB) of all the quantized model's outputs against the float model's, over `samples`."""
+    return outputs_sqnr(graph_outputs(float_graph, samples), graph_outputs(qgraph, samples))
