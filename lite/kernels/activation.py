@@ -15,6 +15,7 @@ import numpy as np
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.unary import FLOAT_TYPES, erf
 from lite.status import NotSupportedError
+from lite.traits import ELEMENTWISE, Layout, declare
 from schema import fb
 
 A = fb.ActivationType
@@ -119,6 +120,9 @@ def apply_activation(out: np.ndarray, kind: int) -> None:
 def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     """Whether `shape` broadcasts to `target` without growing it (ONNX unidirectional broadcasting)."""
     return len(shape) <= len(target) and all(d in (1, t) for d, t in zip(shape[::-1], target[::-1]))
+
+
+declare("Activation", "PReLU", layout=Layout(ELEMENTWISE))
 
 
 @register("Activation", *FLOAT_TYPES)

@@ -13,6 +13,7 @@ import numpy as np
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.activation import activation_fn
 from lite.status import NotSupportedError
+from lite.traits import ELEMENTWISE, Layout, declare
 
 Binary = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
 
@@ -88,6 +89,10 @@ class BinaryKernel(Kernel):
         self.compute(inputs[0], inputs[1], out)
         if self.activation is not None:
             self.activation(out, out)
+
+
+declare("Add", "Sub", "Mul", "Div", layout=Layout(ELEMENTWISE), fused_activation=True)
+declare("Minimum", "Maximum", "Pow", layout=Layout(ELEMENTWISE))
 
 
 @register("Add")

@@ -19,6 +19,7 @@ from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels._reduce_math import as_channels, channel_dots, channel_sums
 from lite.model import NodeDef
 from lite.status import InvalidOpAttrError, NotSupportedError
+from lite.traits import AXIS, Layout, TrainMode, declare
 
 
 def batchnorm_affine(scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray, epsilon: float,
@@ -43,6 +44,10 @@ def update_running(running: np.ndarray, batch: np.ndarray, momentum: float) -> N
     """running = momentum * running + (1 - momentum) * batch, in place."""
     running *= momentum
     running += (1.0 - momentum) * batch
+
+
+declare("BatchNorm", layout=Layout(AXIS, axis_default=1),
+        train=TrainMode(outputs=("saved_mean", "saved_invstd"), flag=True, unless_frozen=(1, 2), state_inputs=(3, 4)))
 
 
 @register("BatchNorm", DataType.FLOAT32)

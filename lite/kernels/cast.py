@@ -9,6 +9,7 @@ import numpy as np
 from lite import dtypes
 from lite.kernel import Kernel, TensorSpec, register
 from lite.status import LiteError, NotSupportedError
+from lite.traits import ELEMENTWISE, SAME_DTYPE, Layout, declare
 
 
 def numpy_dtype(kernel: Kernel, type_id: int) -> np.dtype:
@@ -17,6 +18,9 @@ def numpy_dtype(kernel: Kernel, type_id: int) -> np.dtype:
         return dtypes.to_numpy(type_id)
     except LiteError:
         raise kernel.error(f"data type id {type_id} is not supported", NotSupportedError) from None
+
+
+declare("Cast", layout=Layout(ELEMENTWISE), noop=SAME_DTYPE)
 
 
 @register("Cast")

@@ -7,6 +7,10 @@ import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.reshape import normalize_axes
+from lite.traits import AXIS, Layout, declare
+
+
+declare("Concat", layout=Layout(AXIS, all_inputs=True))
 
 
 @register("Concat")

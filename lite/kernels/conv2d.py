@@ -23,6 +23,7 @@ from lite.kernels._conv_math import (PadCopy, Window, finish, make_window, padde
                                      phased_tap_views)
 from lite.kernels.activation import activation_fn
 from lite.status import InvalidOpAttrError
+from lite.traits import declare
 
 BAND_ELEMENTS = 1 << 16   # depthwise output elements per band (~256 KiB of float32: stays in L2)
 WINOGRAD_MIN_CHANNELS = 16   # below this the 16 small GEMMs lose to one im2col GEMM
@@ -213,6 +214,10 @@ class DepthwiseBands:
             fill()
             depthwise_band(views, self.taps, band, tmp)
             self.finish(band)
+
+
+declare("Conv2D", weight_input=1, weight_axis=0, bias_input=2, bias_correction=True, fused_activation=True,
+        batchnorm_folds=True, absorbs_pad=True)
 
 
 @register("Conv2D", DataType.FLOAT32)

@@ -17,6 +17,7 @@ from lite.kernels._conv_math import PadMode, Window, finish, tap_view
 from lite.kernels.activation import activation_fn
 from lite.kernels.conv2d import check_bias
 from lite.status import InvalidOpAttrError
+from lite.traits import declare
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ def transposed_axis(size: int, kernel: int, stride: int, dilation: int, output_p
         if out < 1:
             raise ValueError(f"pads ({pad_begin}, {pad_end}) leave no output of size {natural}")
     return TransposedAxis(size, kernel, stride, dilation, pad_begin, out)
+
+
+declare("Conv2DTranspose", weight_input=1, weight_axis=-1, bias_input=2, fused_activation=True, batchnorm_folds=True)
 
 
 @register("Conv2DTranspose", DataType.FLOAT32)

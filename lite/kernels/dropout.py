@@ -14,6 +14,7 @@ from lite.kernel import TensorSpec, register
 from lite.kernels.identity import IdentityKernel
 from lite.model import NodeDef
 from lite.status import InvalidOpAttrError
+from lite.traits import ALWAYS, ELEMENTWISE, Layout, TrainMode, declare
 
 
 def draw_mask(rng: np.random.Generator, ratio: float, mask: np.ndarray) -> None:
@@ -21,6 +22,9 @@ def draw_mask(rng: np.random.Generator, ratio: float, mask: np.ndarray) -> None:
     rng.random(out=mask, dtype=mask.dtype)
     np.greater_equal(mask, ratio, out=mask)
     mask *= 1.0 / (1.0 - ratio) if ratio < 1 else 0.0
+
+
+declare("Dropout", layout=Layout(ELEMENTWISE), noop=ALWAYS, train=TrainMode(outputs=("mask",), flag=True))
 
 
 @register("Dropout")

@@ -10,6 +10,7 @@ from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels._conv_math import finish
 from lite.kernels.activation import activation_fn
+from lite.traits import declare
 
 
 def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -30,6 +31,10 @@ def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 def swap_last(x: np.ndarray, transpose: bool) -> np.ndarray:
     """The matrix transpose of `x` as a view (a no-op for 1-D operands or when not asked)."""
     return x.swapaxes(-1, -2) if transpose and x.ndim > 1 else x
+
+
+declare("FullConnection", weight_input=1, weight_axis=0, bias_input=2, bias_correction=True, fused_activation=True,
+        batchnorm_folds=True)
 
 
 @register("FullConnection", DataType.FLOAT32)
@@ -66,6 +71,9 @@ def matmul_shapes(kernel: Kernel, a: TensorSpec, b: TensorSpec
         return matmul_shape(a_shape, b_shape), a_shape, b_shape
     except ValueError as e:
         raise kernel.error(str(e)) from None
+
+
+declare("MatMul", weight_input=1, weight_axis=-1, bias_correction=True, fused_activation=True)
 
 
 @register("MatMul", DataType.FLOAT32)

@@ -14,6 +14,7 @@ from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels._reduce_math import row_sums
 from lite.status import InvalidOpAttrError
+from lite.traits import TrainMode, declare
 
 
 def layer_norm(x2d: np.ndarray, epsilon: float, out2d: np.ndarray, mean: np.ndarray | None = None,
@@ -31,6 +32,9 @@ def layer_norm(x2d: np.ndarray, epsilon: float, out2d: np.ndarray, mean: np.ndar
     np.sqrt(invstd, out=invstd)
     np.reciprocal(invstd, out=invstd)
     out2d *= invstd[:, None]
+
+
+declare("LayerNorm", train=TrainMode(outputs=("mean", "invstd")))
 
 
 @register("LayerNorm", DataType.FLOAT32)

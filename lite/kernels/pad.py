@@ -13,6 +13,7 @@ import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
 from lite.status import InvalidOpAttrError
+from lite.traits import BEGIN_END, PER_AXIS, Layout, declare
 from schema import fb
 
 _NUMPY_MODE = {fb.PaddingFill.REFLECT: "reflect", fb.PaddingFill.EDGE: "edge", fb.PaddingFill.WRAP: "wrap"}
@@ -73,6 +74,9 @@ def pad_gather(x: np.ndarray, out: np.ndarray, src: Index, dst: Index,
     out[dst] = x[src]
     for target, region, axis, positions in gathers:
         out[target] = np.take(out[region], positions, axis=axis)
+
+
+declare("Pad", layout=Layout(PER_AXIS, per_axis=((1, BEGIN_END),)), same_quant=True)
 
 
 @register("Pad")

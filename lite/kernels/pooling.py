@@ -16,6 +16,7 @@ from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels._conv_math import PadCopy, Window, axis_taps, finish, make_window, padded_shape
 from lite.kernels.activation import activation_fn
 from lite.status import InvalidOpAttrError, NotSupportedError
+from lite.traits import declare
 from schema import fb
 
 
@@ -48,6 +49,9 @@ def pooling_windows(kernel: Kernel, h: int, w: int) -> tuple[Window, Window]:
                             a.ceil_mode))
     except ValueError as e:
         raise kernel.error(str(e), InvalidOpAttrError) from None
+
+
+declare("Pooling", fused_activation=True, same_quant=True)
 
 
 @register("Pooling", DataType.FLOAT32, DataType.UINT8)

@@ -14,6 +14,7 @@ import numpy as np
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.arithmetic import divide
 from lite.status import InvalidOpAttrError, NotSupportedError
+from lite.traits import AXES_INPUT, Layout, declare
 from schema import fb
 
 M = fb.ReduceMode
@@ -52,6 +53,9 @@ def reducer(mode: int, dtype: np.dtype, axes: tuple[int, ...], keep: bool, count
         M.MIN: lambda x, out: np.minimum.reduce(x, axis=axes, keepdims=keep, out=out, initial=highest),
     }
     return ops.get(mode)
+
+
+declare("Reduce", layout=Layout(AXES_INPUT))
 
 
 @register("Reduce")

@@ -14,6 +14,7 @@ import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
 from lite.status import InvalidOpAttrError
+from lite.traits import SAME_SHAPE, declare
 
 
 def normalize_axes(kernel: Kernel, axes: Iterable[int], rank: int, what: str = "axis") -> list[int]:
@@ -50,6 +51,9 @@ class NewShapeKernel(Kernel):
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         if self.copy:
             np.copyto(outputs[0], inputs[0].reshape(outputs[0].shape))
+
+
+declare("Reshape", "Flatten", "Squeeze", "Unsqueeze", noop=SAME_SHAPE, same_quant=True)
 
 
 @register("Reshape")

@@ -18,6 +18,7 @@ import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
 from lite.status import InvalidOpAttrError, NotSupportedError
+from lite.traits import BEGIN_END, ONE_PER_AXIS, PER_AXIS, Layout, declare
 from schema import fb
 
 Mode, Coords, Rounding = fb.ResizeMode, fb.CoordinateTransform, fb.NearestRounding
@@ -112,6 +113,9 @@ def apply_pass(src: np.ndarray, p: AxisPass, dst: np.ndarray, tap: np.ndarray | 
         np.take(src, index, axis=p.axis, out=tap, mode="clip")
         tap *= weight
         dst += tap
+
+
+declare("Resize", layout=Layout(PER_AXIS, per_axis=((1, BEGIN_END), (2, ONE_PER_AXIS), (3, ONE_PER_AXIS))))
 
 
 @register("Resize")

@@ -9,6 +9,7 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.status import InvalidOpAttrError
+from lite.traits import AXIS, Layout, declare
 
 
 def softmax(x: np.ndarray, axis: int, out: np.ndarray) -> None:
@@ -39,6 +40,9 @@ class _AxisKernel(Kernel):
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.function(inputs[0], self.axis, outputs[0])
+
+
+declare("Softmax", "LogSoftmax", layout=Layout(AXIS, axis_default=-1))
 
 
 @register("Softmax", DataType.FLOAT32)

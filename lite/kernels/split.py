@@ -12,12 +12,16 @@ import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.reshape import normalize_axes
+from lite.traits import AXIS, Layout, declare
 
 
 def equal_parts(dim: int, count: int) -> list[int]:
     """Sizes of `count` parts of ceil(dim / count) elements, the last one smaller (possibly negative)."""
     chunk = math.ceil(dim / count)
     return [chunk] * (count - 1) + [dim - chunk * (count - 1)]
+
+
+declare("Split", layout=Layout(AXIS))
 
 
 @register("Split")

@@ -7,6 +7,10 @@ import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
 from lite.status import InvalidOpAttrError
+from lite.traits import IDENTITY_PERM, declare
+
+
+declare("Transpose", noop=IDENTITY_PERM, same_quant=True)
 
 
 @register("Transpose")

@@ -11,6 +11,7 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.status import NotSupportedError
+from lite.traits import ELEMENTWISE, Layout, declare
 
 FLOAT_TYPES = (DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64)
 
@@ -92,6 +93,9 @@ class UnaryKernel(Kernel):
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.fn(inputs[0], outputs[0])
+
+
+declare("Sqrt", "Exp", "Log", "Erf", "Neg", "Abs", layout=Layout(ELEMENTWISE))
 
 
 @register("Sqrt", *FLOAT_TYPES)

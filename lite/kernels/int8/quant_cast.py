@@ -17,6 +17,7 @@ from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.int8.requantize import scales, tensor_range, zero_points
 from lite.status import NotSupportedError
+from lite.traits import ELEMENTWISE, Layout, declare
 
 INTEGER_TYPES = (DataType.INT8, DataType.UINT8, DataType.INT16)
 
@@ -45,6 +46,9 @@ def dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, out: np
     """out = (q - zp) * scale in float32 (exact integers before the one rounding multiply)."""
     np.subtract(q, zero_point.astype(np.float32), out=out, dtype=np.float32)
     out *= scale.astype(np.float32)
+
+
+declare("QuantDTypeCast", layout=Layout(ELEMENTWISE))
 
 
 @register("QuantDTypeCast", DataType.FLOAT32, *INTEGER_TYPES)
