@@ -2,7 +2,8 @@
 
 Every builder is ``builder(num_classes=..., input_size=..., in_channels=..., batch=1, seed=0) -> onnx.ModelProto``
 with graph input ``input`` (NCHW float32; ``batch=None`` gives a symbolic "N") and output ``logits``
-``[batch, num_classes]``. This package does not import torch; see ``models.torch_reference`` for the PyTorch executor.
+``[batch, num_classes]``. Only ``models.pretrained`` imports torch (to read a published checkpoint); see
+``models.torch_reference`` for the PyTorch executor.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import onnx
 
 from .classic import alexnet, lenet5
-from .efficientnet import efficientnet_b0
+from .efficientnet import efficientnet_b0, efficientnet_lite0
 from .mobilenet import mobilenet_v1, mobilenet_v2, mobilenet_v3_large, mobilenet_v3_small
 from .resnet import resnet18, resnet50
 
@@ -29,6 +30,7 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "mobilenet_v3_small": mobilenet_v3_small,
     "mobilenet_v3_large": mobilenet_v3_large,
     "efficientnet_b0": efficientnet_b0,
+    "efficientnet_lite0": efficientnet_lite0,
 }
 
 

@@ -36,6 +36,7 @@ PROBE_PIXELS = 131072  # probe batch = clip(PROBE_PIXELS // input_size^2, 2, PRO
 PROBE_BATCH_MAX = 64  # enough samples per channel for BatchNorms on 1x1 maps
 
 Dim = int | str
+Padding = int | tuple[int, int, int, int]   # one value for every side, or ONNX's (top, left, bottom, right)
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
@@ -153,32 +154,45 @@ def make_divisible(value: float, divisor: int = 8) -> int:
     return rounded + divisor if rounded < 0.9 * value else rounded
 
 
-def _window_out(size: Dim, kernel: int, stride: int, padding: int) -> int:
-    out = (int(size) + 2 * padding - kernel) // stride + 1
+def _sides(padding: Padding) -> tuple[int, int, int, int]:
+    return (padding,) * 4 if isinstance(padding, int) else tuple(padding)
+
+
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int, int, int]:
+    """TensorFlow's "SAME" padding of a square map: output ceil(size / stride), the odd pixel at the end."""
+    total = max((-(-size // stride) - 1) * stride + kernel - size, 0)
+    return (total // 2, total // 2, total - total // 2, total - total // 2)
+
+
+def _window_out(size: Dim, kernel: int, stride: int, begin: int, end: int) -> int:
+    out = (int(size) + begin + end - kernel) // stride + 1
     if out < 1:
         raise ValueError(f"input too small: a {kernel}x{kernel} window does not fit a {size}x{size} feature map")
     return out
 
 
 def _windowed(
-    x: Tensor, name: str, channels: int, kernel: int, stride: int, padding: int, probe: np.ndarray | None
+    x: Tensor, name: str, channels: int, kernel: int, stride: int, padding: Padding, probe: np.ndarray | None
 ) -> Tensor:
     """The output of a sliding-window op over ``x`` (its shape checked to be non-empty)."""
-    shape = (x.shape[0], channels, *(_window_out(s, kernel, stride, padding) for s in x.shape[2:]))
+    top, left, bottom, right = _sides(padding)
+    spatial = (_window_out(x.shape[2], kernel, stride, top, bottom), _window_out(x.shape[3], kernel, stride, left, right))
+    shape = (x.shape[0], channels, *spatial)
     return Tensor(name, shape, probe)
 
 
 # ---------------------------------------------------------------- numpy forward of the probe batch
 
 
-def _windows(x: np.ndarray, kernel: int, stride: int, padding: int, fill: float = 0.0) -> np.ndarray:
+def _windows(x: np.ndarray, kernel: int, stride: int, padding: Padding, fill: float = 0.0) -> np.ndarray:
     """[N, C, OH, OW, k, k] view of the (padded) sliding windows of ``x``."""
-    pad = ((0, 0), (0, 0), (padding, padding), (padding, padding))
+    top, left, bottom, right = _sides(padding)
+    pad = ((0, 0), (0, 0), (top, bottom), (left, right))
     x = np.pad(x, pad, constant_values=fill)
     return sliding_window_view(x, (kernel, kernel), axis=(2, 3))[:, :, ::stride, ::stride]
 
 
-def _conv_np(x: np.ndarray, weight: np.ndarray, stride: int, padding: int, groups: int) -> np.ndarray:
+def _conv_np(x: np.ndarray, weight: np.ndarray, stride: int, padding: Padding, groups: int) -> np.ndarray:
     out_channels, group_in, kernel, _ = weight.shape
     win = _windows(x, kernel, stride, padding)
     n, c, oh, ow = win.shape[:4]
@@ -199,12 +213,13 @@ def conv(
     channels: int,
     kernel: int,
     stride: int = 1,
-    padding: int | None = None,
+    padding: Padding | None = None,
     groups: int = 1,
     bias: bool = False,
     name: str = "conv",
 ) -> Tensor:
-    """``nn.Conv2d`` with a square kernel; padding defaults to ``(kernel - 1) // 2`` ("same" at stride 1)."""
+    """``nn.Conv2d`` with a square kernel; padding defaults to ``(kernel - 1) // 2`` ("same" at stride 1), and
+    may differ per side (TensorFlow's "SAME", see `same_padding`)."""
     padding = (kernel - 1) // 2 if padding is None else padding
     fan_out = channels // groups * kernel * kernel
     shape = (channels, x.channels // groups, kernel, kernel)
@@ -219,7 +234,7 @@ def conv(
             dilations=[1, 1],
             group=groups,
             kernel_shape=[kernel, kernel],
-            pads=[padding] * 4,
+            pads=list(_sides(padding)),
             strides=[stride, stride],
         )
     probe = None if x.probe is None else _conv_np(x.probe, weight, stride, padding, groups)

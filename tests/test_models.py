@@ -33,6 +33,7 @@ REFERENCE_PARAMETERS = {
     "mobilenet_v3_small": 2_542_856,
     "mobilenet_v3_large": 5_483_032,
     "efficientnet_b0": 5_288_548,
+    "efficientnet_lite0": 4_652_008,     # the published checkpoint's own count
 }
 
 EXPECTED_OPS = {
@@ -45,6 +46,7 @@ EXPECTED_OPS = {
     "mobilenet_v3_small": {"Conv", "BatchNormalization", "HardSigmoid", "Mul", "Relu", "Add", "Dropout"},
     "mobilenet_v3_large": {"Conv", "BatchNormalization", "HardSigmoid", "Mul", "Relu", "Add", "Dropout"},
     "efficientnet_b0": {"Conv", "BatchNormalization", "Sigmoid", "Mul", "Add", "GlobalAveragePool", "Dropout"},
+    "efficientnet_lite0": {"Conv", "BatchNormalization", "Clip", "Add", "GlobalAveragePool", "Dropout", "Gemm"},
 }
 
 
