@@ -1,7 +1,7 @@
 """`benchmark_lite`: time a `.ms` model or check its outputs, with MindSpore Lite's benchmark flags.
 
     benchmark_lite --modelFile=model.ms [--inDataFile=a.bin,b.bin] [--inputShapes=1,3,224,224:1,10]
-                   [--loopCount=10] [--warmUpLoopCount=3] [--numThreads=2] [--timeProfiling]
+                   [--loopCount=10] [--warmUpLoopCount=3] [--numThreads=2] [--timeProfiling] [--summary]
                    [--benchmarkDataFile=expected.out [--accuracyThreshold=0.5]]
 
 Inputs are raw little-endian files in each graph input's dtype and layout (one per input, in input order), or
@@ -58,6 +58,7 @@ FLAGS = (
     Flag("numThreads", "threads of the session", int, 2),
     Flag("inputShapes", "Resize the inputs first, e.g. 1,3,224,224:1,10 (one shape per input)"),
     Flag("timeProfiling", "print per-node and per-op-type time tables", bool, False),
+    Flag("summary", "print what the model holds (python -m lite.inspect) before running it", bool, False),
     Flag("enableFp16", "prefer float16 kernels (accepted; float32 is used)", bool, False),
     Flag("cpuBindMode", "0 NO_BIND, 1 HIGHER_CPU, 2 MID_CPU (accepted; threads are not pinned)", int, 1,
          ("0", "1", "2")),
@@ -266,6 +267,9 @@ def open_session(opts: SimpleNamespace) -> lite.LiteSession:
 def run(opts: SimpleNamespace) -> None:
     """Accuracy mode when `--benchmarkDataFile` is given, else performance mode (see the module doc)."""
     _check(opts)
+    if opts.summary:
+        from lite.inspect import format_summary, summarize
+        print(format_summary(summarize(lite.Model.Load(opts.modelFile), os.path.getsize(opts.modelFile))))
     session = open_session(opts)
     if opts.benchmarkDataFile:
         session.RunGraph()
