@@ -2,15 +2,21 @@
 from __future__ import annotations
 
 import contextlib
-from functools import lru_cache
+import sys
 from typing import Iterator
 
 from threadpoolctl import ThreadpoolController
 
+_scanned: tuple[int, ThreadpoolController] | None = None
 
-@lru_cache(maxsize=1)
+
 def _controller() -> ThreadpoolController:
-    return ThreadpoolController()   # scanning the loaded libraries is slow: do it once per process
+    """The BLAS libraries loaded in this process. Scanning them is slow, so the scan is redone only after new
+    modules were imported (one may have brought its own BLAS, as scipy does)."""
+    global _scanned
+    if _scanned is None or _scanned[0] != len(sys.modules):
+        _scanned = (len(sys.modules), ThreadpoolController())
+    return _scanned[1]
 
 
 @contextlib.contextmanager

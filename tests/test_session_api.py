@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,3 +165,22 @@ def test_model_load_maps_weights_without_copy(tmp_path, buf: bytes) -> None:
     session.CompileGraph(model)
     _feed(session)
     assert session.RunGraph() == lite.RET_OK
+
+
+def test_thread_num_also_bounds_a_blas_loaded_after_the_first_run() -> None:
+    import subprocess
+    import sys
+    code = ("import numpy as np, lite, models\n"
+            "from converter import convert\n"
+            "from threadpoolctl import threadpool_info\n"
+            "s = lite.LiteSession.CreateSession(convert(models.build('lenet5')), None, lite.Context(thread_num=1))\n"
+            "s.GetInputs()[0].set_data(np.zeros((1, 1, 32, 32), np.float32)); s.RunGraph()\n"
+            "import scipy.linalg  # brings its own OpenBLAS\n"
+            "seen = []\n"
+            "s.RunGraph(before=lambda i, o, p: seen.extend(\n"
+            "    t['num_threads'] for t in threadpool_info() if t['user_api'] == 'blas') or True)\n"
+            "print(sorted(set(seen)), len({t['filepath'] for t in threadpool_info() if t['user_api'] == 'blas'}))\n")
+    pytest.importorskip("scipy")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout.split()
+    assert out == ["[1]", "2"]
