@@ -91,6 +91,12 @@ class NearestRounding(object):
     CEIL = 3
 
 
+class WindowKind(object):
+    HANN = 0
+    HAMMING = 1
+    BLACKMAN = 2
+
+
 class Primitive(object):
     NONE = 0
     Activation = 1
@@ -177,6 +183,10 @@ class Primitive(object):
     Adam = 82
     Assign = 83
     NonMaxSuppression = 84
+    Window = 85
+    DFT = 86
+    STFT = 87
+    MelWeightMatrix = 88
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -350,6 +360,14 @@ def PrimitiveCreator(unionType, table):
         return AssignT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.NonMaxSuppression:
         return NonMaxSuppressionT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Window:
+        return WindowT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.DFT:
+        return DFTT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.STFT:
+        return STFTT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.MelWeightMatrix:
+        return MelWeightMatrixT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -8523,6 +8541,382 @@ class NonMaxSuppressionT(object):
         return nonMaxSuppression
 
 
+class Window(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Window()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsWindow(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def WindowBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Window
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Window
+    def Kind(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # Window
+    def Periodic(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+    # Window
+    def DataType(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 43
+
+def WindowStart(builder):
+    builder.StartObject(3)
+
+def WindowAddKind(builder, kind):
+    builder.PrependInt8Slot(0, kind, 0)
+
+def WindowAddPeriodic(builder, periodic):
+    builder.PrependBoolSlot(1, periodic, 1)
+
+def WindowAddDataType(builder, dataType):
+    builder.PrependInt32Slot(2, dataType, 43)
+
+def WindowEnd(builder):
+    return builder.EndObject()
+
+
+
+class WindowT(object):
+
+    # WindowT
+    def __init__(
+        self,
+        kind = 0,
+        periodic = True,
+        dataType = 43,
+    ):
+        self.kind = kind  # type: int
+        self.periodic = periodic  # type: bool
+        self.dataType = dataType  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        window = Window()
+        window.Init(buf, pos)
+        return cls.InitFromObj(window)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, window):
+        x = WindowT()
+        x._UnPack(window)
+        return x
+
+    # WindowT
+    def _UnPack(self, window):
+        if window is None:
+            return
+        self.kind = window.Kind()
+        self.periodic = window.Periodic()
+        self.dataType = window.DataType()
+
+    # WindowT
+    def Pack(self, builder):
+        WindowStart(builder)
+        WindowAddKind(builder, self.kind)
+        WindowAddPeriodic(builder, self.periodic)
+        WindowAddDataType(builder, self.dataType)
+        window = WindowEnd(builder)
+        return window
+
+
+class DFT(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = DFT()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsDFT(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def DFTBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # DFT
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # DFT
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -2
+
+    # DFT
+    def Inverse(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # DFT
+    def Onesided(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def DFTStart(builder):
+    builder.StartObject(3)
+
+def DFTAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, -2)
+
+def DFTAddInverse(builder, inverse):
+    builder.PrependBoolSlot(1, inverse, 0)
+
+def DFTAddOnesided(builder, onesided):
+    builder.PrependBoolSlot(2, onesided, 0)
+
+def DFTEnd(builder):
+    return builder.EndObject()
+
+
+
+class DFTT(object):
+
+    # DFTT
+    def __init__(
+        self,
+        axis = -2,
+        inverse = False,
+        onesided = False,
+    ):
+        self.axis = axis  # type: int
+        self.inverse = inverse  # type: bool
+        self.onesided = onesided  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        dft = DFT()
+        dft.Init(buf, pos)
+        return cls.InitFromObj(dft)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, dft):
+        x = DFTT()
+        x._UnPack(dft)
+        return x
+
+    # DFTT
+    def _UnPack(self, dft):
+        if dft is None:
+            return
+        self.axis = dft.Axis()
+        self.inverse = dft.Inverse()
+        self.onesided = dft.Onesided()
+
+    # DFTT
+    def Pack(self, builder):
+        DFTStart(builder)
+        DFTAddAxis(builder, self.axis)
+        DFTAddInverse(builder, self.inverse)
+        DFTAddOnesided(builder, self.onesided)
+        dft = DFTEnd(builder)
+        return dft
+
+
+class STFT(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = STFT()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSTFT(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def STFTBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # STFT
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # STFT
+    def Onesided(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+def STFTStart(builder):
+    builder.StartObject(1)
+
+def STFTAddOnesided(builder, onesided):
+    builder.PrependBoolSlot(0, onesided, 1)
+
+def STFTEnd(builder):
+    return builder.EndObject()
+
+
+
+class STFTT(object):
+
+    # STFTT
+    def __init__(
+        self,
+        onesided = True,
+    ):
+        self.onesided = onesided  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        stft = STFT()
+        stft.Init(buf, pos)
+        return cls.InitFromObj(stft)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, stft):
+        x = STFTT()
+        x._UnPack(stft)
+        return x
+
+    # STFTT
+    def _UnPack(self, stft):
+        if stft is None:
+            return
+        self.onesided = stft.Onesided()
+
+    # STFTT
+    def Pack(self, builder):
+        STFTStart(builder)
+        STFTAddOnesided(builder, self.onesided)
+        stft = STFTEnd(builder)
+        return stft
+
+
+class MelWeightMatrix(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = MelWeightMatrix()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsMelWeightMatrix(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def MelWeightMatrixBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # MelWeightMatrix
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # MelWeightMatrix
+    def DataType(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 43
+
+def MelWeightMatrixStart(builder):
+    builder.StartObject(1)
+
+def MelWeightMatrixAddDataType(builder, dataType):
+    builder.PrependInt32Slot(0, dataType, 43)
+
+def MelWeightMatrixEnd(builder):
+    return builder.EndObject()
+
+
+
+class MelWeightMatrixT(object):
+
+    # MelWeightMatrixT
+    def __init__(
+        self,
+        dataType = 43,
+    ):
+        self.dataType = dataType  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        melWeightMatrix = MelWeightMatrix()
+        melWeightMatrix.Init(buf, pos)
+        return cls.InitFromObj(melWeightMatrix)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, melWeightMatrix):
+        x = MelWeightMatrixT()
+        x._UnPack(melWeightMatrix)
+        return x
+
+    # MelWeightMatrixT
+    def _UnPack(self, melWeightMatrix):
+        if melWeightMatrix is None:
+            return
+        self.dataType = melWeightMatrix.DataType()
+
+    # MelWeightMatrixT
+    def Pack(self, builder):
+        MelWeightMatrixStart(builder)
+        MelWeightMatrixAddDataType(builder, self.dataType)
+        melWeightMatrix = MelWeightMatrixEnd(builder)
+        return melWeightMatrix
+
+
 class QuantParam(object):
     __slots__ = ['_tab']
 
@@ -9514,7 +9908,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

@@ -3,6 +3,7 @@ inputs frozen as initializers (for ops whose output shape depends on input value
 knows)."""
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
 from typing import Iterator
 
@@ -16,7 +17,9 @@ NodeCase = tuple[str, onnx.ModelProto, list[np.ndarray], list[np.ndarray]]
 
 @lru_cache(maxsize=1)
 def _all_cases() -> tuple:
-    return tuple(load_model_tests(kind="node"))
+    with warnings.catch_warnings():     # generating the cases computes some on purpose-overflowing values
+        warnings.simplefilter("ignore")
+        return tuple(load_model_tests(kind="node"))
 
 
 def node_cases(prefix: str) -> Iterator[NodeCase]:
@@ -27,10 +30,19 @@ def node_cases(prefix: str) -> Iterator[NodeCase]:
             yield case.name, case.model, list(inputs), list(outputs)
 
 
-def frozen(model: onnx.ModelProto, inputs: list[np.ndarray]) -> onnx.ModelProto:
-    """`model` with its graph inputs turned into initializers holding `inputs`."""
+def frozen(model: onnx.ModelProto, inputs: list[np.ndarray], keep: int = 0) -> onnx.ModelProto:
+    """`model` with its graph inputs after the first `keep` turned into initializers holding `inputs`."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
     graph = model.graph
-    graph.initializer.extend(numpy_helper.from_array(np.asarray(a), vi.name) for vi, a in zip(graph.input, inputs))
-    del graph.input[:]
+    graph.initializer.extend(numpy_helper.from_array(np.asarray(a), vi.name)
+                             for vi, a in list(zip(graph.input, inputs))[keep:])
+    del graph.input[keep:]
     return model
+
+
+def run_case(model: onnx.ModelProto, inputs: list[np.ndarray], keep: int = 0) -> list[np.ndarray]:
+    """Our outputs, in graph order, of `model` with all but its first `keep` inputs frozen as constants."""
+    from tests.util import run_lite, session_for
+    model = frozen(model, inputs, keep)
+    outputs = run_lite(session_for(model), {vi.name: a for vi, a in zip(model.graph.input, inputs)})
+    return [outputs[o.name] for o in model.graph.output]
