@@ -52,6 +52,7 @@ class PadMode(object):
 class PoolMode(object):
     MAX = 0
     AVG = 1
+    LP = 2
 
 
 class ReduceMode(object):
@@ -1626,8 +1627,22 @@ class Pooling(object):
             return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
         return 0
 
+    # Pooling
+    def P(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(36))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 2.0
+
+    # Pooling
+    def StorageOrder(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(38))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
 def PoolingStart(builder):
-    builder.StartObject(16)
+    builder.StartObject(18)
 
 def PoolingAddMode(builder, mode):
     builder.PrependInt8Slot(0, mode, 0)
@@ -1677,6 +1692,12 @@ def PoolingAddCountIncludePad(builder, countIncludePad):
 def PoolingAddActivation(builder, activation):
     builder.PrependInt8Slot(15, activation, 0)
 
+def PoolingAddP(builder, p):
+    builder.PrependFloat32Slot(16, p, 2.0)
+
+def PoolingAddStorageOrder(builder, storageOrder):
+    builder.PrependInt32Slot(17, storageOrder, 0)
+
 def PoolingEnd(builder):
     return builder.EndObject()
 
@@ -1703,6 +1724,8 @@ class PoolingT(object):
         ceilMode = False,
         countIncludePad = False,
         activation = 0,
+        p = 2.0,
+        storageOrder = 0,
     ):
         self.mode = mode  # type: int
         self.globalPool = globalPool  # type: bool
@@ -1720,6 +1743,8 @@ class PoolingT(object):
         self.ceilMode = ceilMode  # type: bool
         self.countIncludePad = countIncludePad  # type: bool
         self.activation = activation  # type: int
+        self.p = p  # type: float
+        self.storageOrder = storageOrder  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -1758,6 +1783,8 @@ class PoolingT(object):
         self.ceilMode = pooling.CeilMode()
         self.countIncludePad = pooling.CountIncludePad()
         self.activation = pooling.Activation()
+        self.p = pooling.P()
+        self.storageOrder = pooling.StorageOrder()
 
     # PoolingT
     def Pack(self, builder):
@@ -1778,6 +1805,8 @@ class PoolingT(object):
         PoolingAddCeilMode(builder, self.ceilMode)
         PoolingAddCountIncludePad(builder, self.countIncludePad)
         PoolingAddActivation(builder, self.activation)
+        PoolingAddP(builder, self.p)
+        PoolingAddStorageOrder(builder, self.storageOrder)
         pooling = PoolingEnd(builder)
         return pooling
 

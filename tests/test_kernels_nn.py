@@ -109,9 +109,31 @@ def test_conv_same_padding_is_recomputed_after_resize() -> None:
                                atol=1e-5)
 
 
-def test_conv3d_is_refused() -> None:
-    model = node_model("Conv", {"x": _array((1, 2, 4, 4, 4))}, {"w": _array((2, 2, 3, 3, 3))}, ["x", "w"])
-    refused(model, "rank 5")
+CONV_3D_CASES = {
+    "pads": ((1, 3, 6, 7, 5), (4, 3, 3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1])),
+    "strides_dilations": ((2, 2, 9, 8, 8), (3, 2, 3, 2, 3), dict(strides=[2, 1, 2], dilations=[2, 2, 1],
+                                                                  pads=[2, 0, 1, 1, 1, 0])),
+    "groups": ((1, 4, 5, 6, 6), (6, 2, 2, 3, 3), dict(group=2, pads=[0, 1, 1, 1, 1, 1])),
+    "depthwise": ((1, 4, 5, 6, 6), (4, 1, 3, 3, 3), dict(group=4, pads=[1, 1, 1, 1, 1, 1])),
+    "same_upper": ((1, 2, 7, 6, 5), (3, 2, 3, 3, 2), dict(strides=[2, 2, 2], auto_pad="SAME_UPPER")),
+}
+
+
+@pytest.mark.parametrize("case", CONV_3D_CASES)
+def test_conv_3d(case: str) -> None:
+    x, w, attrs = CONV_3D_CASES[case]
+    check("Conv", x, {"w": _array(w), "b": _array(w[:1])}, **attrs)
+
+
+def test_conv_3d_weight_fed_at_run_time_and_dynamic_batch() -> None:
+    feeds = {"x": _array((1, 2, 5, 5, 5)), "w": _array((3, 2, 3, 3, 3))}
+    model = node_model("Conv", feeds, {}, ["x", "w"], pads=[1, 1, 1, 1, 1, 1])
+    session = session_for(model)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"
+    for batch in (1, 3):
+        feeds["x"] = _array((batch, 2, 5, 5, 5))
+        np.testing.assert_allclose(run_lite(session, feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4,
+                                   atol=1e-4)
 
 
 # ---- ConvTranspose -------------------------------------------------------------------------------------------
@@ -126,6 +148,22 @@ CONV_TRANSPOSE_CASES = {
     "same_lower": ((1, 2, 4, 5), (2, 3, 4, 4), dict(strides=[2, 2], auto_pad="SAME_LOWER")),
     "conv1d": ((1, 2, 6), (2, 3, 3), dict(strides=[2], pads=[1, 0])),
 }
+
+
+CONV_TRANSPOSE_3D_CASES = {
+    "plain": ((1, 2, 3, 4, 4), (2, 3, 3, 3, 3), {}),
+    "strides_pads_output_padding": ((2, 2, 4, 3, 5), (2, 2, 3, 3, 2), dict(strides=[2, 2, 3], pads=[1, 0, 1, 0, 1, 0],
+                                                                             output_padding=[1, 0, 2])),
+    "dilations_group": ((1, 4, 3, 3, 3), (4, 2, 2, 3, 2), dict(group=2, dilations=[2, 1, 2])),
+    "output_shape": ((1, 2, 3, 4, 4), (2, 3, 3, 3, 3), dict(strides=[2, 2, 2], output_shape=[7, 8, 9])),
+    "same_lower": ((1, 2, 3, 4, 5), (2, 3, 3, 3, 3), dict(strides=[2, 1, 2], auto_pad="SAME_LOWER")),
+}
+
+
+@pytest.mark.parametrize("case", CONV_TRANSPOSE_3D_CASES)
+def test_conv_transpose_3d(case: str) -> None:
+    x, w, attrs = CONV_TRANSPOSE_3D_CASES[case]
+    check("ConvTranspose", x, {"w": _array(w), "b": _array((w[1] * attrs.get("group", 1),))}, **attrs)
 
 
 @pytest.mark.parametrize("case", CONV_TRANSPOSE_CASES)
@@ -246,10 +284,66 @@ def test_max_pool_1d() -> None:
     check("MaxPool", (2, 3, 10), kernel_shape=[3], strides=[2], pads=[1, 1])
 
 
-def test_max_pool_indices_output_is_refused() -> None:
-    model = node_model("MaxPool", {"x": _array((1, 1, 4, 4))}, {}, ["x"], outputs=("y", "indices"),
-                       kernel_shape=[2, 2])
-    refused(model, "Indices output 'indices'")
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("case", ["strides_pads", "asymmetric", "ceil_pads", "same_lower"])
+def test_max_pool_indices_output(case: str, storage_order: int) -> None:
+    feeds = {"x": np.round(_array((2, 3, 9, 8)) * 2) / 2}         # ties: the first tap in H, W order wins
+    model = node_model("MaxPool", feeds, {}, ["x"], 12, outputs=("y", "indices"), storage_order=storage_order,
+                       **POOL_CASES[case])
+    model.graph.output[1].type.tensor_type.elem_type = onnx.TensorProto.INT64
+    assert_matches_ort(model, feeds, rtol=0, atol=0)
+
+
+def test_max_pool_1d_indices_output() -> None:
+    feeds = {"x": _array((2, 3, 11))}
+    model = node_model("MaxPool", feeds, {}, ["x"], outputs=("y", "indices"), kernel_shape=[3], strides=[2],
+                       pads=[1, 0])
+    model.graph.output[1].type.tensor_type.elem_type = onnx.TensorProto.INT64
+    assert_matches_ort(model, feeds, rtol=0, atol=0)
+
+
+def test_max_pool_3d_indices_output_is_refused() -> None:
+    model = node_model("MaxPool", {"x": _array((1, 1, 4, 4, 4))}, {}, ["x"], outputs=("y", "indices"),
+                       kernel_shape=[2, 2, 2])
+    refused(model, "Indices output of 3-D max pooling")
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("case", ["plain", "strides_pads", "asymmetric", "same_upper"])
+def test_lp_pool(case: str, p: int) -> None:
+    check("LpPool", (2, 3, 9, 8), opset=18, p=p, **POOL_CASES[case])
+
+
+def test_lp_pool_1d_dilated() -> None:
+    check("LpPool", (2, 3, 12), opset=18, p=2, kernel_shape=[3], dilations=[2], pads=[1, 2])
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("x_shape", [(2, 5, 4, 3), (2, 5, 7), (1, 3, 3, 4, 5)])
+def test_global_lp_pool(x_shape: tuple[int, ...], p: int) -> None:
+    check("GlobalLpPool", x_shape, p=p)
+
+
+POOL_3D_CASES = {
+    "plain": dict(kernel_shape=[2, 3, 2]),
+    "strides_pads": dict(kernel_shape=[3, 3, 2], strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 0]),
+    "dilations_ceil": dict(kernel_shape=[2, 2, 2], dilations=[2, 1, 2], strides=[2, 2, 1], ceil_mode=1),
+    "same_upper": dict(kernel_shape=[3, 2, 3], strides=[2, 2, 2], auto_pad="SAME_UPPER"),
+}
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+@pytest.mark.parametrize("case", POOL_3D_CASES)
+def test_pool_3d(case: str, op: str) -> None:
+    attrs = dict(POOL_3D_CASES[case], **({"count_include_pad": 1} if op == "AveragePool" else {}))
+    if op == "LpPool" and "ceil_mode" in attrs:
+        attrs.pop("ceil_mode")                              # onnxruntime's LpPool has no ceil mode
+    check(op, (2, 3, 7, 6, 5), opset=19, **attrs)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pool_3d(op: str) -> None:
+    check(op, (2, 3, 4, 5, 3))
 
 
 @pytest.mark.parametrize("count_include_pad", [0, 1])

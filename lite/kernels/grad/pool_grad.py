@@ -39,6 +39,8 @@ class PoolingGradKernel(Kernel):
             raise self.error(f"needs a 4-D NHWC input, got rank {x.rank}")
         if a.activation != fb.ActivationType.NO_ACTIVATION:
             raise self.error("pooling with a fused activation has no gradient kernel", NotSupportedError)
+        if a.mode not in (fb.PoolMode.MAX, fb.PoolMode.AVG):
+            raise self.error("only max and average pooling have a gradient kernel", NotSupportedError)
         self.average = a.mode == fb.PoolMode.AVG
         n, h, w, c = x.shape
         self.out_shape = (n, 1, 1, c)

@@ -16,6 +16,7 @@ from lite.kernels._conv_math import PadCopy, Window, axis_taps, padded_shape
 from lite.kernels.int8.common import fused_bounds, input_quant, output_quant
 from lite.kernels.int8.requantize import Requantizer, same_params
 from lite.kernels.pooling import lowest, pool_taps, pooling_windows
+from lite.status import NotSupportedError
 from schema import fb
 
 I32 = np.dtype(np.int32)
@@ -40,6 +41,8 @@ class PoolingInt8Kernel(Kernel):
         x, a = inputs[0], self.attrs
         if x.rank != 4:
             raise self.error(f"needs a 4-D NHWC input, got rank {x.rank}")
+        if a.mode not in (fb.PoolMode.MAX, fb.PoolMode.AVG) or len(self.node.outputs) != 1:
+            raise self.error("int8 pooling is max or average with one output", NotSupportedError)
         qx, qy = input_quant(self, x), output_quant(self, x.dtype)
         self.x, self.zp_x = x, qx.zero_point
         self.average = a.mode == fb.PoolMode.AVG

@@ -2,8 +2,9 @@
 
 Spatial ops (Conv, ConvTranspose, pooling, LRN) run on NHWC inside the graph: the rules wrap them in layout
 transposes (`ctx.nhwc_op`) that the to_nhwc pass later cancels between neighbours. 1-D variants ([N, C, L]) run
-as 2-D ops with H = 1; 3-D variants are refused. Weights are re-laid out with a Transpose node, which folds to a
-constant at import when the weight is constant (and runs in the graph when it is a graph input).
+as 2-D ops with H = 1; 3-D Conv, ConvTranspose and pooling are built from the 2-D ops (`volumetric`). Weights
+are re-laid out with a Transpose node, which folds to a constant at import when the weight is constant (and runs
+in the graph when it is a graph input).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from converter.frontends.onnx.registry import ImportContext, onnx_op
+from converter.frontends.onnx.rules import volumetric
 from schema import fb
 
 _PAD_MODES = {"NOTSET": fb.PadMode.PAD, "SAME_UPPER": fb.PadMode.SAME_UPPER,
@@ -63,15 +65,21 @@ def _lift(ctx: ImportContext, name: str, spatial: int) -> str:
     return ctx.emit1("Unsqueeze", [name, _h_axis(ctx)]) if spatial == 1 else name
 
 
-def _emit_spatial(ctx: ImportContext, op: str, x: str, params: list[str], **attrs: Any) -> None:
-    """Emit NHWC `op` on ONNX NC(H)W input `x`, writing the node's first output in x's layout and rank."""
+def _emit_spatial(ctx: ImportContext, op: str, x: str, params: list[str], outputs: list[str] | None = None,
+                  **attrs: Any) -> None:
+    """Emit NHWC `op` on ONNX NC(H)W input `x`, writing `outputs` (default: the node's first output) in x's
+    layout and rank."""
     spatial = _spatial_dims(ctx, x)
-    out = ctx.outputs[0]
-    if spatial == 2:
-        ctx.nhwc_op(op, x, params, out, **attrs)
+    outputs = outputs or ctx.outputs[:1]
+    if spatial == 2 and len(outputs) == 1:
+        ctx.nhwc_op(op, x, params, outputs[0], **attrs)
         return
-    y = ctx.nhwc_op(op, _lift(ctx, x, spatial), params, None, **attrs)
-    ctx.emit("Squeeze", [y, _h_axis(ctx)], [out])
+    ys = ctx.emit(op, [ctx.to_nhwc(_lift(ctx, x, spatial)), *params], len(outputs), **attrs)
+    for y, out in zip(ys, outputs):
+        if spatial == 2:
+            ctx.to_nchw(y, out)
+        else:
+            ctx.emit("Squeeze", [ctx.to_nchw(y), _h_axis(ctx)], [out])
 
 
 def _kernel_shape(ctx: ImportContext, weight: str, spatial: int) -> tuple[int, int]:
@@ -96,9 +104,12 @@ def _checked_group(ctx: ImportContext) -> int:
 @onnx_op("Conv")
 def conv(ctx: ImportContext) -> None:
     x, w, b = ctx.input(0), ctx.input(1), ctx.input(2)
+    group = _checked_group(ctx)
+    if ctx.value(x).rank == 5:
+        volumetric.conv_3d(ctx, group)
+        return
     spatial = _spatial_dims(ctx, x)
     out_c, in_per_group = ctx.value(w).shape[:2]
-    group = _checked_group(ctx)
     attrs = _window_attrs(ctx, spatial, _kernel_shape(ctx, w, spatial))
     params = [_weight(ctx, w, spatial)] + ([b] if b else [])
     _emit_spatial(ctx, "Conv2D", x, params, group=group, in_channel=max(in_per_group, 0) * group,
@@ -108,9 +119,12 @@ def conv(ctx: ImportContext) -> None:
 @onnx_op("ConvTranspose")
 def conv_transpose(ctx: ImportContext) -> None:
     x, w, b = ctx.input(0), ctx.input(1), ctx.input(2)
+    group = _checked_group(ctx)
+    if ctx.value(x).rank == 5:
+        volumetric.conv_transpose_3d(ctx, group)
+        return
     spatial = _spatial_dims(ctx, x)
     in_c, out_per_group = ctx.value(w).shape[:2]
-    group = _checked_group(ctx)
     attrs = _window_attrs(ctx, spatial, _kernel_shape(ctx, w, spatial))
     output_pad = _hw(ctx, "output_padding", ctx.attr("output_padding", [0] * spatial), spatial, 0)
     output_shape = list(ctx.attr("output_shape", []))
@@ -214,23 +228,32 @@ def lrn(ctx: ImportContext) -> None:
                   beta=float(ctx.attr("beta", 0.75)), bias=float(ctx.attr("bias", 1.0)))
 
 
-# ---- pooling --------------------------------------------------------------------------------------------------
-def _pool(ctx: ImportContext, mode: int) -> None:
+# ---- pooling ----------------------------------------------------------------------------------------------------
+def _pool_attrs(ctx: ImportContext) -> dict[str, Any]:
+    return dict(ceil_mode=bool(ctx.attr("ceil_mode", 0)), count_include_pad=bool(ctx.attr("count_include_pad", 0)))
+
+
+def _pool(ctx: ImportContext, mode: int, outputs: list[str] | None = None, **extra: Any) -> None:
     x = ctx.input(0)
-    spatial = _spatial_dims(ctx, x)
     kernel = ctx.attr("kernel_shape")
     if kernel is None:
         raise ctx.error("attribute 'kernel_shape' is required")
+    if ctx.value(x).rank == 5:
+        volumetric.pool_3d(ctx, x, [int(k) for k in kernel], mode=mode, **_pool_attrs(ctx), **extra)
+        return
+    spatial = _spatial_dims(ctx, x)
     attrs = _window_attrs(ctx, spatial, _hw(ctx, "kernel_shape", kernel, spatial, 1))
-    _emit_spatial(ctx, "Pooling", x, [], mode=mode, ceil_mode=bool(ctx.attr("ceil_mode", 0)),
-                  count_include_pad=bool(ctx.attr("count_include_pad", 0)), **attrs)
+    _emit_spatial(ctx, "Pooling", x, [], outputs, mode=mode, **_pool_attrs(ctx), **extra, **attrs)
 
 
 @onnx_op("MaxPool")
 def max_pool(ctx: ImportContext) -> None:
-    if len(ctx.outputs) > 1 and ctx.outputs[1]:
-        raise ctx.error(f"the Indices output '{ctx.outputs[1]}' is not supported")
-    _pool(ctx, fb.PoolMode.MAX)
+    """The optional Indices output (opset 8+) is each maximum's index in the flattened NCHW input."""
+    indices = len(ctx.outputs) > 1 and bool(ctx.outputs[1])
+    if indices and ctx.value(ctx.input(0)).rank == 5:
+        raise ctx.error("the Indices output of 3-D max pooling is not supported")
+    _pool(ctx, fb.PoolMode.MAX, ctx.outputs[:2] if indices else None,
+          storage_order=int(ctx.attr("storage_order", 0)))
 
 
 @onnx_op("AveragePool")
@@ -238,14 +261,36 @@ def average_pool(ctx: ImportContext) -> None:
     _pool(ctx, fb.PoolMode.AVG)
 
 
+@onnx_op("LpPool")
+def lp_pool(ctx: ImportContext) -> None:
+    """Opset 1 has a float p, later opsets an int one (default 2); padding counts as zero."""
+    _pool(ctx, fb.PoolMode.LP, p=float(ctx.attr("p", 2)))
+
+
+def _global_pool(ctx: ImportContext, mode: int, **extra: Any) -> None:
+    x = ctx.input(0)
+    if ctx.value(x).rank == 5:      # pool all of D, H, W: the same op on [N, C, D, H*W]
+        n, c, d, h, w = ctx.value(x).shape
+        x = ctx.emit1("Reshape", [x, ctx.add_const(np.array([0, c, d, h * w], np.int64), "planes")])
+        y = ctx.nhwc_op("Pooling", x, [], None, mode=mode, global_pool=True, **extra)
+        ctx.emit("Unsqueeze", [y, ctx.add_const(np.array([4], np.int64), "w_axis")], ctx.outputs[:1])
+        return
+    _emit_spatial(ctx, "Pooling", x, [], mode=mode, global_pool=True, **extra)
+
+
 @onnx_op("GlobalMaxPool")
 def global_max_pool(ctx: ImportContext) -> None:
-    _emit_spatial(ctx, "Pooling", ctx.input(0), [], mode=fb.PoolMode.MAX, global_pool=True)
+    _global_pool(ctx, fb.PoolMode.MAX)
 
 
 @onnx_op("GlobalAveragePool")
 def global_average_pool(ctx: ImportContext) -> None:
-    _emit_spatial(ctx, "Pooling", ctx.input(0), [], mode=fb.PoolMode.AVG, global_pool=True)
+    _global_pool(ctx, fb.PoolMode.AVG)
+
+
+@onnx_op("GlobalLpPool")
+def global_lp_pool(ctx: ImportContext) -> None:
+    _global_pool(ctx, fb.PoolMode.LP, p=float(ctx.attr("p", 2)))
 
 
 # ---- softmax --------------------------------------------------------------------------------------------------
