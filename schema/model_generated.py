@@ -188,6 +188,9 @@ class Primitive(object):
     DFT = 86
     STFT = 87
     MelWeightMatrix = 88
+    GridSample = 89
+    AffineGrid = 90
+    GridSampleGrad = 91
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -369,6 +372,12 @@ def PrimitiveCreator(unionType, table):
         return STFTT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.MelWeightMatrix:
         return MelWeightMatrixT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.GridSample:
+        return GridSampleT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.AffineGrid:
+        return AffineGridT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.GridSampleGrad:
+        return GridSampleGradT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -8490,6 +8499,114 @@ class AssignT(object):
         return assign
 
 
+class GridSampleGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = GridSampleGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsGridSampleGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def GridSampleGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # GridSampleGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # GridSampleGrad
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 1
+
+    # GridSampleGrad
+    def PaddingMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # GridSampleGrad
+    def AlignCorners(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def GridSampleGradStart(builder):
+    builder.StartObject(3)
+
+def GridSampleGradAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 1)
+
+def GridSampleGradAddPaddingMode(builder, paddingMode):
+    builder.PrependInt8Slot(1, paddingMode, 0)
+
+def GridSampleGradAddAlignCorners(builder, alignCorners):
+    builder.PrependBoolSlot(2, alignCorners, 0)
+
+def GridSampleGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class GridSampleGradT(object):
+
+    # GridSampleGradT
+    def __init__(
+        self,
+        mode = 1,
+        paddingMode = 0,
+        alignCorners = False,
+    ):
+        self.mode = mode  # type: int
+        self.paddingMode = paddingMode  # type: int
+        self.alignCorners = alignCorners  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        gridSampleGrad = GridSampleGrad()
+        gridSampleGrad.Init(buf, pos)
+        return cls.InitFromObj(gridSampleGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, gridSampleGrad):
+        x = GridSampleGradT()
+        x._UnPack(gridSampleGrad)
+        return x
+
+    # GridSampleGradT
+    def _UnPack(self, gridSampleGrad):
+        if gridSampleGrad is None:
+            return
+        self.mode = gridSampleGrad.Mode()
+        self.paddingMode = gridSampleGrad.PaddingMode()
+        self.alignCorners = gridSampleGrad.AlignCorners()
+
+    # GridSampleGradT
+    def Pack(self, builder):
+        GridSampleGradStart(builder)
+        GridSampleGradAddMode(builder, self.mode)
+        GridSampleGradAddPaddingMode(builder, self.paddingMode)
+        GridSampleGradAddAlignCorners(builder, self.alignCorners)
+        gridSampleGrad = GridSampleGradEnd(builder)
+        return gridSampleGrad
+
+
 class NonMaxSuppression(object):
     __slots__ = ['_tab']
 
@@ -8568,6 +8685,194 @@ class NonMaxSuppressionT(object):
         NonMaxSuppressionAddCenterPointBox(builder, self.centerPointBox)
         nonMaxSuppression = NonMaxSuppressionEnd(builder)
         return nonMaxSuppression
+
+
+class GridSample(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = GridSample()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsGridSample(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def GridSampleBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # GridSample
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # GridSample
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 1
+
+    # GridSample
+    def PaddingMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # GridSample
+    def AlignCorners(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def GridSampleStart(builder):
+    builder.StartObject(3)
+
+def GridSampleAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 1)
+
+def GridSampleAddPaddingMode(builder, paddingMode):
+    builder.PrependInt8Slot(1, paddingMode, 0)
+
+def GridSampleAddAlignCorners(builder, alignCorners):
+    builder.PrependBoolSlot(2, alignCorners, 0)
+
+def GridSampleEnd(builder):
+    return builder.EndObject()
+
+
+
+class GridSampleT(object):
+
+    # GridSampleT
+    def __init__(
+        self,
+        mode = 1,
+        paddingMode = 0,
+        alignCorners = False,
+    ):
+        self.mode = mode  # type: int
+        self.paddingMode = paddingMode  # type: int
+        self.alignCorners = alignCorners  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        gridSample = GridSample()
+        gridSample.Init(buf, pos)
+        return cls.InitFromObj(gridSample)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, gridSample):
+        x = GridSampleT()
+        x._UnPack(gridSample)
+        return x
+
+    # GridSampleT
+    def _UnPack(self, gridSample):
+        if gridSample is None:
+            return
+        self.mode = gridSample.Mode()
+        self.paddingMode = gridSample.PaddingMode()
+        self.alignCorners = gridSample.AlignCorners()
+
+    # GridSampleT
+    def Pack(self, builder):
+        GridSampleStart(builder)
+        GridSampleAddMode(builder, self.mode)
+        GridSampleAddPaddingMode(builder, self.paddingMode)
+        GridSampleAddAlignCorners(builder, self.alignCorners)
+        gridSample = GridSampleEnd(builder)
+        return gridSample
+
+
+class AffineGrid(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = AffineGrid()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsAffineGrid(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def AffineGridBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # AffineGrid
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # AffineGrid
+    def AlignCorners(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def AffineGridStart(builder):
+    builder.StartObject(1)
+
+def AffineGridAddAlignCorners(builder, alignCorners):
+    builder.PrependBoolSlot(0, alignCorners, 0)
+
+def AffineGridEnd(builder):
+    return builder.EndObject()
+
+
+
+class AffineGridT(object):
+
+    # AffineGridT
+    def __init__(
+        self,
+        alignCorners = False,
+    ):
+        self.alignCorners = alignCorners  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        affineGrid = AffineGrid()
+        affineGrid.Init(buf, pos)
+        return cls.InitFromObj(affineGrid)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, affineGrid):
+        x = AffineGridT()
+        x._UnPack(affineGrid)
+        return x
+
+    # AffineGridT
+    def _UnPack(self, affineGrid):
+        if affineGrid is None:
+            return
+        self.alignCorners = affineGrid.AlignCorners()
+
+    # AffineGridT
+    def Pack(self, builder):
+        AffineGridStart(builder)
+        AffineGridAddAlignCorners(builder, self.alignCorners)
+        affineGrid = AffineGridEnd(builder)
+        return affineGrid
 
 
 class Window(object):
@@ -9937,7 +10242,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

@@ -9,7 +9,7 @@ from onnx.reference import ReferenceEvaluator
 
 import lite
 from converter import convert
-from tests.node_cases import frozen, node_cases
+from tests.node_cases import frozen, node_cases, run_case
 from tests.util import run_lite, run_ort, session_for
 
 RNG = np.random.default_rng(99)
@@ -89,3 +89,62 @@ def test_nms_mismatched_scores_name_the_node() -> None:
     model = _nms_model(_random_boxes(1, 4, False), RNG.random((1, 1, 5)).astype(np.float32), 2, 0.5, None)
     with pytest.raises(lite.InferShapeError, match="nms.*scores must be"):
         convert(model)
+
+
+# ---- GridSample, AffineGrid ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("prefix,keep", [("gridsample", 2), ("affine_grid", 1)])
+def test_grid_official_cases(prefix: str, keep: int) -> None:
+    for name, model, inputs, expected in node_cases(prefix):
+        if not name.endswith("_expanded"):
+            np.testing.assert_allclose(run_case(model, inputs, keep)[0], expected[0], rtol=1e-3, atol=1e-4,
+                                       err_msg=name)
+
+
+def _grid_model(x: np.ndarray, grid: np.ndarray, opset: int, **attrs) -> onnx.ModelProto:
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], name="grid_sample", **attrs)
+    inputs = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, a.shape) for n, a in (("x", x), ("grid", grid))]
+    graph = helper.make_graph([node], "gs", inputs, [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_grid_sample_matches_onnxruntime(mode: str, padding: str, align: int) -> None:
+    feeds = {"x": RNG.standard_normal((2, 3, 5, 6)).astype(np.float32),
+             "grid": RNG.uniform(-1.4, 1.4, (2, 4, 7, 2)).astype(np.float32)}
+    model = _grid_model(feeds["x"], feeds["grid"], 16, mode=mode, padding_mode=padding, align_corners=align)
+    np.testing.assert_allclose(run_lite(session_for(model), feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_grid_sample_3d_matches_onnxruntime(mode: str, padding: str) -> None:
+    feeds = {"x": RNG.standard_normal((1, 2, 4, 5, 3)).astype(np.float32),
+             "grid": RNG.uniform(-1.2, 1.2, (1, 3, 2, 4, 3)).astype(np.float32)}
+    model = _grid_model(feeds["x"], feeds["grid"], 20, mode=mode, padding_mode=padding)
+    np.testing.assert_allclose(run_lite(session_for(model), feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_grid_sample_unknown_mode_is_an_attribute_error() -> None:
+    x, grid = np.zeros((1, 1, 2, 2), np.float32), np.zeros((1, 1, 1, 2), np.float32)
+    with pytest.raises(lite.InvalidOpAttrError, match="grid_sample.*mode 'area'"):
+        convert(_grid_model(x, grid, 16, mode="area"))
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("size", [[2, 3, 5, 6], [2, 3, 4, 5, 6]])
+def test_affine_grid_matches_onnxruntime(size: list[int], align: int) -> None:
+    rank = len(size) - 2
+    theta = RNG.standard_normal((2, rank, rank + 1)).astype(np.float32)
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)
+    graph = helper.make_graph([node], "ag", [helper.make_tensor_value_info("theta", onnx.TensorProto.FLOAT,
+                                                                           theta.shape)],
+                              [helper.make_tensor_value_info("grid", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(size, np.int64), "size")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    feeds = {"theta": theta}
+    np.testing.assert_allclose(run_lite(session_for(model), feeds)["grid"], run_ort(model, feeds)["grid"],
+                               rtol=1e-5, atol=1e-6)
