@@ -191,6 +191,8 @@ class Primitive(object):
     GridSample = 89
     AffineGrid = 90
     GridSampleGrad = 91
+    RoiAlign = 92
+    MaxRoiPool = 93
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -378,6 +380,10 @@ def PrimitiveCreator(unionType, table):
         return AffineGridT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.GridSampleGrad:
         return GridSampleGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.RoiAlign:
+        return RoiAlignT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.MaxRoiPool:
+        return MaxRoiPoolT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -8795,6 +8801,264 @@ class GridSampleT(object):
         return gridSample
 
 
+class RoiAlign(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = RoiAlign()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsRoiAlign(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def RoiAlignBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # RoiAlign
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # RoiAlign
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 1
+
+    # RoiAlign
+    def OutputHeight(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # RoiAlign
+    def OutputWidth(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # RoiAlign
+    def SamplingRatio(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # RoiAlign
+    def SpatialScale(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1.0
+
+    # RoiAlign
+    def HalfPixel(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+def RoiAlignStart(builder):
+    builder.StartObject(6)
+
+def RoiAlignAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 1)
+
+def RoiAlignAddOutputHeight(builder, outputHeight):
+    builder.PrependInt32Slot(1, outputHeight, 1)
+
+def RoiAlignAddOutputWidth(builder, outputWidth):
+    builder.PrependInt32Slot(2, outputWidth, 1)
+
+def RoiAlignAddSamplingRatio(builder, samplingRatio):
+    builder.PrependInt32Slot(3, samplingRatio, 0)
+
+def RoiAlignAddSpatialScale(builder, spatialScale):
+    builder.PrependFloat32Slot(4, spatialScale, 1.0)
+
+def RoiAlignAddHalfPixel(builder, halfPixel):
+    builder.PrependBoolSlot(5, halfPixel, 1)
+
+def RoiAlignEnd(builder):
+    return builder.EndObject()
+
+
+
+class RoiAlignT(object):
+
+    # RoiAlignT
+    def __init__(
+        self,
+        mode = 1,
+        outputHeight = 1,
+        outputWidth = 1,
+        samplingRatio = 0,
+        spatialScale = 1.0,
+        halfPixel = True,
+    ):
+        self.mode = mode  # type: int
+        self.outputHeight = outputHeight  # type: int
+        self.outputWidth = outputWidth  # type: int
+        self.samplingRatio = samplingRatio  # type: int
+        self.spatialScale = spatialScale  # type: float
+        self.halfPixel = halfPixel  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        roiAlign = RoiAlign()
+        roiAlign.Init(buf, pos)
+        return cls.InitFromObj(roiAlign)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, roiAlign):
+        x = RoiAlignT()
+        x._UnPack(roiAlign)
+        return x
+
+    # RoiAlignT
+    def _UnPack(self, roiAlign):
+        if roiAlign is None:
+            return
+        self.mode = roiAlign.Mode()
+        self.outputHeight = roiAlign.OutputHeight()
+        self.outputWidth = roiAlign.OutputWidth()
+        self.samplingRatio = roiAlign.SamplingRatio()
+        self.spatialScale = roiAlign.SpatialScale()
+        self.halfPixel = roiAlign.HalfPixel()
+
+    # RoiAlignT
+    def Pack(self, builder):
+        RoiAlignStart(builder)
+        RoiAlignAddMode(builder, self.mode)
+        RoiAlignAddOutputHeight(builder, self.outputHeight)
+        RoiAlignAddOutputWidth(builder, self.outputWidth)
+        RoiAlignAddSamplingRatio(builder, self.samplingRatio)
+        RoiAlignAddSpatialScale(builder, self.spatialScale)
+        RoiAlignAddHalfPixel(builder, self.halfPixel)
+        roiAlign = RoiAlignEnd(builder)
+        return roiAlign
+
+
+class MaxRoiPool(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = MaxRoiPool()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsMaxRoiPool(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def MaxRoiPoolBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # MaxRoiPool
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # MaxRoiPool
+    def PooledH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # MaxRoiPool
+    def PooledW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # MaxRoiPool
+    def SpatialScale(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1.0
+
+def MaxRoiPoolStart(builder):
+    builder.StartObject(3)
+
+def MaxRoiPoolAddPooledH(builder, pooledH):
+    builder.PrependInt32Slot(0, pooledH, 1)
+
+def MaxRoiPoolAddPooledW(builder, pooledW):
+    builder.PrependInt32Slot(1, pooledW, 1)
+
+def MaxRoiPoolAddSpatialScale(builder, spatialScale):
+    builder.PrependFloat32Slot(2, spatialScale, 1.0)
+
+def MaxRoiPoolEnd(builder):
+    return builder.EndObject()
+
+
+
+class MaxRoiPoolT(object):
+
+    # MaxRoiPoolT
+    def __init__(
+        self,
+        pooledH = 1,
+        pooledW = 1,
+        spatialScale = 1.0,
+    ):
+        self.pooledH = pooledH  # type: int
+        self.pooledW = pooledW  # type: int
+        self.spatialScale = spatialScale  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        maxRoiPool = MaxRoiPool()
+        maxRoiPool.Init(buf, pos)
+        return cls.InitFromObj(maxRoiPool)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, maxRoiPool):
+        x = MaxRoiPoolT()
+        x._UnPack(maxRoiPool)
+        return x
+
+    # MaxRoiPoolT
+    def _UnPack(self, maxRoiPool):
+        if maxRoiPool is None:
+            return
+        self.pooledH = maxRoiPool.PooledH()
+        self.pooledW = maxRoiPool.PooledW()
+        self.spatialScale = maxRoiPool.SpatialScale()
+
+    # MaxRoiPoolT
+    def Pack(self, builder):
+        MaxRoiPoolStart(builder)
+        MaxRoiPoolAddPooledH(builder, self.pooledH)
+        MaxRoiPoolAddPooledW(builder, self.pooledW)
+        MaxRoiPoolAddSpatialScale(builder, self.spatialScale)
+        maxRoiPool = MaxRoiPoolEnd(builder)
+        return maxRoiPool
+
+
 class AffineGrid(object):
     __slots__ = ['_tab']
 
@@ -10242,7 +10506,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

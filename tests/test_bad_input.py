@@ -72,16 +72,15 @@ def test_corrupted_files_raise_only_lite_errors(model_bytes: bytes, seed: int) -
 
 
 def test_unsupported_onnx_op_names_op_node_and_opset() -> None:
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
-    grid = helper.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 4, 4, 2])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])
-    node = helper.make_node("GridSample", ["x", "grid"], ["y"], name="model/grid")
-    model = helper.make_model(helper.make_graph([node], "g", [x, grid], [y]),
-                              opset_imports=[helper.make_opsetid("", 16)])
+    data = helper.make_tensor_value_info("data", TensorProto.UINT8, [100])
+    image = helper.make_tensor_value_info("image", TensorProto.UINT8, None)
+    node = helper.make_node("ImageDecoder", ["data"], ["image"], name="model/decode")
+    model = helper.make_model(helper.make_graph([node], "g", [data], [image]),
+                              opset_imports=[helper.make_opsetid("", 20)])
     with pytest.raises(lite.NotSupportedError) as e:
         convert(model)
     assert e.value.status == lite.RET_NOT_SUPPORT
-    assert "'GridSample'" in str(e.value) and "'model/grid'" in str(e.value) and "opset 16" in str(e.value)
+    assert "'ImageDecoder'" in str(e.value) and "'model/decode'" in str(e.value) and "opset 20" in str(e.value)
 
 
 def test_op_without_kernel_for_its_dtype_names_the_node() -> None:

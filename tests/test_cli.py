@@ -29,14 +29,13 @@ def convert_args(model: Path, output: Path, *extra: str) -> list[str]:
     return ["--fmk=ONNX", f"--modelFile={model}", f"--outputFile={output}", *extra]
 
 
-def grid_sample_model(path: Path) -> Path:
-    """A one-node opset-16 model using GridSample, an op the converter does not import."""
+def unsupported_op_model(path: Path) -> Path:
+    """A one-node opset-20 model using ImageDecoder, an op the converter does not import."""
     graph = helper.make_graph(
-        [helper.make_node("GridSample", ["x", "grid"], ["y"], name="sampler")], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]),
-         helper.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 4, 4, 2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), path)
+        [helper.make_node("ImageDecoder", ["data"], ["image"], name="decoder")], "g",
+        [helper.make_tensor_value_info("data", TensorProto.UINT8, [100])],
+        [helper.make_tensor_value_info("image", TensorProto.UINT8, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), path)
     return path
 
 
@@ -90,11 +89,11 @@ def test_missing_model_file(tmp_path, capsys):
 
 
 def test_unsupported_op_names_op_node_and_opset(tmp_path, capsys):
-    model = grid_sample_model(tmp_path / "grid.onnx")
+    model = unsupported_op_model(tmp_path / "grid.onnx")
     assert main(convert_args(model, tmp_path / "out")) == lite.RET_NOT_SUPPORT
     captured = capsys.readouterr()
     assert "CONVERT RESULT FAILED:-7" in captured.out
-    assert "GridSample" in captured.err and "sampler" in captured.err and "opset 16" in captured.err
+    assert "ImageDecoder" in captured.err and "decoder" in captured.err and "opset 20" in captured.err
 
 
 def test_unknown_flag_lists_valid_flags(lenet_file, tmp_path, capsys):

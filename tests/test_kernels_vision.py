@@ -148,3 +148,55 @@ def test_affine_grid_matches_onnxruntime(size: list[int], align: int) -> None:
     feeds = {"theta": theta}
     np.testing.assert_allclose(run_lite(session_for(model), feeds)["grid"], run_ort(model, feeds)["grid"],
                                rtol=1e-5, atol=1e-6)
+
+
+# ---- RoiAlign, MaxRoiPool ------------------------------------------------------------------------------------
+def _rois(count: int, size: float) -> np.ndarray:
+    corner = RNG.uniform(-3, size, (count, 2))
+    extent = RNG.uniform(0.5, size / 1.5, (count, 2))
+    return np.concatenate([corner, corner + extent], axis=1).astype(np.float32)
+
+
+def _roi_model(op: str, inputs: dict[str, np.ndarray], opset: int, **attrs) -> onnx.ModelProto:
+    node = helper.make_node(op, list(inputs), ["y"], name=op.lower(), **attrs)
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                                         a.shape) for n, a in inputs.items()],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_roi_align_official_cases() -> None:
+    for name, model, inputs, expected in node_cases("roialign"):
+        np.testing.assert_allclose(run_case(model, inputs, 3)[0], expected[0], rtol=1e-3, atol=1e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("opset,transform", [(10, None), (16, "half_pixel"), (16, "output_half_pixel")])
+@pytest.mark.parametrize("mode,sampling_ratio", [("avg", 0), ("avg", 2), ("max", 0), ("max", 3)])
+def test_roi_align_matches_onnxruntime(mode: str, sampling_ratio: int, opset: int, transform: str | None) -> None:
+    feeds = {"x": RNG.standard_normal((2, 3, 12, 10)).astype(np.float32), "rois": _rois(6, 16),
+             "batch": RNG.integers(0, 2, 6).astype(np.int64)}
+    attrs = dict(mode=mode, sampling_ratio=sampling_ratio, output_height=3, output_width=4, spatial_scale=0.7)
+    if transform:
+        attrs["coordinate_transformation_mode"] = transform
+    model = _roi_model("RoiAlign", feeds, opset, **attrs)
+    np.testing.assert_allclose(run_lite(session_for(model), feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_max_roi_pool_matches_onnxruntime() -> None:
+    rois = _rois(7, 14)
+    feeds = {"x": RNG.standard_normal((2, 3, 11, 9)).astype(np.float32),
+             "rois": np.concatenate([RNG.integers(0, 2, (7, 1)), rois], axis=1).astype(np.float32)}
+    model = _roi_model("MaxRoiPool", feeds, 13, pooled_shape=[3, 2], spatial_scale=0.6)
+    np.testing.assert_allclose(run_lite(session_for(model), feeds)["y"], run_ort(model, feeds)["y"], rtol=0, atol=0)
+
+
+def test_roi_align_batch_index_out_of_range_names_the_node() -> None:
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], name="align")
+    graph = helper.make_graph([node], "ra", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.zeros((1, 4), np.float32), "rois"),
+                               numpy_helper.from_array(np.array([3], np.int64), "batch")])
+    with pytest.raises(lite.InferShapeError, match="align.*batch_indices"):
+        convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]))

@@ -1,4 +1,5 @@
-"""ONNX importer rules for the vision and detection ops: NonMaxSuppression, GridSample, AffineGrid."""
+"""ONNX importer rules for the vision and detection ops: NonMaxSuppression, GridSample, AffineGrid, RoiAlign,
+MaxRoiPool."""
 from __future__ import annotations
 
 from converter.frontends.onnx.registry import ImportContext, onnx_op
@@ -47,3 +48,28 @@ def grid_sample(ctx: ImportContext) -> None:
 @onnx_op("AffineGrid")
 def affine_grid(ctx: ImportContext) -> None:
     ctx.emit("AffineGrid", ctx.inputs[:2], ctx.outputs, align_corners=bool(ctx.attr("align_corners", 0)))
+
+
+@onnx_op("RoiAlign")
+def roi_align(ctx: ImportContext) -> None:
+    """Opset 10 samples at output_half_pixel coordinates; opset 16 adds coordinate_transformation_mode
+    (default half_pixel)."""
+    mode = ctx.attr("mode", "avg")
+    transform = ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.opset >= 16 else "output_half_pixel")
+    if mode not in ("avg", "max") or transform not in ("half_pixel", "output_half_pixel"):
+        raise ctx.error(f"mode '{mode}' / coordinate_transformation_mode '{transform}' is not supported",
+                        InvalidOpAttrError)
+    ctx.nhwc_op("RoiAlign", ctx.input(0), ctx.inputs[1:3], ctx.outputs[0],
+                mode=fb.PoolMode.AVG if mode == "avg" else fb.PoolMode.MAX,
+                output_height=int(ctx.attr("output_height", 1)), output_width=int(ctx.attr("output_width", 1)),
+                sampling_ratio=int(ctx.attr("sampling_ratio", 0)), spatial_scale=float(ctx.attr("spatial_scale", 1.0)),
+                half_pixel=transform == "half_pixel")
+
+
+@onnx_op("MaxRoiPool")
+def max_roi_pool(ctx: ImportContext) -> None:
+    pooled = ctx.attr("pooled_shape")
+    if pooled is None or len(pooled) != 2:
+        raise ctx.error("attribute 'pooled_shape' (2 values) is required", InvalidOpAttrError)
+    ctx.nhwc_op("MaxRoiPool", ctx.input(0), [ctx.input(1)], ctx.outputs[0], pooled_h=int(pooled[0]),
+                pooled_w=int(pooled[1]), spatial_scale=float(ctx.attr("spatial_scale", 1.0)))
