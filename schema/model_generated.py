@@ -193,6 +193,7 @@ class Primitive(object):
     GridSampleGrad = 91
     RoiAlign = 92
     MaxRoiPool = 93
+    MaxUnpool = 94
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -384,6 +385,8 @@ def PrimitiveCreator(unionType, table):
         return RoiAlignT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.MaxRoiPool:
         return MaxRoiPoolT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.MaxUnpool:
+        return MaxUnpoolT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -9059,6 +9062,232 @@ class MaxRoiPoolT(object):
         return maxRoiPool
 
 
+class MaxUnpool(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = MaxUnpool()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsMaxUnpool(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def MaxUnpoolBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # MaxUnpool
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # MaxUnpool
+    def Kernel(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # MaxUnpool
+    def KernelAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # MaxUnpool
+    def KernelLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # MaxUnpool
+    def KernelIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        return o == 0
+
+    # MaxUnpool
+    def Strides(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # MaxUnpool
+    def StridesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # MaxUnpool
+    def StridesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # MaxUnpool
+    def StridesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        return o == 0
+
+    # MaxUnpool
+    def Pads(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # MaxUnpool
+    def PadsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # MaxUnpool
+    def PadsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # MaxUnpool
+    def PadsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
+def MaxUnpoolStart(builder):
+    builder.StartObject(3)
+
+def MaxUnpoolAddKernel(builder, kernel):
+    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(kernel), 0)
+
+def MaxUnpoolStartKernelVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def MaxUnpoolAddStrides(builder, strides):
+    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(strides), 0)
+
+def MaxUnpoolStartStridesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def MaxUnpoolAddPads(builder, pads):
+    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(pads), 0)
+
+def MaxUnpoolStartPadsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def MaxUnpoolEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class MaxUnpoolT(object):
+
+    # MaxUnpoolT
+    def __init__(
+        self,
+        kernel = None,
+        strides = None,
+        pads = None,
+    ):
+        self.kernel = kernel  # type: Optional[List[int]]
+        self.strides = strides  # type: Optional[List[int]]
+        self.pads = pads  # type: Optional[List[int]]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        maxUnpool = MaxUnpool()
+        maxUnpool.Init(buf, pos)
+        return cls.InitFromObj(maxUnpool)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, maxUnpool):
+        x = MaxUnpoolT()
+        x._UnPack(maxUnpool)
+        return x
+
+    # MaxUnpoolT
+    def _UnPack(self, maxUnpool):
+        if maxUnpool is None:
+            return
+        if not maxUnpool.KernelIsNone():
+            if np is None:
+                self.kernel = []
+                for i in range(maxUnpool.KernelLength()):
+                    self.kernel.append(maxUnpool.Kernel(i))
+            else:
+                self.kernel = maxUnpool.KernelAsNumpy()
+        if not maxUnpool.StridesIsNone():
+            if np is None:
+                self.strides = []
+                for i in range(maxUnpool.StridesLength()):
+                    self.strides.append(maxUnpool.Strides(i))
+            else:
+                self.strides = maxUnpool.StridesAsNumpy()
+        if not maxUnpool.PadsIsNone():
+            if np is None:
+                self.pads = []
+                for i in range(maxUnpool.PadsLength()):
+                    self.pads.append(maxUnpool.Pads(i))
+            else:
+                self.pads = maxUnpool.PadsAsNumpy()
+
+    # MaxUnpoolT
+    def Pack(self, builder):
+        if self.kernel is not None:
+            if np is not None and type(self.kernel) is np.ndarray:
+                kernel = builder.CreateNumpyVector(self.kernel)
+            else:
+                MaxUnpoolStartKernelVector(builder, len(self.kernel))
+                for i in reversed(range(len(self.kernel))):
+                    builder.PrependInt32(self.kernel[i])
+                kernel = builder.EndVector()
+        if self.strides is not None:
+            if np is not None and type(self.strides) is np.ndarray:
+                strides = builder.CreateNumpyVector(self.strides)
+            else:
+                MaxUnpoolStartStridesVector(builder, len(self.strides))
+                for i in reversed(range(len(self.strides))):
+                    builder.PrependInt32(self.strides[i])
+                strides = builder.EndVector()
+        if self.pads is not None:
+            if np is not None and type(self.pads) is np.ndarray:
+                pads = builder.CreateNumpyVector(self.pads)
+            else:
+                MaxUnpoolStartPadsVector(builder, len(self.pads))
+                for i in reversed(range(len(self.pads))):
+                    builder.PrependInt32(self.pads[i])
+                pads = builder.EndVector()
+        MaxUnpoolStart(builder)
+        if self.kernel is not None:
+            MaxUnpoolAddKernel(builder, kernel)
+        if self.strides is not None:
+            MaxUnpoolAddStrides(builder, strides)
+        if self.pads is not None:
+            MaxUnpoolAddPads(builder, pads)
+        maxUnpool = MaxUnpoolEnd(builder)
+        return maxUnpool
+
+
 class AffineGrid(object):
     __slots__ = ['_tab']
 
@@ -10506,7 +10735,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

@@ -200,3 +200,34 @@ def test_roi_align_batch_index_out_of_range_names_the_node() -> None:
                                numpy_helper.from_array(np.array([3], np.int64), "batch")])
     with pytest.raises(lite.InferShapeError, match="align.*batch_indices"):
         convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]))
+
+
+# ---- MaxUnpool -----------------------------------------------------------------------------------------------
+def test_max_unpool_official_case_without_output_shape() -> None:
+    (_, model, inputs, expected), = node_cases("maxunpool_export_without_output_shape")
+    np.testing.assert_array_equal(run_case(model, inputs, 2)[0], expected[0])
+
+
+@pytest.mark.parametrize("x_shape,attrs,output_shape", [
+    ((2, 3, 8, 6), dict(kernel_shape=[2, 2], strides=[2, 2]), None),
+    ((2, 3, 9, 8), dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 0, 1]), [2, 3, 9, 8])])
+def test_max_pool_then_unpool_matches_onnxruntime(x_shape: tuple[int, ...], attrs: dict,
+                                                  output_shape: list[int] | None) -> None:
+    nodes = [helper.make_node("MaxPool", ["x"], ["pooled", "indices"], **attrs),
+             helper.make_node("MaxUnpool", ["pooled", "indices"] + (["shape"] if output_shape else []), ["y"],
+                              **attrs)]
+    inits = [numpy_helper.from_array(np.array(output_shape, np.int64), "shape")] if output_shape else []
+    graph = helper.make_graph(nodes, "unpool", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    feeds = {"x": RNG.standard_normal(x_shape).astype(np.float32)}
+    np.testing.assert_array_equal(run_lite(session_for(model), feeds)["y"], run_ort(model, feeds)["y"])
+
+
+def test_max_unpool_index_out_of_range_names_the_node() -> None:
+    node = helper.make_node("MaxUnpool", ["x", "i"], ["y"], name="unpool", kernel_shape=[2, 2], strides=[2, 2])
+    graph = helper.make_graph([node], "u", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 2, 2])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array([[[[0, 1], [2, 16]]]], np.int64), "i")])
+    with pytest.raises(lite.InferShapeError, match="unpool.*indices must lie in"):
+        convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]))

@@ -1,5 +1,5 @@
 """ONNX importer rules for the vision and detection ops: NonMaxSuppression, GridSample, AffineGrid, RoiAlign,
-MaxRoiPool."""
+MaxRoiPool, MaxUnpool."""
 from __future__ import annotations
 
 from converter.frontends.onnx.registry import ImportContext, onnx_op
@@ -73,3 +73,13 @@ def max_roi_pool(ctx: ImportContext) -> None:
         raise ctx.error("attribute 'pooled_shape' (2 values) is required", InvalidOpAttrError)
     ctx.nhwc_op("MaxRoiPool", ctx.input(0), [ctx.input(1)], ctx.outputs[0], pooled_h=int(pooled[0]),
                 pooled_w=int(pooled[1]), spatial_scale=float(ctx.attr("spatial_scale", 1.0)))
+
+
+@onnx_op("MaxUnpool")
+def max_unpool(ctx: ImportContext) -> None:
+    """Opsets 9 and 11 (the same op); the indices refer to the source (NCHW) layout, so no transposes."""
+    kernel = ctx.attr("kernel_shape")
+    if kernel is None:
+        raise ctx.error("attribute 'kernel_shape' is required", InvalidOpAttrError)
+    ctx.emit("MaxUnpool", ctx.inputs[:3], ctx.outputs, kernel=[int(k) for k in kernel],
+             strides=[int(s) for s in ctx.attr("strides", [])], pads=[int(p) for p in ctx.attr("pads", [])])
