@@ -194,6 +194,7 @@ class Primitive(object):
     RoiAlign = 92
     MaxRoiPool = 93
     MaxUnpool = 94
+    DeformConv = 95
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -387,6 +388,8 @@ def PrimitiveCreator(unionType, table):
         return MaxRoiPoolT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.MaxUnpool:
         return MaxUnpoolT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.DeformConv:
+        return DeformConvT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -9062,6 +9065,282 @@ class MaxRoiPoolT(object):
         return maxRoiPool
 
 
+class DeformConv(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = DeformConv()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsDeformConv(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def DeformConvBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # DeformConv
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # DeformConv
+    def KernelH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # DeformConv
+    def KernelW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # DeformConv
+    def StrideH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # DeformConv
+    def StrideW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # DeformConv
+    def DilationH(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # DeformConv
+    def DilationW(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # DeformConv
+    def PadMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # DeformConv
+    def PadTop(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # DeformConv
+    def PadBottom(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # DeformConv
+    def PadLeft(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # DeformConv
+    def PadRight(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # DeformConv
+    def Group(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # DeformConv
+    def InChannel(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # DeformConv
+    def OutChannel(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # DeformConv
+    def OffsetGroup(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+def DeformConvStart(builder):
+    builder.StartObject(15)
+
+def DeformConvAddKernelH(builder, kernelH):
+    builder.PrependInt32Slot(0, kernelH, 0)
+
+def DeformConvAddKernelW(builder, kernelW):
+    builder.PrependInt32Slot(1, kernelW, 0)
+
+def DeformConvAddStrideH(builder, strideH):
+    builder.PrependInt32Slot(2, strideH, 1)
+
+def DeformConvAddStrideW(builder, strideW):
+    builder.PrependInt32Slot(3, strideW, 1)
+
+def DeformConvAddDilationH(builder, dilationH):
+    builder.PrependInt32Slot(4, dilationH, 1)
+
+def DeformConvAddDilationW(builder, dilationW):
+    builder.PrependInt32Slot(5, dilationW, 1)
+
+def DeformConvAddPadMode(builder, padMode):
+    builder.PrependInt8Slot(6, padMode, 0)
+
+def DeformConvAddPadTop(builder, padTop):
+    builder.PrependInt32Slot(7, padTop, 0)
+
+def DeformConvAddPadBottom(builder, padBottom):
+    builder.PrependInt32Slot(8, padBottom, 0)
+
+def DeformConvAddPadLeft(builder, padLeft):
+    builder.PrependInt32Slot(9, padLeft, 0)
+
+def DeformConvAddPadRight(builder, padRight):
+    builder.PrependInt32Slot(10, padRight, 0)
+
+def DeformConvAddGroup(builder, group):
+    builder.PrependInt32Slot(11, group, 1)
+
+def DeformConvAddInChannel(builder, inChannel):
+    builder.PrependInt32Slot(12, inChannel, 0)
+
+def DeformConvAddOutChannel(builder, outChannel):
+    builder.PrependInt32Slot(13, outChannel, 0)
+
+def DeformConvAddOffsetGroup(builder, offsetGroup):
+    builder.PrependInt32Slot(14, offsetGroup, 1)
+
+def DeformConvEnd(builder):
+    return builder.EndObject()
+
+
+
+class DeformConvT(object):
+
+    # DeformConvT
+    def __init__(
+        self,
+        kernelH = 0,
+        kernelW = 0,
+        strideH = 1,
+        strideW = 1,
+        dilationH = 1,
+        dilationW = 1,
+        padMode = 0,
+        padTop = 0,
+        padBottom = 0,
+        padLeft = 0,
+        padRight = 0,
+        group = 1,
+        inChannel = 0,
+        outChannel = 0,
+        offsetGroup = 1,
+    ):
+        self.kernelH = kernelH  # type: int
+        self.kernelW = kernelW  # type: int
+        self.strideH = strideH  # type: int
+        self.strideW = strideW  # type: int
+        self.dilationH = dilationH  # type: int
+        self.dilationW = dilationW  # type: int
+        self.padMode = padMode  # type: int
+        self.padTop = padTop  # type: int
+        self.padBottom = padBottom  # type: int
+        self.padLeft = padLeft  # type: int
+        self.padRight = padRight  # type: int
+        self.group = group  # type: int
+        self.inChannel = inChannel  # type: int
+        self.outChannel = outChannel  # type: int
+        self.offsetGroup = offsetGroup  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        deformConv = DeformConv()
+        deformConv.Init(buf, pos)
+        return cls.InitFromObj(deformConv)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, deformConv):
+        x = DeformConvT()
+        x._UnPack(deformConv)
+        return x
+
+    # DeformConvT
+    def _UnPack(self, deformConv):
+        if deformConv is None:
+            return
+        self.kernelH = deformConv.KernelH()
+        self.kernelW = deformConv.KernelW()
+        self.strideH = deformConv.StrideH()
+        self.strideW = deformConv.StrideW()
+        self.dilationH = deformConv.DilationH()
+        self.dilationW = deformConv.DilationW()
+        self.padMode = deformConv.PadMode()
+        self.padTop = deformConv.PadTop()
+        self.padBottom = deformConv.PadBottom()
+        self.padLeft = deformConv.PadLeft()
+        self.padRight = deformConv.PadRight()
+        self.group = deformConv.Group()
+        self.inChannel = deformConv.InChannel()
+        self.outChannel = deformConv.OutChannel()
+        self.offsetGroup = deformConv.OffsetGroup()
+
+    # DeformConvT
+    def Pack(self, builder):
+        DeformConvStart(builder)
+        DeformConvAddKernelH(builder, self.kernelH)
+        DeformConvAddKernelW(builder, self.kernelW)
+        DeformConvAddStrideH(builder, self.strideH)
+        DeformConvAddStrideW(builder, self.strideW)
+        DeformConvAddDilationH(builder, self.dilationH)
+        DeformConvAddDilationW(builder, self.dilationW)
+        DeformConvAddPadMode(builder, self.padMode)
+        DeformConvAddPadTop(builder, self.padTop)
+        DeformConvAddPadBottom(builder, self.padBottom)
+        DeformConvAddPadLeft(builder, self.padLeft)
+        DeformConvAddPadRight(builder, self.padRight)
+        DeformConvAddGroup(builder, self.group)
+        DeformConvAddInChannel(builder, self.inChannel)
+        DeformConvAddOutChannel(builder, self.outChannel)
+        DeformConvAddOffsetGroup(builder, self.offsetGroup)
+        deformConv = DeformConvEnd(builder)
+        return deformConv
+
+
 class MaxUnpool(object):
     __slots__ = ['_tab']
 
@@ -10735,7 +11014,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

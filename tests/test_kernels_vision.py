@@ -231,3 +231,38 @@ def test_max_unpool_index_out_of_range_names_the_node() -> None:
                               [numpy_helper.from_array(np.array([[[[0, 1], [2, 16]]]], np.int64), "i")])
     with pytest.raises(lite.InferShapeError, match="unpool.*indices must lie in"):
         convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]))
+
+
+# ---- DeformConv ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("prefix", ["basic_deform_conv", "deform_conv"])
+def test_deform_conv_official_cases(prefix: str) -> None:
+    for name, model, inputs, expected in node_cases(prefix):
+        np.testing.assert_allclose(run_case(model, inputs, len(inputs))[0], expected[0], rtol=1e-5, atol=1e-5,
+                                   err_msg=name)
+
+
+DEFORM_CASES = {
+    "plain": dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    "strided_dilated_groups": dict(kernel_shape=[3, 2], strides=[2, 1], dilations=[1, 2], pads=[1, 0, 1, 1],
+                                   group=2, offset_group=2),
+}
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("case", DEFORM_CASES)
+def test_deform_conv_matches_onnxruntime(case: str, with_mask: bool) -> None:
+    attrs = DEFORM_CASES[case]
+    group, offset_group = attrs.get("group", 1), attrs.get("offset_group", 1)
+    kh, kw = attrs["kernel_shape"]
+    x = RNG.standard_normal((2, 4, 7, 6)).astype(np.float32)
+    w = RNG.standard_normal((6, 4 // group, kh, kw)).astype(np.float32)
+    probe = onnx.shape_inference.infer_shapes(_roi_model("Conv", {"x": x, "w": w}, 19, **{
+        k: v for k, v in attrs.items() if k != "offset_group"}))
+    oh, ow = (d.dim_value for d in probe.graph.output[0].type.tensor_type.shape.dim[2:])
+    feeds = {"x": x, "w": w, "offset": RNG.uniform(-2, 2, (2, offset_group * kh * kw * 2, oh, ow)).astype(np.float32),
+             "b": RNG.standard_normal(6).astype(np.float32)}
+    if with_mask:
+        feeds["mask"] = RNG.uniform(0, 1, (2, offset_group * kh * kw, oh, ow)).astype(np.float32)
+    model = _roi_model("DeformConv", feeds, 19, **attrs)
+    np.testing.assert_allclose(run_lite(session_for(model), feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4,
+                               atol=1e-4)

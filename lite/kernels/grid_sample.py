@@ -80,8 +80,15 @@ class AxisTaps:
 
 
 def axis_taps(g: np.ndarray, size: int, mode: int, padding: int, align_corners: bool) -> AxisTaps:
-    x = unnormalize(g, size, align_corners)
-    scale = np.full_like(x, coordinate_scale(size, align_corners))
+    """The taps of normalised coordinates `g`."""
+    return pixel_taps(unnormalize(g, size, align_corners), size, mode, padding, align_corners,
+                      coordinate_scale(size, align_corners))
+
+
+def pixel_taps(x: np.ndarray, size: int, mode: int, padding: int, align_corners: bool, scale: float = 1.0
+               ) -> AxisTaps:
+    """The taps of pixel coordinates `x` (0 = the first pixel's centre); `scale` = d(x)/d(what slopes are of)."""
+    scale = np.full_like(x, scale)
     lo, hi = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
     if mode == fb.ResizeMode.NEAREST:
         x = np.rint(x)

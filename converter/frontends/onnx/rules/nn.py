@@ -137,6 +137,23 @@ def conv_transpose(ctx: ImportContext) -> None:
                   output_h=size[0], output_w=size[1], **attrs)
 
 
+@onnx_op("DeformConv")
+def deform_conv(ctx: ImportContext) -> None:
+    """Opset 19+, 2-D: offsets and mask are NCHW maps of the output, re-laid out to NHWC like x."""
+    x, w, offset, b, mask = (ctx.input(k) for k in range(5))
+    if _spatial_dims(ctx, x) != 2:
+        raise ctx.error("only 2-D deformable convolution is supported")
+    out_c, in_per_group = ctx.value(w).shape[:2]
+    group = _checked_group(ctx)
+    offset_group = int(ctx.attr("offset_group", 1))
+    params = [_weight(ctx, w, 2), ctx.to_nhwc(offset), b, ctx.to_nhwc(mask) if mask else ""]
+    while not params[-1]:
+        params.pop()
+    _emit_spatial(ctx, "DeformConv", x, params, group=group, in_channel=max(in_per_group, 0) * group,
+                  out_channel=max(out_c, 0), offset_group=offset_group,
+                  **_window_attrs(ctx, 2, _kernel_shape(ctx, w, 2)))
+
+
 # ---- GEMM -----------------------------------------------------------------------------------------------------
 def _times(ctx: ImportContext, name: str, factor: float, output: str | None = None) -> str:
     return ctx.emit1("Mul", [name, ctx.add_const(np.array(factor, np.float32), "scale")], output)
