@@ -83,6 +83,7 @@ class CoordinateTransform(object):
     PYTORCH_HALF_PIXEL = 3
     TF_HALF_PIXEL_FOR_NN = 4
     HALF_PIXEL_SYMMETRIC = 5
+    TF_CROP_AND_RESIZE = 6
 
 
 class NearestRounding(object):
@@ -4106,8 +4107,15 @@ class Resize(object):
             return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
         return 0.0
 
+    # Resize
+    def Antialias(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
 def ResizeStart(builder):
-    builder.StartObject(6)
+    builder.StartObject(7)
 
 def ResizeAddMode(builder, mode):
     builder.PrependInt8Slot(0, mode, 0)
@@ -4127,6 +4135,9 @@ def ResizeAddExcludeOutside(builder, excludeOutside):
 def ResizeAddExtrapolationValue(builder, extrapolationValue):
     builder.PrependFloat32Slot(5, extrapolationValue, 0.0)
 
+def ResizeAddAntialias(builder, antialias):
+    builder.PrependBoolSlot(6, antialias, 0)
+
 def ResizeEnd(builder):
     return builder.EndObject()
 
@@ -4143,6 +4154,7 @@ class ResizeT(object):
         cubicCoeffA = -0.75,
         excludeOutside = False,
         extrapolationValue = 0.0,
+        antialias = False,
     ):
         self.mode = mode  # type: int
         self.coordinateTransform = coordinateTransform  # type: int
@@ -4150,6 +4162,7 @@ class ResizeT(object):
         self.cubicCoeffA = cubicCoeffA  # type: float
         self.excludeOutside = excludeOutside  # type: bool
         self.extrapolationValue = extrapolationValue  # type: float
+        self.antialias = antialias  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -4178,6 +4191,7 @@ class ResizeT(object):
         self.cubicCoeffA = resize.CubicCoeffA()
         self.excludeOutside = resize.ExcludeOutside()
         self.extrapolationValue = resize.ExtrapolationValue()
+        self.antialias = resize.Antialias()
 
     # ResizeT
     def Pack(self, builder):
@@ -4188,6 +4202,7 @@ class ResizeT(object):
         ResizeAddCubicCoeffA(builder, self.cubicCoeffA)
         ResizeAddExcludeOutside(builder, self.excludeOutside)
         ResizeAddExtrapolationValue(builder, self.extrapolationValue)
+        ResizeAddAntialias(builder, self.antialias)
         resize = ResizeEnd(builder)
         return resize
 

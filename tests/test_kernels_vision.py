@@ -266,3 +266,40 @@ def test_deform_conv_matches_onnxruntime(case: str, with_mask: bool) -> None:
     model = _roi_model("DeformConv", feeds, 19, **attrs)
     np.testing.assert_allclose(run_lite(session_for(model), feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4,
                                atol=1e-4)
+
+
+# ---- Resize: antialias, tf_crop_and_resize -------------------------------------------------------------------
+def test_resize_antialias_and_crop_official_cases() -> None:
+    for name, model, inputs, expected in node_cases("resize"):
+        if "antialias" in name or "tf_crop_and_resize" in name:
+            np.testing.assert_allclose(run_case(model, inputs, 1)[0], expected[0], rtol=1e-5, atol=1e-5,
+                                       err_msg=name)
+
+
+def _resize_model(x_shape: tuple[int, ...], consts: dict[str, np.ndarray], **attrs) -> onnx.ModelProto:
+    node = helper.make_node("Resize", ["x", *consts], ["y"], name="resize", **attrs)
+    graph = helper.make_graph([node], "r", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(a, n) for n, a in consts.items() if n])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])   # "" = an omitted input
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("scales", [(0.4, 0.6), (0.25, 1.5)])
+def test_resize_antialias_matches_onnxruntime(mode: str, scales: tuple[float, float]) -> None:
+    consts = {"": None, "scales": np.array([1, 1, *scales], np.float32)}
+    model = _resize_model((2, 3, 17, 11), consts, mode=mode, antialias=1)
+    feeds = {"x": RNG.standard_normal((2, 3, 17, 11)).astype(np.float32)}
+    np.testing.assert_allclose(run_lite(session_for(model), feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_resize_tf_crop_and_resize_matches_onnxruntime(mode: str) -> None:
+    consts = {"roi": np.array([0, 0, -0.2, 0.3, 1, 1, 0.7, 1.4], np.float32),
+              "": None, "sizes": np.array([2, 3, 6, 7], np.int64)}
+    model = _resize_model((2, 3, 9, 8), consts, mode=mode, coordinate_transformation_mode="tf_crop_and_resize",
+                          extrapolation_value=-3.5)
+    feeds = {"x": RNG.standard_normal((2, 3, 9, 8)).astype(np.float32)}
+    np.testing.assert_allclose(run_lite(session_for(model), feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4,
+                               atol=1e-5)

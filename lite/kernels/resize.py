@@ -1,8 +1,10 @@
 """Resize: nearest / linear / cubic interpolation of every axis whose size or scale changes.
 
-inputs: x, roi? (unused: crop-and-resize is not supported), scales? (one float per axis), sizes? (one int per
-axis), known at compile time; an empty scales/sizes tensor counts as absent. Output dims are `sizes` when given,
-else floor(dim * scale). Coordinates map back with `scales` when given, else with sizes / dims (ONNX).
+inputs: x, roi? ([starts..., ends...] normalised, for tf_crop_and_resize), scales? (one float per axis), sizes?
+(one int per axis), known at compile time; an empty scales/sizes tensor counts as absent. Output dims are
+`sizes` when given, else floor(dim * scale). Coordinates map back with `scales` when given, else with
+sizes / dims (ONNX); tf_crop_and_resize maps into the roi and gives `extrapolation_value` outside the input.
+With `antialias`, linear and cubic downsampling by s stretch the filter to 1/s input pixels (ONNX / PIL).
 
 Layout-generic: it resizes whichever axes change, so NHWC works once the converter permutes scales and sizes.
 Separable: for each resized axis, compile time precomputes K source indices and weights per output position
@@ -27,7 +29,8 @@ _TRANSFORMS = {v for k, v in vars(Coords).items() if not k.startswith("_")}
 _ROUNDINGS = {v for k, v in vars(Rounding).items() if not k.startswith("_")}
 
 
-def source_coords(transform: int, out_len: int, in_len: int, scale: float) -> np.ndarray:
+def source_coords(transform: int, out_len: int, in_len: int, scale: float, roi: tuple[float, float] = (0.0, 1.0)
+                  ) -> np.ndarray:
     """For each output position of one axis, the (fractional) input coordinate it samples.
 
     As in the ONNX reference, align_corners divides by `scale * in_len - 1` (the resized length before
@@ -35,6 +38,11 @@ def source_coords(transform: int, out_len: int, in_len: int, scale: float) -> np
     """
     x = np.arange(out_len, dtype=np.float64)
     resized = scale * in_len        # the resized length before flooring (ONNX's output_width)
+    if transform == Coords.TF_CROP_AND_RESIZE:
+        start, end = roi
+        if resized == 1:
+            return np.full_like(x, (end - start) * (in_len - 1) / 2 + start * (in_len - 1))
+        return x * (end - start) * (in_len - 1) / (resized - 1) + start * (in_len - 1)
     if transform == Coords.HALF_PIXEL:
         return (x + 0.5) / scale - 0.5
     if transform == Coords.HALF_PIXEL_SYMMETRIC:
@@ -88,6 +96,29 @@ def cubic_taps(coords: np.ndarray, in_len: int, a: float, exclude_outside: bool)
     return np.clip(index, 0, in_len - 1).astype(np.intp), weight
 
 
+def antialias_taps(coords: np.ndarray, in_len: int, scale: float, cubic: bool, a: float, exclude_outside: bool
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """([K, out] indices, [K, out] weights) of linear (triangle) or cubic filtering stretched by 1 / scale when
+    downsampling, normalised to sum 1 (the ONNX reference's taps: every input pixel within the support, indices
+    beyond the edge read the edge unless `exclude_outside`)."""
+    scale = min(scale, 1.0)
+    first = int(np.floor((-2 if cubic else -1) / scale) + 1)
+    base = np.where(coords == np.floor(coords), coords - 1, np.floor(coords))        # the reference's "ratio"
+    index = base[None] + np.arange(first, 2 - first)[:, None]
+    distance = np.abs(index - coords[None]) * scale
+    if cubic:
+        near = ((a + 2) * distance - (a + 3)) * distance * distance + 1
+        far = ((a * distance - 5 * a) * distance + 8 * a) * distance - 4 * a
+        weight = np.where(distance <= 1, near, np.where(distance < 2, far, 0.0))
+    else:
+        weight = np.clip(1 - distance, 0, 1)
+    weight /= weight.sum(axis=0)
+    if exclude_outside:
+        weight = np.where((index < 0) | (index >= in_len), 0.0, weight)
+        weight /= np.where(weight.sum(axis=0) == 0, 1.0, weight.sum(axis=0))
+    return np.clip(index, 0, in_len - 1).astype(np.intp), weight
+
+
 @dataclass
 class AxisPass:
     """Resampling of one axis: out[..., j, ...] = sum_k weight[k, j] * src[..., index[k, j], ...]."""
@@ -95,6 +126,7 @@ class AxisPass:
     index: np.ndarray                 # [K, out] source indices
     weight: np.ndarray | None         # [K, out, 1, ..., 1] broadcastable weights; None for nearest
     shape: tuple[int, ...]            # shape after this pass
+    outside: np.ndarray               # output positions that sample outside the input (tf_crop_and_resize)
 
 
 def apply_pass(src: np.ndarray, p: AxisPass, dst: np.ndarray, tap: np.ndarray | None) -> None:
@@ -125,21 +157,25 @@ class ResizeKernel(Kernel):
         scales, sizes = (self._param(inputs, k, name) for k, name in ((2, "scales"), (3, "sizes")))
         out_shape, scale = self._output(x, scales, sizes)
         a = self.attrs
+        roi = self._roi(inputs, x.rank)
         if a.mode != Mode.NEAREST and x.dtype.kind != "f":
             raise self.error(f"linear and cubic modes need a float input, got {x.dtype}", NotSupportedError)
         if a.mode not in _MODES or a.coordinate_transform not in _TRANSFORMS or a.nearest_rounding not in _ROUNDINGS:
             raise self.error(f"unknown mode {a.mode}, coordinate transform {a.coordinate_transform} or nearest "
                              f"rounding {a.nearest_rounding}", InvalidOpAttrError)
-        changed = [d for d in range(x.rank) if out_shape[d] != x.shape[d] or scale[d] != 1.0]
+        changed = [d for d in range(x.rank) if out_shape[d] != x.shape[d] or scale[d] != 1.0
+                   or tuple(roi[:, d]) != (0.0, 1.0)]
         changed.sort(key=lambda d: out_shape[d] / max(x.shape[d], 1))    # shrink first: less work after
         shape, self.passes = list(x.shape), []
         for d in changed:
-            index, weight = self._taps(source_coords(a.coordinate_transform, out_shape[d], x.shape[d], scale[d]),
-                                       x.shape[d])
+            coords = source_coords(a.coordinate_transform, out_shape[d], x.shape[d], scale[d], tuple(roi[:, d]))
+            index, weight = self._taps(coords, x.shape[d], scale[d])
             shape[d] = out_shape[d]
             if weight is not None:
                 weight = weight.astype(x.dtype).reshape(weight.shape + (1,) * (x.rank - d - 1))
-            self.passes.append(AxisPass(d, index, weight, tuple(shape)))
+            outside = np.flatnonzero((coords < 0) | (coords > x.shape[d] - 1)) \
+                if a.coordinate_transform == Coords.TF_CROP_AND_RESIZE else np.zeros(0, np.intp)
+            self.passes.append(AxisPass(d, index, weight, tuple(shape), outside))
         self.dtype = x.dtype
         return [TensorSpec(tuple(out_shape), x.dtype)]
 
@@ -164,6 +200,9 @@ class ResizeKernel(Kernel):
         for p, dst, tap in zip(self.passes, self.targets + [outputs[0]], self.taps):
             apply_pass(src, p, dst, tap)
             src = dst
+        for p in self.passes:
+            if p.outside.size:
+                outputs[0][(slice(None),) * p.axis + (p.outside,)] = self.attrs.extrapolation_value
 
     # ---- compile-time helpers ------------------------------------------------------------------------------
     def _param(self, inputs: Sequence[TensorSpec | None], k: int, what: str) -> np.ndarray | None:
@@ -192,8 +231,21 @@ class ResizeKernel(Kernel):
             raise self.error("needs scales or sizes")
         return [int(math.floor(n * float(s))) for n, s in zip(x.shape, scales)], [float(s) for s in scales]
 
-    def _taps(self, coords: np.ndarray, in_len: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def _roi(self, inputs: Sequence[TensorSpec | None], rank: int) -> np.ndarray:
+        """[2, rank] (starts, ends) of tf_crop_and_resize; the whole input otherwise."""
+        whole = np.array([[0.0] * rank, [1.0] * rank])
+        if self.attrs.coordinate_transform != Coords.TF_CROP_AND_RESIZE:
+            return whole
+        roi = self._param(inputs, 1, "roi")
+        if roi is None or roi.size != 2 * rank:
+            raise self.error(f"tf_crop_and_resize needs a roi of {2 * rank} values, got "
+                             f"{None if roi is None else roi.size}")
+        return roi.astype(np.float64).reshape(2, rank)
+
+    def _taps(self, coords: np.ndarray, in_len: int, scale: float) -> tuple[np.ndarray, np.ndarray | None]:
         a = self.attrs
+        if a.antialias and a.mode != Mode.NEAREST and scale < 1:
+            return antialias_taps(coords, in_len, scale, a.mode == Mode.CUBIC, a.cubic_coeff_a, a.exclude_outside)
         if a.mode == Mode.NEAREST:
             return nearest_taps(coords, in_len, a.nearest_rounding)
         if a.mode == Mode.LINEAR:

@@ -24,6 +24,7 @@ COORDINATE_TRANSFORMS = {
     "pytorch_half_pixel": fb.CoordinateTransform.PYTORCH_HALF_PIXEL,
     "tf_half_pixel_for_nn": fb.CoordinateTransform.TF_HALF_PIXEL_FOR_NN,
     "half_pixel_symmetric": fb.CoordinateTransform.HALF_PIXEL_SYMMETRIC,
+    "tf_crop_and_resize": fb.CoordinateTransform.TF_CROP_AND_RESIZE,
 }
 NEAREST_ROUNDINGS = {"round_prefer_floor": fb.NearestRounding.ROUND_PREFER_FLOOR,
                      "round_prefer_ceil": fb.NearestRounding.ROUND_PREFER_CEIL,
@@ -271,7 +272,26 @@ def resize(ctx: ImportContext) -> None:
         attrs = _legacy_resize_attrs(ctx, mode, scales)
     else:
         (scales, sizes), attrs = _resize_inputs(ctx), _resize_attrs(ctx)
-    ctx.emit("Resize", _trim([ctx.input(0), "", scales, sizes]), ctx.outputs, mode=RESIZE_MODES[mode], **attrs)
+    roi = _resize_roi(ctx) if ctx.opset >= 11 and ctx.node.op_type == "Resize" else ""
+    ctx.emit("Resize", _trim([ctx.input(0), roi, scales, sizes]), ctx.outputs, mode=RESIZE_MODES[mode], **attrs)
+
+
+def _resize_roi(ctx: ImportContext) -> str:
+    """The roi of tf_crop_and_resize (unused otherwise), with `axes` spread into [starts..., ends...] of every
+    axis (the others keep the whole axis)."""
+    if ctx.attr("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize":
+        return ""
+    roi = _unless_empty(ctx, ctx.input(1))
+    if not roi or not ctx.has_attr("axes"):
+        return roi
+    rank = ctx.value(ctx.input(0)).rank
+    axes = _axes(ctx, list(ctx.attr("axes")), rank)
+    values = ctx.require_const(roi, "roi with axes").ravel()
+    if values.size != 2 * len(axes):
+        raise ctx.error(f"roi has {values.size} values for {len(axes)} axes")
+    full = np.array([[0.0] * rank, [1.0] * rank], np.float32)
+    full[:, axes] = values.reshape(2, len(axes))
+    return ctx.add_const(full.ravel(), "roi")
 
 
 def _legacy_scales(ctx: ImportContext) -> str:
@@ -294,16 +314,14 @@ def _legacy_resize_attrs(ctx: ImportContext, mode: str, scales: str) -> dict:
 
 
 def _resize_attrs(ctx: ImportContext) -> dict:
-    """The Resize attributes of opset 11+, refusing tf_crop_and_resize and antialiasing."""
+    """The Resize attributes of opset 11+."""
     transform = ctx.attr("coordinate_transformation_mode", "half_pixel")
     rounding = ctx.attr("nearest_mode", "round_prefer_floor")
     if transform not in COORDINATE_TRANSFORMS:
         raise ctx.error(f"coordinate_transformation_mode '{transform}' is not supported")
     if rounding not in NEAREST_ROUNDINGS:
         raise ctx.error(f"nearest_mode '{rounding}' is not supported")
-    if ctx.attr("antialias", 0):
-        raise ctx.error("antialias is not supported")
-    return {"coordinate_transform": COORDINATE_TRANSFORMS[transform], "nearest_rounding": NEAREST_ROUNDINGS[rounding],
+    return {"antialias": bool(ctx.attr("antialias", 0)),"coordinate_transform": COORDINATE_TRANSFORMS[transform], "nearest_rounding": NEAREST_ROUNDINGS[rounding],
             "cubic_coeff_a": float(ctx.attr("cubic_coeff_a", -0.75)),
             "exclude_outside": bool(ctx.attr("exclude_outside", 0)),
             "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0))}
