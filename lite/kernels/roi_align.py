@@ -50,8 +50,9 @@ class RoiAlignKernel(Kernel):
             raise self.error(f"output_height {a.output_height} and output_width {a.output_width} must be "
                              f"positive, sampling_ratio {a.sampling_ratio} non-negative, mode max or avg",
                              InvalidOpAttrError)
-        if index.value is not None and index.value.size and not 0 <= index.value.min() <= index.value.max() < x.shape[0]:
-            raise self.error(f"batch_indices {index.value.tolist()} fall outside the batch of {x.shape[0]}")
+        batch = index.value
+        if batch is not None and batch.size and not 0 <= batch.min() <= batch.max() < x.shape[0]:
+            raise self.error(f"batch_indices {batch.tolist()} fall outside the batch of {x.shape[0]}")
         return [TensorSpec((rois.shape[0], a.output_height, a.output_width, x.shape[3]), x.dtype)]
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:

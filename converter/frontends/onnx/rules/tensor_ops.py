@@ -321,7 +321,8 @@ def _resize_attrs(ctx: ImportContext) -> dict:
         raise ctx.error(f"coordinate_transformation_mode '{transform}' is not supported")
     if rounding not in NEAREST_ROUNDINGS:
         raise ctx.error(f"nearest_mode '{rounding}' is not supported")
-    return {"antialias": bool(ctx.attr("antialias", 0)),"coordinate_transform": COORDINATE_TRANSFORMS[transform], "nearest_rounding": NEAREST_ROUNDINGS[rounding],
+    return {"antialias": bool(ctx.attr("antialias", 0)), "coordinate_transform": COORDINATE_TRANSFORMS[transform],
+            "nearest_rounding": NEAREST_ROUNDINGS[rounding],
             "cubic_coeff_a": float(ctx.attr("cubic_coeff_a", -0.75)),
             "exclude_outside": bool(ctx.attr("exclude_outside", 0)),
             "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0))}
