@@ -294,12 +294,12 @@ def test_upsample(opset, mode):
     assert_like_ort(m, {"x": random([1, 2, 3, 4])})
 
 
-@pytest.mark.parametrize("attrs, message", [({"coordinate_transformation_mode": "tf_crop_and_resize"},
-                                             "tf_crop_and_resize"), ({"antialias": 1}, "antialias")])
-def test_resize_rejects_unsupported_attributes(attrs, message):
-    m = resize_model(18, [1, 1, 4, 4], [1, 1, 0.5, 0.5], mode="linear", **attrs)
-    with pytest.raises(NotSupportedError, match=message):
+def test_resize_tf_crop_and_resize_without_roi_names_the_node():
+    m = resize_model(18, [1, 1, 4, 4], [1, 1, 0.5, 0.5], mode="linear",
+                     coordinate_transformation_mode="tf_crop_and_resize")
+    with pytest.raises(lite.InferShapeError, match="Resize node .*tf_crop_and_resize needs a roi of 8 values") as e:
         convert(m)
+    assert e.value.status == lite.RET_INFER_ERR
 
 
 # ---- Dropout, Identity, Constant, ConstantOfShape, Shape, Cast -------------------------------------------------
