@@ -2,8 +2,8 @@
 [N, C, *image_shape], overlapping blocks adding up. Any number of spatial dims.
 
 Every (block offset, block position) pair has one linear index into the padded image, computed once at compile
-time; the run is one scatter-add (`np.add.at`) into a scratch image and a crop of the padding. image_shape and block_shape size the
-output and must be known at compile time. float32 and other numeric dtypes.
+time; the run is one scatter-add (`np.add.at`) into a scratch image and a crop of the padding. image_shape and
+block_shape size the output and must be known at compile time. float32 and other numeric dtypes.
 """
 from __future__ import annotations
 

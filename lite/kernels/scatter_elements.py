@@ -57,6 +57,8 @@ class ScatterElementsKernel(Kernel):
         return tuple(idx if a == self.axis else g for a, g in enumerate(self.grid))
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        where = self.where if self.where is not None else self._where(checked_indices(self, inputs[1], self.dim, OpExecuteError))
+        where = self.where
+        if where is None:
+            where = self._where(checked_indices(self, inputs[1], self.dim, OpExecuteError))
         np.copyto(outputs[0], inputs[0])
         scatter_into(outputs[0], where, inputs[2], self.reduction)
