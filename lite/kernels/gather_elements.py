@@ -13,6 +13,7 @@ from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.gather import checked_indices
 from lite.kernels.reshape import normalize_axes
 from lite.status import OpExecuteError
+from lite.traits import AXIS, Layout, declare
 
 
 def axis_indices(kernel: Kernel, data: TensorSpec, indices: TensorSpec) -> int:
@@ -22,6 +23,9 @@ def axis_indices(kernel: Kernel, data: TensorSpec, indices: TensorSpec) -> int:
     if data.rank == 0 or indices.rank != data.rank:
         raise kernel.error(f"indices must have data's rank {data.rank}, got shape {list(indices.shape)}")
     return normalize_axes(kernel, [kernel.attrs.axis], data.rank)[0]
+
+
+declare("GatherElements", layout=Layout(AXIS, all_inputs=True))
 
 
 @register("GatherElements")

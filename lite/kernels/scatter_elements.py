@@ -15,6 +15,7 @@ from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.gather import checked_indices
 from lite.kernels.gather_elements import axis_indices
 from lite.status import OpExecuteError
+from lite.traits import AXIS, Layout, declare
 from schema import fb
 
 R = fb.ScatterReduction
@@ -34,6 +35,9 @@ def reduction_of(kernel: Kernel) -> int:
     if reduction != R.NONE and reduction not in UFUNCS:
         raise kernel.error(f"unknown reduction {reduction}")
     return reduction
+
+
+declare("ScatterElements", layout=Layout(AXIS, all_inputs=True))
 
 
 @register("ScatterElements")

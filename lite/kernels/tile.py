@@ -10,11 +10,15 @@ from typing import Sequence
 import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
+from lite.traits import ONE_PER_AXIS, PER_AXIS, Layout, declare
 
 
 def interleaved(shape: Sequence[int], repeats: Sequence[int]) -> tuple[int, ...]:
     """(r0, d0, r1, d1, ...): the tiled output's shape with each axis split into repeat and source dims."""
     return tuple(n for pair in zip(repeats, shape) for n in pair)
+
+
+declare("Tile", layout=Layout(PER_AXIS, per_axis=((1, ONE_PER_AXIS),)))
 
 
 @register("Tile")

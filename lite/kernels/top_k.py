@@ -12,6 +12,7 @@ import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.reshape import normalize_axes
+from lite.traits import AXIS, Layout, declare
 
 
 def topk_shape(shape: tuple[int, ...], axis: int, k: np.ndarray) -> tuple[int, ...] | str:
@@ -31,6 +32,9 @@ def sorted_indices(x: np.ndarray, axis: int, largest: bool) -> np.ndarray:
     n = x.shape[axis]
     ascending = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
     return (n - 1) - np.flip(ascending, axis)
+
+
+declare("TopK", layout=Layout(AXIS, axis_default=-1))
 
 
 @register("TopK")
