@@ -2,38 +2,18 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 import onnx
 
 from converter.export import to_bytes
-from converter.frontends.onnx import import_model
-from converter.ir import Graph
-from converter.passes import optimize
+from converter.load import load_onnx, to_graph
+from converter.quant import convert_quantized
+from converter.quant.config import QuantConfig
 from converter.train import TrainParams, to_training_graph
 from lite.serialize import write_atomic
-from lite.status import GraphFileError
-
-if TYPE_CHECKING:
-    from converter.quant.config import QuantConfig
 
 __all__ = ["convert", "convert_file", "convert_for_training", "load_onnx", "to_graph"]
-
-
-def load_onnx(path: str | os.PathLike) -> onnx.ModelProto:
-    """Read an ONNX file (external data included), reporting unreadable files as GraphFileError."""
-    try:
-        return onnx.load(os.fspath(path))
-    except FileNotFoundError:
-        raise GraphFileError(f"model file '{path}' does not exist") from None
-    except Exception as e:
-        raise GraphFileError(f"'{path}' is not a readable ONNX model: {e}") from e
-
-
-def to_graph(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,
-             disabled_passes: Iterable[str] = ()) -> Graph:
-    """Import and optimise: the IR just before export."""
-    return optimize(import_model(model, input_shapes), disabled_passes)
 
 
 def convert(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,
@@ -50,7 +30,7 @@ def convert_for_training(model: onnx.ModelProto, params: TrainParams,
 
 def convert_file(model_file: str | os.PathLike, output_file: str | os.PathLike,
                  input_shapes: dict[str, list[int]] | None = None, train_params: TrainParams | None = None,
-                 quant_config: "QuantConfig | None" = None) -> str:
+                 quant_config: QuantConfig | None = None) -> str:
     """Convert `model_file` — for training when `train_params` is given, quantized when `quant_config` is — and
     write `<output_file>.ms` atomically; returns the written path."""
     out = os.fspath(output_file)
@@ -60,7 +40,6 @@ def convert_file(model_file: str | os.PathLike, output_file: str | os.PathLike,
     if train_params is not None:
         data = convert_for_training(model, train_params, input_shapes)
     elif quant_config is not None:
-        from converter.quant import convert_quantized
         data = convert_quantized(model, quant_config, input_shapes)
     else:
         data = convert(model, input_shapes)

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from lite.kernel import TensorSpec
+from lite.rewrites import topological_order
 from schema import fb
 
 
@@ -136,17 +137,15 @@ class Graph:
             sg.nodes = [n for n in sg.nodes if id(n) in kept_ids]
 
     def topological(self) -> list[Node]:
+        """The nodes in execution order (the current order when it is one: `lite.rewrites.topological_order`)."""
         ready = set(self.inputs) | {k for k, v in self.values.items() if v.const is not None} | {""}
-        order, pending = [], list(self.nodes)
-        while pending:
-            progress = [n for n in pending if all(i in ready for i in n.inputs)]
-            if not progress:
-                raise ValueError(f"graph has a cycle or a dangling input at node '{pending[0].name}'")
-            for n in progress:
-                order.append(n)
-                ready.update(n.outputs)
-            pending = [n for n in pending if n not in progress]
-        return order
+        order = topological_order([[i for i in n.inputs if i not in ready] for n in self.nodes],
+                                  [n.outputs for n in self.nodes])
+        if len(order) != len(self.nodes):
+            placed = set(order)
+            stuck = next(n for k, n in enumerate(self.nodes) if k not in placed)
+            raise ValueError(f"graph has a cycle or a dangling input at node '{stuck.name}'")
+        return [self.nodes[k] for k in order]
 
     def sort(self) -> None:
         self.nodes = self.topological()

@@ -1,10 +1,30 @@
-"""Folding an inference BatchNorm into the weights and bias of the Conv2D/FullConnection before it.
+"""Folding an inference BatchNorm into the weights and bias of the op before it (Conv2D, Conv2DTranspose,
+FullConnection: the ops with `traits(op).batchnorm_folds`).
 
-Used by the converter's `fuse_batchnorm` pass and by a training session's inference export.
+The rule and the arithmetic are shared by the converter's `fuse_batchnorm` pass and a training session's
+inference export; each walks its own graph form.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
+
+from lite.traits import traits
+
+
+def fold_axis(producer_op: str, activation: int, weight_shape: Sequence[int], out_shape: Sequence[int],
+              bn_axis: int) -> int | None:
+    """The weight axis to scale when a BatchNorm along `bn_axis` of the producer's output folds into the
+    producer's weight; None when it cannot: the op declares no folding, applies an activation first, the
+    BatchNorm is not on the output's channel (last, NHWC) axis, or the weight's channel axis does not hold one
+    slice per output channel (grouped transposed convolution)."""
+    t = traits(producer_op)
+    rank = len(out_shape)
+    if not t.batchnorm_folds or activation or rank < 2 or bn_axis % rank != rank - 1 or not weight_shape:
+        return None
+    axis = t.weight_axis % len(weight_shape)
+    return axis if weight_shape[axis] == out_shape[-1] else None
 
 
 def fold_batchnorm(weight: np.ndarray, bias: np.ndarray | None, gamma: np.ndarray, beta: np.ndarray,

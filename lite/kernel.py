@@ -97,6 +97,11 @@ def register(op: str, *type_ids: int, quantized: bool = False) -> Callable[[type
     return wrap
 
 
+def registered() -> dict[tuple[str, int, bool], type[Kernel]]:
+    """Every kernel by (op, data type or ANY, quantized): for the op table and its tests."""
+    return dict(_REGISTRY)
+
+
 def kernel_for(op: str, type_id: int, quantized: bool = False) -> type[Kernel] | None:
     """The kernel class for `op` on inputs of `type_id` (quantized or not), wildcard kernels included."""
     keys = [(op, type_id, quantized), (op, ANY, quantized)]

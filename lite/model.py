@@ -1,7 +1,6 @@
 """`Model.Import`: verify a `.ms` buffer and read it into plain graph definitions with zero-copy weights."""
 from __future__ import annotations
 
-import heapq
 import mmap
 import os
 from dataclasses import dataclass, field
@@ -10,7 +9,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from lite import dtypes
+from lite.rewrites import topological_order
 from lite.status import GraphFileError, LiteError
+from lite.traits import traits
 from lite.verify import verify_buffer
 from schema import NO_TENSOR, channel_quant, fb
 from schema import attrs as op_attrs
@@ -203,14 +204,19 @@ def _read_quant(name: str, t: Any, dims: tuple[int, ...], const: bool) -> list[A
 
 
 def implied_bias_params(nodes: Sequence[NodeDef], tensors: Sequence[TensorDef]) -> dict[int, list[Any]]:
-    """Tensor index -> quant params of each INT32 bias of an int8 Conv2D / FullConnection with per-channel weights:
-    the writer leaves them out when they are these, and the reader restores them (`channel_quant.implied_bias`)."""
+    """Tensor index -> quant params of each INT32 bias of an int8 op with a weight and a bias input (Conv2D,
+    FullConnection: `traits(op)`) and per-channel weights: the writer leaves them out when they are these, and
+    the reader restores them (`channel_quant.implied_bias`)."""
     implied: dict[int, list[Any]] = {}
     conflicting: set[int] = set()
     for node in nodes:
-        if node.op not in ("Conv2D", "FullConnection") or len(node.inputs) < 3 or min(node.inputs[:3]) < 0:
+        t = traits(node.op)
+        if t.weight_input is None or t.bias_input is None:
             continue
-        x, w, b = (tensors[i] for i in node.inputs[:3])
+        roles = (0, t.weight_input, t.bias_input)
+        if len(node.inputs) <= max(roles) or min(node.inputs[k] for k in roles) < 0:
+            continue
+        x, w, b = (tensors[node.inputs[k]] for k in roles)
         params = (channel_quant.implied_bias(x.quant_params, w.quant_params)
                   if b.data_type == dtypes.DataType.INT32 else None)
         if params is None:
@@ -235,21 +241,9 @@ def _topological_order(nodes: list[NodeDef], tensors: list[TensorDef], graph_in:
         for t in pending[i]:
             if t not in producer:
                 raise GraphFileError(f"node '{node.name}' reads tensor '{tensors[t].name}', which nothing produces")
-    consumers: dict[int, list[int]] = {}
-    for i, deps in pending.items():
-        for t in deps:
-            consumers.setdefault(t, []).append(i)
-    queue = [i for i in range(len(nodes)) if not pending[i]]   # a heap: keeps the file's order when it is valid
-    order: list[NodeDef] = []
-    while queue:
-        i = heapq.heappop(queue)
-        order.append(nodes[i])
-        for t in nodes[i].outputs:
-            for c in consumers.get(t, ()):
-                pending[c].discard(t)
-                if not pending[c]:
-                    heapq.heappush(queue, c)
+    order = topological_order(list(pending.values()), [n.outputs for n in nodes])
     if len(order) != len(nodes):
-        stuck = next(nodes[i].name for i, deps in pending.items() if deps)
+        placed = set(order)
+        stuck = next(nodes[i].name for i in pending if i not in placed)
         raise GraphFileError(f"the graph has a cycle through node '{stuck}'")
-    return order
+    return [nodes[i] for i in order]

@@ -15,6 +15,7 @@ from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, 
                          ParamInvalidError)
 from lite.tensor import MSTensor
 from lite.threads import blas_threads
+from schema.train_format import EVAL
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,6 @@ class CallBackParam:
     node_type: str
 
 
-INFERENCE_SUBGRAPH = "eval"      # a training model's forward part; inference sessions run only it
 KernelCallBack = Callable[[list[MSTensor], list[MSTensor], CallBackParam], bool]
 
 
@@ -59,7 +59,7 @@ class LiteSession:
         if not isinstance(model, Model):
             raise ParamInvalidError(f"CompileGraph needs a lite.Model, got {type(model).__name__}")
         self._model = model
-        self._graph = model.subgraphs.get(INFERENCE_SUBGRAPH, model)
+        self._graph = model.subgraphs.get(EVAL, model)   # a training model: its forward only
         self._compile({i: tuple(max(d, 1) if d < 0 else d for d in model.tensors[i].dims)
                        for i in self._graph.inputs})
         return RET_OK
@@ -74,6 +74,16 @@ class LiteSession:
                 self._tensors[i]._rebind(plan.arrays[i])
             else:
                 self._tensors[i] = MSTensor(t.name, dtypes.from_numpy(plan.specs[i].dtype), plan.arrays[i])
+
+    @property
+    def model(self) -> Model | None:
+        """The compiled model (None before `CompileGraph`)."""
+        return self._model
+
+    @property
+    def graph(self) -> Model | SubGraphDef | None:
+        """The graph `RunGraph` runs: the model, or a training model's `eval` part."""
+        return self._graph
 
     def _require_compiled(self) -> ExecutionPlan:
         if self._plan is None:
@@ -136,8 +146,17 @@ class LiteSession:
     def _run_with_callbacks(self, plan: ExecutionPlan, before: KernelCallBack | None,
                             after: KernelCallBack | None) -> int:
         if self._node_io is None:
-            self._node_io = [self._callback_args(s) for s in plan.steps]
-        for step, (ins, outs, param) in zip(plan.steps, self._node_io):
+            self._node_io = self._callback_io(plan)
+        return self._run_plan_with_callbacks(plan, self._node_io, before, after)
+
+    def _callback_io(self, plan: ExecutionPlan) -> list[tuple[list[MSTensor], list[MSTensor], CallBackParam]]:
+        """What the callbacks receive at each step of `plan` (built once per compile: tensors over the arrays)."""
+        return [self._callback_args(s) for s in plan.steps]
+
+    def _run_plan_with_callbacks(self, plan: ExecutionPlan,
+                                 node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]],
+                                 before: KernelCallBack | None, after: KernelCallBack | None) -> int:
+        for step, (ins, outs, param) in zip(plan.steps, node_io):
             if before is not None and before(ins, outs, param) is False:
                 return RET_SUCCESS_EXIT
             try:

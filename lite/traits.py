@@ -54,8 +54,9 @@ class TrainMode:
     """How the op runs in the training graph's forward (when it differs from inference)."""
     outputs: tuple[str, ...] = ()       # tensors appended in train mode, read by its gradient (node-name suffixes)
     flag: bool = False                  # sets the op's `training` attribute (the kernel's train-mode form)
+    random: bool = False                # draws random numbers (the session seeds them per step: Dropout)
     unless_frozen: tuple[int, ...] = ()  # stays in inference form when all of these inputs are frozen
-    state_inputs: tuple[int, ...] = ()   # inputs it updates in place (running statistics): each its own tensor
+    state_inputs: tuple[tuple[int, str], ...] = ()   # (input, role) it updates in place: each its own tensor
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class OpTraits:
             raise ValueError(f"noop {self.noop!r} is not one of {NOOP_KINDS}")
         if self.bias_correction and self.weight_input is None:
             raise ValueError("bias_correction needs a weight_input")
+        if self.batchnorm_folds and (self.weight_input is None or self.bias_input is None):
+            raise ValueError("batchnorm_folds needs a weight_input and a bias_input")
 
 
 DEFAULT = OpTraits()

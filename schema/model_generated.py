@@ -93,6 +93,24 @@ class NearestRounding(object):
     CEIL = 3
 
 
+class ArgMode(object):
+    MAX = 0
+    MIN = 1
+
+
+class ScatterReduction(object):
+    NONE = 0
+    ADD = 1
+    MUL = 2
+    MAX = 3
+    MIN = 4
+
+
+class DepthToSpaceMode(object):
+    DCR = 0
+    CRD = 1
+
+
 class WindowKind(object):
     HANN = 0
     HAMMING = 1
@@ -185,17 +203,37 @@ class Primitive(object):
     Adam = 82
     Assign = 83
     NonMaxSuppression = 84
-    Window = 85
-    DFT = 86
-    STFT = 87
-    MelWeightMatrix = 88
-    GridSample = 89
-    AffineGrid = 90
-    GridSampleGrad = 91
-    RoiAlign = 92
-    MaxRoiPool = 93
-    MaxUnpool = 94
-    DeformConv = 95
+    Expand = 85
+    Tile = 86
+    Range = 87
+    NonZero = 88
+    OneHot = 89
+    Trilu = 90
+    EyeLike = 91
+    CenterCropPad = 92
+    Compress = 93
+    ReverseSequence = 94
+    DepthToSpace = 95
+    SpaceToDepth = 96
+    ArgMinMax = 97
+    TopK = 98
+    GatherElements = 99
+    GatherND = 100
+    ScatterElements = 101
+    ScatterND = 102
+    Unique = 103
+    Col2Im = 104
+    Window = 105
+    DFT = 106
+    STFT = 107
+    MelWeightMatrix = 108
+    GridSample = 109
+    AffineGrid = 110
+    GridSampleGrad = 111
+    RoiAlign = 112
+    MaxRoiPool = 113
+    MaxUnpool = 114
+    DeformConv = 115
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -369,6 +407,46 @@ def PrimitiveCreator(unionType, table):
         return AssignT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.NonMaxSuppression:
         return NonMaxSuppressionT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Expand:
+        return ExpandT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Tile:
+        return TileT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Range:
+        return RangeT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.NonZero:
+        return NonZeroT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.OneHot:
+        return OneHotT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Trilu:
+        return TriluT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.EyeLike:
+        return EyeLikeT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.CenterCropPad:
+        return CenterCropPadT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Compress:
+        return CompressT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.ReverseSequence:
+        return ReverseSequenceT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.DepthToSpace:
+        return DepthToSpaceT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.SpaceToDepth:
+        return SpaceToDepthT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.ArgMinMax:
+        return ArgMinMaxT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.TopK:
+        return TopKT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.GatherElements:
+        return GatherElementsT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.GatherND:
+        return GatherNDT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.ScatterElements:
+        return ScatterElementsT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.ScatterND:
+        return ScatterNDT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Unique:
+        return UniqueT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Col2Im:
+        return Col2ImT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.Window:
         return WindowT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.DFT:
@@ -10038,6 +10116,1924 @@ class MelWeightMatrixT(object):
         return melWeightMatrix
 
 
+class Expand(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Expand()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsExpand(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ExpandBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Expand
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def ExpandStart(builder):
+    builder.StartObject(0)
+
+def ExpandEnd(builder):
+    return builder.EndObject()
+
+
+
+class ExpandT(object):
+
+    # ExpandT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        expand = Expand()
+        expand.Init(buf, pos)
+        return cls.InitFromObj(expand)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, expand):
+        x = ExpandT()
+        x._UnPack(expand)
+        return x
+
+    # ExpandT
+    def _UnPack(self, expand):
+        if expand is None:
+            return
+
+    # ExpandT
+    def Pack(self, builder):
+        ExpandStart(builder)
+        expand = ExpandEnd(builder)
+        return expand
+
+
+class Tile(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Tile()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsTile(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def TileBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Tile
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def TileStart(builder):
+    builder.StartObject(0)
+
+def TileEnd(builder):
+    return builder.EndObject()
+
+
+
+class TileT(object):
+
+    # TileT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        tile = Tile()
+        tile.Init(buf, pos)
+        return cls.InitFromObj(tile)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, tile):
+        x = TileT()
+        x._UnPack(tile)
+        return x
+
+    # TileT
+    def _UnPack(self, tile):
+        if tile is None:
+            return
+
+    # TileT
+    def Pack(self, builder):
+        TileStart(builder)
+        tile = TileEnd(builder)
+        return tile
+
+
+class Range(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Range()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsRange(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def RangeBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Range
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def RangeStart(builder):
+    builder.StartObject(0)
+
+def RangeEnd(builder):
+    return builder.EndObject()
+
+
+
+class RangeT(object):
+
+    # RangeT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        range = Range()
+        range.Init(buf, pos)
+        return cls.InitFromObj(range)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, range):
+        x = RangeT()
+        x._UnPack(range)
+        return x
+
+    # RangeT
+    def _UnPack(self, range):
+        if range is None:
+            return
+
+    # RangeT
+    def Pack(self, builder):
+        RangeStart(builder)
+        range = RangeEnd(builder)
+        return range
+
+
+class NonZero(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = NonZero()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsNonZero(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def NonZeroBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # NonZero
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def NonZeroStart(builder):
+    builder.StartObject(0)
+
+def NonZeroEnd(builder):
+    return builder.EndObject()
+
+
+
+class NonZeroT(object):
+
+    # NonZeroT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        nonZero = NonZero()
+        nonZero.Init(buf, pos)
+        return cls.InitFromObj(nonZero)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, nonZero):
+        x = NonZeroT()
+        x._UnPack(nonZero)
+        return x
+
+    # NonZeroT
+    def _UnPack(self, nonZero):
+        if nonZero is None:
+            return
+
+    # NonZeroT
+    def Pack(self, builder):
+        NonZeroStart(builder)
+        nonZero = NonZeroEnd(builder)
+        return nonZero
+
+
+class OneHot(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = OneHot()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsOneHot(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def OneHotBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # OneHot
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # OneHot
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+def OneHotStart(builder):
+    builder.StartObject(1)
+
+def OneHotAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, -1)
+
+def OneHotEnd(builder):
+    return builder.EndObject()
+
+
+
+class OneHotT(object):
+
+    # OneHotT
+    def __init__(
+        self,
+        axis = -1,
+    ):
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        oneHot = OneHot()
+        oneHot.Init(buf, pos)
+        return cls.InitFromObj(oneHot)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, oneHot):
+        x = OneHotT()
+        x._UnPack(oneHot)
+        return x
+
+    # OneHotT
+    def _UnPack(self, oneHot):
+        if oneHot is None:
+            return
+        self.axis = oneHot.Axis()
+
+    # OneHotT
+    def Pack(self, builder):
+        OneHotStart(builder)
+        OneHotAddAxis(builder, self.axis)
+        oneHot = OneHotEnd(builder)
+        return oneHot
+
+
+class Trilu(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Trilu()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsTrilu(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def TriluBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Trilu
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Trilu
+    def Upper(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+def TriluStart(builder):
+    builder.StartObject(1)
+
+def TriluAddUpper(builder, upper):
+    builder.PrependBoolSlot(0, upper, 1)
+
+def TriluEnd(builder):
+    return builder.EndObject()
+
+
+
+class TriluT(object):
+
+    # TriluT
+    def __init__(
+        self,
+        upper = True,
+    ):
+        self.upper = upper  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        trilu = Trilu()
+        trilu.Init(buf, pos)
+        return cls.InitFromObj(trilu)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, trilu):
+        x = TriluT()
+        x._UnPack(trilu)
+        return x
+
+    # TriluT
+    def _UnPack(self, trilu):
+        if trilu is None:
+            return
+        self.upper = trilu.Upper()
+
+    # TriluT
+    def Pack(self, builder):
+        TriluStart(builder)
+        TriluAddUpper(builder, self.upper)
+        trilu = TriluEnd(builder)
+        return trilu
+
+
+class EyeLike(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = EyeLike()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsEyeLike(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def EyeLikeBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # EyeLike
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # EyeLike
+    def DataType(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # EyeLike
+    def K(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def EyeLikeStart(builder):
+    builder.StartObject(2)
+
+def EyeLikeAddDataType(builder, dataType):
+    builder.PrependInt32Slot(0, dataType, 0)
+
+def EyeLikeAddK(builder, k):
+    builder.PrependInt32Slot(1, k, 0)
+
+def EyeLikeEnd(builder):
+    return builder.EndObject()
+
+
+
+class EyeLikeT(object):
+
+    # EyeLikeT
+    def __init__(
+        self,
+        dataType = 0,
+        k = 0,
+    ):
+        self.dataType = dataType  # type: int
+        self.k = k  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        eyeLike = EyeLike()
+        eyeLike.Init(buf, pos)
+        return cls.InitFromObj(eyeLike)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, eyeLike):
+        x = EyeLikeT()
+        x._UnPack(eyeLike)
+        return x
+
+    # EyeLikeT
+    def _UnPack(self, eyeLike):
+        if eyeLike is None:
+            return
+        self.dataType = eyeLike.DataType()
+        self.k = eyeLike.K()
+
+    # EyeLikeT
+    def Pack(self, builder):
+        EyeLikeStart(builder)
+        EyeLikeAddDataType(builder, self.dataType)
+        EyeLikeAddK(builder, self.k)
+        eyeLike = EyeLikeEnd(builder)
+        return eyeLike
+
+
+class CenterCropPad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = CenterCropPad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsCenterCropPad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def CenterCropPadBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # CenterCropPad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # CenterCropPad
+    def Axes(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # CenterCropPad
+    def AxesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # CenterCropPad
+    def AxesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # CenterCropPad
+    def AxesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        return o == 0
+
+def CenterCropPadStart(builder):
+    builder.StartObject(1)
+
+def CenterCropPadAddAxes(builder, axes):
+    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(axes), 0)
+
+def CenterCropPadStartAxesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def CenterCropPadEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class CenterCropPadT(object):
+
+    # CenterCropPadT
+    def __init__(
+        self,
+        axes = None,
+    ):
+        self.axes = axes  # type: Optional[List[int]]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        centerCropPad = CenterCropPad()
+        centerCropPad.Init(buf, pos)
+        return cls.InitFromObj(centerCropPad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, centerCropPad):
+        x = CenterCropPadT()
+        x._UnPack(centerCropPad)
+        return x
+
+    # CenterCropPadT
+    def _UnPack(self, centerCropPad):
+        if centerCropPad is None:
+            return
+        if not centerCropPad.AxesIsNone():
+            if np is None:
+                self.axes = []
+                for i in range(centerCropPad.AxesLength()):
+                    self.axes.append(centerCropPad.Axes(i))
+            else:
+                self.axes = centerCropPad.AxesAsNumpy()
+
+    # CenterCropPadT
+    def Pack(self, builder):
+        if self.axes is not None:
+            if np is not None and type(self.axes) is np.ndarray:
+                axes = builder.CreateNumpyVector(self.axes)
+            else:
+                CenterCropPadStartAxesVector(builder, len(self.axes))
+                for i in reversed(range(len(self.axes))):
+                    builder.PrependInt32(self.axes[i])
+                axes = builder.EndVector()
+        CenterCropPadStart(builder)
+        if self.axes is not None:
+            CenterCropPadAddAxes(builder, axes)
+        centerCropPad = CenterCropPadEnd(builder)
+        return centerCropPad
+
+
+class Compress(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Compress()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsCompress(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def CompressBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Compress
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Compress
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Compress
+    def Flatten(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def CompressStart(builder):
+    builder.StartObject(2)
+
+def CompressAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, 0)
+
+def CompressAddFlatten(builder, flatten):
+    builder.PrependBoolSlot(1, flatten, 0)
+
+def CompressEnd(builder):
+    return builder.EndObject()
+
+
+
+class CompressT(object):
+
+    # CompressT
+    def __init__(
+        self,
+        axis = 0,
+        flatten = False,
+    ):
+        self.axis = axis  # type: int
+        self.flatten = flatten  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        compress = Compress()
+        compress.Init(buf, pos)
+        return cls.InitFromObj(compress)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, compress):
+        x = CompressT()
+        x._UnPack(compress)
+        return x
+
+    # CompressT
+    def _UnPack(self, compress):
+        if compress is None:
+            return
+        self.axis = compress.Axis()
+        self.flatten = compress.Flatten()
+
+    # CompressT
+    def Pack(self, builder):
+        CompressStart(builder)
+        CompressAddAxis(builder, self.axis)
+        CompressAddFlatten(builder, self.flatten)
+        compress = CompressEnd(builder)
+        return compress
+
+
+class ReverseSequence(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ReverseSequence()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsReverseSequence(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ReverseSequenceBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ReverseSequence
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # ReverseSequence
+    def BatchAxis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+    # ReverseSequence
+    def TimeAxis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def ReverseSequenceStart(builder):
+    builder.StartObject(2)
+
+def ReverseSequenceAddBatchAxis(builder, batchAxis):
+    builder.PrependInt32Slot(0, batchAxis, 1)
+
+def ReverseSequenceAddTimeAxis(builder, timeAxis):
+    builder.PrependInt32Slot(1, timeAxis, 0)
+
+def ReverseSequenceEnd(builder):
+    return builder.EndObject()
+
+
+
+class ReverseSequenceT(object):
+
+    # ReverseSequenceT
+    def __init__(
+        self,
+        batchAxis = 1,
+        timeAxis = 0,
+    ):
+        self.batchAxis = batchAxis  # type: int
+        self.timeAxis = timeAxis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        reverseSequence = ReverseSequence()
+        reverseSequence.Init(buf, pos)
+        return cls.InitFromObj(reverseSequence)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, reverseSequence):
+        x = ReverseSequenceT()
+        x._UnPack(reverseSequence)
+        return x
+
+    # ReverseSequenceT
+    def _UnPack(self, reverseSequence):
+        if reverseSequence is None:
+            return
+        self.batchAxis = reverseSequence.BatchAxis()
+        self.timeAxis = reverseSequence.TimeAxis()
+
+    # ReverseSequenceT
+    def Pack(self, builder):
+        ReverseSequenceStart(builder)
+        ReverseSequenceAddBatchAxis(builder, self.batchAxis)
+        ReverseSequenceAddTimeAxis(builder, self.timeAxis)
+        reverseSequence = ReverseSequenceEnd(builder)
+        return reverseSequence
+
+
+class DepthToSpace(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = DepthToSpace()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsDepthToSpace(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def DepthToSpaceBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # DepthToSpace
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # DepthToSpace
+    def BlockSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # DepthToSpace
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def DepthToSpaceStart(builder):
+    builder.StartObject(2)
+
+def DepthToSpaceAddBlockSize(builder, blockSize):
+    builder.PrependInt32Slot(0, blockSize, 0)
+
+def DepthToSpaceAddMode(builder, mode):
+    builder.PrependInt8Slot(1, mode, 0)
+
+def DepthToSpaceEnd(builder):
+    return builder.EndObject()
+
+
+
+class DepthToSpaceT(object):
+
+    # DepthToSpaceT
+    def __init__(
+        self,
+        blockSize = 0,
+        mode = 0,
+    ):
+        self.blockSize = blockSize  # type: int
+        self.mode = mode  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        depthToSpace = DepthToSpace()
+        depthToSpace.Init(buf, pos)
+        return cls.InitFromObj(depthToSpace)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, depthToSpace):
+        x = DepthToSpaceT()
+        x._UnPack(depthToSpace)
+        return x
+
+    # DepthToSpaceT
+    def _UnPack(self, depthToSpace):
+        if depthToSpace is None:
+            return
+        self.blockSize = depthToSpace.BlockSize()
+        self.mode = depthToSpace.Mode()
+
+    # DepthToSpaceT
+    def Pack(self, builder):
+        DepthToSpaceStart(builder)
+        DepthToSpaceAddBlockSize(builder, self.blockSize)
+        DepthToSpaceAddMode(builder, self.mode)
+        depthToSpace = DepthToSpaceEnd(builder)
+        return depthToSpace
+
+
+class SpaceToDepth(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SpaceToDepth()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSpaceToDepth(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SpaceToDepthBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # SpaceToDepth
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # SpaceToDepth
+    def BlockSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # SpaceToDepth
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def SpaceToDepthStart(builder):
+    builder.StartObject(2)
+
+def SpaceToDepthAddBlockSize(builder, blockSize):
+    builder.PrependInt32Slot(0, blockSize, 0)
+
+def SpaceToDepthAddMode(builder, mode):
+    builder.PrependInt8Slot(1, mode, 0)
+
+def SpaceToDepthEnd(builder):
+    return builder.EndObject()
+
+
+
+class SpaceToDepthT(object):
+
+    # SpaceToDepthT
+    def __init__(
+        self,
+        blockSize = 0,
+        mode = 0,
+    ):
+        self.blockSize = blockSize  # type: int
+        self.mode = mode  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        spaceToDepth = SpaceToDepth()
+        spaceToDepth.Init(buf, pos)
+        return cls.InitFromObj(spaceToDepth)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, spaceToDepth):
+        x = SpaceToDepthT()
+        x._UnPack(spaceToDepth)
+        return x
+
+    # SpaceToDepthT
+    def _UnPack(self, spaceToDepth):
+        if spaceToDepth is None:
+            return
+        self.blockSize = spaceToDepth.BlockSize()
+        self.mode = spaceToDepth.Mode()
+
+    # SpaceToDepthT
+    def Pack(self, builder):
+        SpaceToDepthStart(builder)
+        SpaceToDepthAddBlockSize(builder, self.blockSize)
+        SpaceToDepthAddMode(builder, self.mode)
+        spaceToDepth = SpaceToDepthEnd(builder)
+        return spaceToDepth
+
+
+class ArgMinMax(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ArgMinMax()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsArgMinMax(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ArgMinMaxBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ArgMinMax
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # ArgMinMax
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # ArgMinMax
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # ArgMinMax
+    def KeepDims(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+    # ArgMinMax
+    def SelectLastIndex(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def ArgMinMaxStart(builder):
+    builder.StartObject(4)
+
+def ArgMinMaxAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 0)
+
+def ArgMinMaxAddAxis(builder, axis):
+    builder.PrependInt32Slot(1, axis, 0)
+
+def ArgMinMaxAddKeepDims(builder, keepDims):
+    builder.PrependBoolSlot(2, keepDims, 1)
+
+def ArgMinMaxAddSelectLastIndex(builder, selectLastIndex):
+    builder.PrependBoolSlot(3, selectLastIndex, 0)
+
+def ArgMinMaxEnd(builder):
+    return builder.EndObject()
+
+
+
+class ArgMinMaxT(object):
+
+    # ArgMinMaxT
+    def __init__(
+        self,
+        mode = 0,
+        axis = 0,
+        keepDims = True,
+        selectLastIndex = False,
+    ):
+        self.mode = mode  # type: int
+        self.axis = axis  # type: int
+        self.keepDims = keepDims  # type: bool
+        self.selectLastIndex = selectLastIndex  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        argMinMax = ArgMinMax()
+        argMinMax.Init(buf, pos)
+        return cls.InitFromObj(argMinMax)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, argMinMax):
+        x = ArgMinMaxT()
+        x._UnPack(argMinMax)
+        return x
+
+    # ArgMinMaxT
+    def _UnPack(self, argMinMax):
+        if argMinMax is None:
+            return
+        self.mode = argMinMax.Mode()
+        self.axis = argMinMax.Axis()
+        self.keepDims = argMinMax.KeepDims()
+        self.selectLastIndex = argMinMax.SelectLastIndex()
+
+    # ArgMinMaxT
+    def Pack(self, builder):
+        ArgMinMaxStart(builder)
+        ArgMinMaxAddMode(builder, self.mode)
+        ArgMinMaxAddAxis(builder, self.axis)
+        ArgMinMaxAddKeepDims(builder, self.keepDims)
+        ArgMinMaxAddSelectLastIndex(builder, self.selectLastIndex)
+        argMinMax = ArgMinMaxEnd(builder)
+        return argMinMax
+
+
+class TopK(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = TopK()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsTopK(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def TopKBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # TopK
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # TopK
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # TopK
+    def Largest(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+    # TopK
+    def Sorted(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+def TopKStart(builder):
+    builder.StartObject(3)
+
+def TopKAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, -1)
+
+def TopKAddLargest(builder, largest):
+    builder.PrependBoolSlot(1, largest, 1)
+
+def TopKAddSorted(builder, sorted):
+    builder.PrependBoolSlot(2, sorted, 1)
+
+def TopKEnd(builder):
+    return builder.EndObject()
+
+
+
+class TopKT(object):
+
+    # TopKT
+    def __init__(
+        self,
+        axis = -1,
+        largest = True,
+        sorted = True,
+    ):
+        self.axis = axis  # type: int
+        self.largest = largest  # type: bool
+        self.sorted = sorted  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        topK = TopK()
+        topK.Init(buf, pos)
+        return cls.InitFromObj(topK)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, topK):
+        x = TopKT()
+        x._UnPack(topK)
+        return x
+
+    # TopKT
+    def _UnPack(self, topK):
+        if topK is None:
+            return
+        self.axis = topK.Axis()
+        self.largest = topK.Largest()
+        self.sorted = topK.Sorted()
+
+    # TopKT
+    def Pack(self, builder):
+        TopKStart(builder)
+        TopKAddAxis(builder, self.axis)
+        TopKAddLargest(builder, self.largest)
+        TopKAddSorted(builder, self.sorted)
+        topK = TopKEnd(builder)
+        return topK
+
+
+class GatherElements(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = GatherElements()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsGatherElements(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def GatherElementsBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # GatherElements
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # GatherElements
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def GatherElementsStart(builder):
+    builder.StartObject(1)
+
+def GatherElementsAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, 0)
+
+def GatherElementsEnd(builder):
+    return builder.EndObject()
+
+
+
+class GatherElementsT(object):
+
+    # GatherElementsT
+    def __init__(
+        self,
+        axis = 0,
+    ):
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        gatherElements = GatherElements()
+        gatherElements.Init(buf, pos)
+        return cls.InitFromObj(gatherElements)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, gatherElements):
+        x = GatherElementsT()
+        x._UnPack(gatherElements)
+        return x
+
+    # GatherElementsT
+    def _UnPack(self, gatherElements):
+        if gatherElements is None:
+            return
+        self.axis = gatherElements.Axis()
+
+    # GatherElementsT
+    def Pack(self, builder):
+        GatherElementsStart(builder)
+        GatherElementsAddAxis(builder, self.axis)
+        gatherElements = GatherElementsEnd(builder)
+        return gatherElements
+
+
+class GatherND(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = GatherND()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsGatherND(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def GatherNDBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # GatherND
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # GatherND
+    def BatchDims(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def GatherNDStart(builder):
+    builder.StartObject(1)
+
+def GatherNDAddBatchDims(builder, batchDims):
+    builder.PrependInt32Slot(0, batchDims, 0)
+
+def GatherNDEnd(builder):
+    return builder.EndObject()
+
+
+
+class GatherNDT(object):
+
+    # GatherNDT
+    def __init__(
+        self,
+        batchDims = 0,
+    ):
+        self.batchDims = batchDims  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        gatherNd = GatherND()
+        gatherNd.Init(buf, pos)
+        return cls.InitFromObj(gatherNd)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, gatherNd):
+        x = GatherNDT()
+        x._UnPack(gatherNd)
+        return x
+
+    # GatherNDT
+    def _UnPack(self, gatherNd):
+        if gatherNd is None:
+            return
+        self.batchDims = gatherNd.BatchDims()
+
+    # GatherNDT
+    def Pack(self, builder):
+        GatherNDStart(builder)
+        GatherNDAddBatchDims(builder, self.batchDims)
+        gatherNd = GatherNDEnd(builder)
+        return gatherNd
+
+
+class ScatterElements(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ScatterElements()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsScatterElements(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ScatterElementsBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ScatterElements
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # ScatterElements
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # ScatterElements
+    def Reduction(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def ScatterElementsStart(builder):
+    builder.StartObject(2)
+
+def ScatterElementsAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, 0)
+
+def ScatterElementsAddReduction(builder, reduction):
+    builder.PrependInt8Slot(1, reduction, 0)
+
+def ScatterElementsEnd(builder):
+    return builder.EndObject()
+
+
+
+class ScatterElementsT(object):
+
+    # ScatterElementsT
+    def __init__(
+        self,
+        axis = 0,
+        reduction = 0,
+    ):
+        self.axis = axis  # type: int
+        self.reduction = reduction  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        scatterElements = ScatterElements()
+        scatterElements.Init(buf, pos)
+        return cls.InitFromObj(scatterElements)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, scatterElements):
+        x = ScatterElementsT()
+        x._UnPack(scatterElements)
+        return x
+
+    # ScatterElementsT
+    def _UnPack(self, scatterElements):
+        if scatterElements is None:
+            return
+        self.axis = scatterElements.Axis()
+        self.reduction = scatterElements.Reduction()
+
+    # ScatterElementsT
+    def Pack(self, builder):
+        ScatterElementsStart(builder)
+        ScatterElementsAddAxis(builder, self.axis)
+        ScatterElementsAddReduction(builder, self.reduction)
+        scatterElements = ScatterElementsEnd(builder)
+        return scatterElements
+
+
+class ScatterND(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = ScatterND()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsScatterND(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ScatterNDBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # ScatterND
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # ScatterND
+    def Reduction(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def ScatterNDStart(builder):
+    builder.StartObject(1)
+
+def ScatterNDAddReduction(builder, reduction):
+    builder.PrependInt8Slot(0, reduction, 0)
+
+def ScatterNDEnd(builder):
+    return builder.EndObject()
+
+
+
+class ScatterNDT(object):
+
+    # ScatterNDT
+    def __init__(
+        self,
+        reduction = 0,
+    ):
+        self.reduction = reduction  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        scatterNd = ScatterND()
+        scatterNd.Init(buf, pos)
+        return cls.InitFromObj(scatterNd)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, scatterNd):
+        x = ScatterNDT()
+        x._UnPack(scatterNd)
+        return x
+
+    # ScatterNDT
+    def _UnPack(self, scatterNd):
+        if scatterNd is None:
+            return
+        self.reduction = scatterNd.Reduction()
+
+    # ScatterNDT
+    def Pack(self, builder):
+        ScatterNDStart(builder)
+        ScatterNDAddReduction(builder, self.reduction)
+        scatterNd = ScatterNDEnd(builder)
+        return scatterNd
+
+
+class Unique(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Unique()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsUnique(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def UniqueBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Unique
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Unique
+    def Sorted(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+    # Unique
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Unique
+    def AxisSet(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def UniqueStart(builder):
+    builder.StartObject(3)
+
+def UniqueAddSorted(builder, sorted):
+    builder.PrependBoolSlot(0, sorted, 1)
+
+def UniqueAddAxis(builder, axis):
+    builder.PrependInt32Slot(1, axis, 0)
+
+def UniqueAddAxisSet(builder, axisSet):
+    builder.PrependBoolSlot(2, axisSet, 0)
+
+def UniqueEnd(builder):
+    return builder.EndObject()
+
+
+
+class UniqueT(object):
+
+    # UniqueT
+    def __init__(
+        self,
+        sorted = True,
+        axis = 0,
+        axisSet = False,
+    ):
+        self.sorted = sorted  # type: bool
+        self.axis = axis  # type: int
+        self.axisSet = axisSet  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        unique = Unique()
+        unique.Init(buf, pos)
+        return cls.InitFromObj(unique)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, unique):
+        x = UniqueT()
+        x._UnPack(unique)
+        return x
+
+    # UniqueT
+    def _UnPack(self, unique):
+        if unique is None:
+            return
+        self.sorted = unique.Sorted()
+        self.axis = unique.Axis()
+        self.axisSet = unique.AxisSet()
+
+    # UniqueT
+    def Pack(self, builder):
+        UniqueStart(builder)
+        UniqueAddSorted(builder, self.sorted)
+        UniqueAddAxis(builder, self.axis)
+        UniqueAddAxisSet(builder, self.axisSet)
+        unique = UniqueEnd(builder)
+        return unique
+
+
+class Col2Im(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Col2Im()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsCol2Im(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def Col2ImBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Col2Im
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Col2Im
+    def Dilations(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Col2Im
+    def DilationsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Col2Im
+    def DilationsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Col2Im
+    def DilationsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        return o == 0
+
+    # Col2Im
+    def Pads(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Col2Im
+    def PadsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Col2Im
+    def PadsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Col2Im
+    def PadsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        return o == 0
+
+    # Col2Im
+    def Strides(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Col2Im
+    def StridesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Col2Im
+    def StridesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Col2Im
+    def StridesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
+def Col2ImStart(builder):
+    builder.StartObject(3)
+
+def Col2ImAddDilations(builder, dilations):
+    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(dilations), 0)
+
+def Col2ImStartDilationsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def Col2ImAddPads(builder, pads):
+    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(pads), 0)
+
+def Col2ImStartPadsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def Col2ImAddStrides(builder, strides):
+    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(strides), 0)
+
+def Col2ImStartStridesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def Col2ImEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class Col2ImT(object):
+
+    # Col2ImT
+    def __init__(
+        self,
+        dilations = None,
+        pads = None,
+        strides = None,
+    ):
+        self.dilations = dilations  # type: Optional[List[int]]
+        self.pads = pads  # type: Optional[List[int]]
+        self.strides = strides  # type: Optional[List[int]]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        col2Im = Col2Im()
+        col2Im.Init(buf, pos)
+        return cls.InitFromObj(col2Im)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, col2Im):
+        x = Col2ImT()
+        x._UnPack(col2Im)
+        return x
+
+    # Col2ImT
+    def _UnPack(self, col2Im):
+        if col2Im is None:
+            return
+        if not col2Im.DilationsIsNone():
+            if np is None:
+                self.dilations = []
+                for i in range(col2Im.DilationsLength()):
+                    self.dilations.append(col2Im.Dilations(i))
+            else:
+                self.dilations = col2Im.DilationsAsNumpy()
+        if not col2Im.PadsIsNone():
+            if np is None:
+                self.pads = []
+                for i in range(col2Im.PadsLength()):
+                    self.pads.append(col2Im.Pads(i))
+            else:
+                self.pads = col2Im.PadsAsNumpy()
+        if not col2Im.StridesIsNone():
+            if np is None:
+                self.strides = []
+                for i in range(col2Im.StridesLength()):
+                    self.strides.append(col2Im.Strides(i))
+            else:
+                self.strides = col2Im.StridesAsNumpy()
+
+    # Col2ImT
+    def Pack(self, builder):
+        if self.dilations is not None:
+            if np is not None and type(self.dilations) is np.ndarray:
+                dilations = builder.CreateNumpyVector(self.dilations)
+            else:
+                Col2ImStartDilationsVector(builder, len(self.dilations))
+                for i in reversed(range(len(self.dilations))):
+                    builder.PrependInt32(self.dilations[i])
+                dilations = builder.EndVector()
+        if self.pads is not None:
+            if np is not None and type(self.pads) is np.ndarray:
+                pads = builder.CreateNumpyVector(self.pads)
+            else:
+                Col2ImStartPadsVector(builder, len(self.pads))
+                for i in reversed(range(len(self.pads))):
+                    builder.PrependInt32(self.pads[i])
+                pads = builder.EndVector()
+        if self.strides is not None:
+            if np is not None and type(self.strides) is np.ndarray:
+                strides = builder.CreateNumpyVector(self.strides)
+            else:
+                Col2ImStartStridesVector(builder, len(self.strides))
+                for i in reversed(range(len(self.strides))):
+                    builder.PrependInt32(self.strides[i])
+                strides = builder.EndVector()
+        Col2ImStart(builder)
+        if self.dilations is not None:
+            Col2ImAddDilations(builder, dilations)
+        if self.pads is not None:
+            Col2ImAddPads(builder, pads)
+        if self.strides is not None:
+            Col2ImAddStrides(builder, strides)
+        col2Im = Col2ImEnd(builder)
+        return col2Im
+
+
 class QuantParam(object):
     __slots__ = ['_tab']
 
@@ -11029,7 +13025,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

@@ -486,12 +486,15 @@ FROZEN = ["test_constantofshape_float_ones", "test_constantofshape_int_zeros",
         "downsample_scales_linear_half_pixel_symmetric", "upsample_scales_linear_half_pixel_symmetric")]
 
 
-def frozen_case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray], float, float]:
+def frozen_case(name: str, data_inputs: int | None = None) -> tuple[onnx.ModelProto, dict[str, np.ndarray],
+                                                                    list[np.ndarray], float, float]:
     """(model with its parameter graph inputs made initializers, remaining feeds, expected outputs, rtol, atol)
-    of an official node test. The data input is the first one; ConstantOfShape has none."""
+    of an official node test. The first `data_inputs` inputs stay graph inputs: by default the first one, none
+    for ConstantOfShape and Range."""
     case = next(c for c in load_model_tests(kind="node") if c.name == name)
     inputs, expected = case.data_sets[0]
-    data_inputs = 0 if case.model.graph.node[0].op_type == "ConstantOfShape" else 1
+    if data_inputs is None:
+        data_inputs = 0 if case.model.graph.node[0].op_type in ("ConstantOfShape", "Range") else 1
     m = onnx.ModelProto()
     m.CopyFrom(case.model)
     names = [vi.name for vi in m.graph.input]

@@ -1,12 +1,13 @@
 """fuse_activation: x * sigmoid(x) -> SWISH, x * hsigmoid(x) -> HSWISH, then an activation whose input has one
-reader folds into the op that produced it (Conv2D, FullConnection, MatMul, Add, Sub, Mul, Div, Pooling)."""
+reader folds into the op that produced it when that op applies an `activation` attribute
+(`traits(op).fused_activation`: Conv2D, FullConnection, MatMul, Add, Sub, Mul, Div, Pooling, ...)."""
 from __future__ import annotations
 
 from converter.ir import Graph, Node
+from lite.traits import traits
 from schema import fb
 
 A = fb.ActivationType
-FUSABLE_INTO = ("Conv2D", "Conv2DTranspose", "FullConnection", "MatMul", "Add", "Sub", "Mul", "Div", "Pooling")
 FUSABLE = (A.RELU, A.RELU6, A.SIGMOID, A.TANH, A.HSWISH, A.SWISH)
 _HARD_SIGMOID = (1.0 / 6.0, 0.5)
 
@@ -41,7 +42,7 @@ def fuse_into_producer(graph: Graph) -> None:
     for act in graph.op_nodes("Activation"):
         kind = act.attrs.get("type")
         producer = graph.producer(act.inputs[0])
-        if (kind not in FUSABLE or producer is None or producer.op not in FUSABLE_INTO
+        if (kind not in FUSABLE or producer is None or not traits(producer.op).fused_activation
                 or producer.attrs.get("activation", 0) or graph.uses(act.inputs[0]) != 1
                 or act.inputs[0] in graph.outputs):
             continue

@@ -1,4 +1,5 @@
-"""fuse_pad: a constant zero Pad of only H and W in front of a Conv2D becomes the convolution's own padding.
+"""fuse_pad: a constant zero Pad of only H and W in front of a Conv2D (an op with `traits(op).absorbs_pad`)
+becomes the convolution's own padding.
 
 PyTorch exports of TF-style "same" convolutions (EfficientNet-Lite) pad explicitly before every strided conv;
 folding the pad saves a full copy of the activation per conv.
@@ -8,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from converter.ir import Graph
+from lite.traits import traits
 from schema import fb
 
 
@@ -25,7 +27,7 @@ def _spatial_pads(graph: Graph, pad_node) -> tuple[int, int, int, int] | None:
 
 
 def fuse_pad(graph: Graph) -> None:
-    for conv in graph.op_nodes("Conv2D"):
+    for conv in [n for n in graph.nodes if traits(n.op).absorbs_pad]:
         pad_node = graph.producer(conv.inputs[0])
         if (pad_node is None or pad_node.op != "Pad" or graph.uses(conv.inputs[0]) != 1
                 or conv.attrs.get("pad_mode", fb.PadMode.PAD) != fb.PadMode.PAD):

@@ -1,23 +1,19 @@
-"""remove_identity: drop nodes that return their input unchanged (Identity, inference Dropout, no-op Cast,
-Reshape/Flatten/Squeeze to the same static shape, Transpose by the identity permutation)."""
+"""remove_identity: drop nodes that return their input unchanged, as each op's `traits(op).noop` says (Identity,
+inference Dropout, no-op Cast, Reshape/Flatten/Squeeze to the same static shape, Transpose by the identity
+permutation)."""
 from __future__ import annotations
 
 from converter.ir import Graph, Node
-
-_SHAPE_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+from lite.rewrites import returns_input
+from lite.traits import traits
 
 
 def _is_noop(graph: Graph, node: Node) -> bool:
+    if len(node.outputs) != 1 or not node.inputs:
+        return False
     x, y = graph.values[node.inputs[0]], graph.values[node.outputs[0]]
-    if node.op in ("Identity", "Dropout"):
-        return True
-    if node.op == "Cast":
-        return x.dtype == y.dtype
-    if node.op == "Transpose":
-        return list(node.attrs.get("perm", [])) == list(range(x.rank))
-    if node.op in _SHAPE_OPS:
-        return x.static and x.shape == y.shape
-    return False
+    return returns_input(node.op, node.attrs.get("training", False), node.attrs.get("perm"),
+                         (x.shape, x.dtype), (y.shape, y.dtype))
 
 
 def bypass(graph: Graph, node: Node) -> bool:
@@ -38,9 +34,8 @@ def bypass(graph: Graph, node: Node) -> bool:
     return True
 
 
-def remove_identity(graph: Graph, keep: tuple[str, ...] = ()) -> None:
-    """Bypass every no-op node except those of the ops in `keep` (training keeps Dropout)."""
+def remove_identity(graph: Graph, training: bool = False) -> None:
+    """Bypass every no-op node; for a graph to be trained, not those with a train-mode form (Dropout)."""
     for node in list(graph.nodes):
-        if (node.op in ("Identity", "Dropout", "Cast", "Transpose", *_SHAPE_OPS) and node.op not in keep
-                and len(node.outputs) == 1 and _is_noop(graph, node)):
+        if _is_noop(graph, node) and not (training and traits(node.op).train):
             bypass(graph, node)

@@ -16,13 +16,10 @@ import numpy as np
 from converter.ir import Graph, Node, Value
 from converter.passes.remove_identity import bypass
 from converter.shape_inference import infer_node
+from lite.traits import AXES_INPUT, AXIS, BEGIN_END, ELEMENTWISE, ONE_PER_AXIS, PER_AXIS, traits
 from schema import fb
 
 Perm = tuple[int, ...]
-
-UNARY = {"Activation", "Sqrt", "Exp", "Log", "Neg", "Abs", "Erf", "Identity", "Dropout", "Cast"}
-BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Minimum", "Maximum", "PReLU"}
-AXIS_ATTR = {"Concat", "Softmax", "LogSoftmax", "BatchNorm", "Split"}
 
 
 def _compose(first: Perm, second: Perm) -> Perm:
@@ -65,6 +62,9 @@ def _rewrite(graph: Graph, node: Node, inputs: list[str], attrs: dict, out_perm:
 
 
 def _push_elementwise(graph: Graph, node: Node) -> bool:
+    """Value-by-value ops; not when a value has per-channel quantization parameters (their axis would move)."""
+    if any(len(graph.values[v].quant_params) > 1 for v in (*node.inputs, *node.outputs) if v):
+        return False
     data = [(i, _transpose_input(graph, i)) for i in node.inputs]
     perms = {t[1] for _, t in data if t}
     if len(perms) != 1:
@@ -86,24 +86,17 @@ def _push_elementwise(graph: Graph, node: Node) -> bool:
     return True
 
 
-def _push_quant_cast(graph: Graph, node: Node) -> bool:
-    """QuantDTypeCast is elementwise when its parameters are per tensor."""
-    if any(len(graph.values[v].quant_params) > 1 for v in (node.inputs[0], node.outputs[0])):
-        return False
-    return _push_elementwise(graph, node)
-
-
 def _push_axis_attr(graph: Graph, node: Node) -> bool:
     """Ops with an `axis` attribute: every non-const data input must come through the same transpose."""
+    layout = traits(node.op).layout
     ts = [_transpose_input(graph, i) for i in node.inputs]
-    data_inputs = node.inputs if node.op == "Concat" else node.inputs[:1]
+    data_inputs = node.inputs if layout.all_inputs else node.inputs[:1]
     if not all(ts[k] for k in range(len(data_inputs))) or len({ts[k][1] for k in range(len(data_inputs))}) != 1:
         return False
     perm = ts[0][1]
     rank = len(perm)
     attrs = dict(node.attrs)
-    attrs["axis"] = perm[attrs.get("axis", -1 if node.op in ("Softmax", "LogSoftmax") else
-                                   1 if node.op == "BatchNorm" else 0) % rank]
+    attrs["axis"] = perm[attrs.get("axis", layout.axis_default) % rank]
     inputs = [ts[k][0] for k in range(len(data_inputs))] + node.inputs[len(data_inputs):]
     _rewrite(graph, node, inputs, attrs, perm)
     return True
@@ -127,15 +120,11 @@ def _push_axes_input(graph: Graph, node: Node) -> bool:
     return True
 
 
-# Ops whose parameter inputs hold one value per axis ("axis") or begins-then-ends per axis ("begin_end").
-PER_AXIS_INPUTS = {"Pad": {1: "begin_end"}, "Resize": {1: "begin_end", 2: "axis", 3: "axis"}}
-
-
 def _permute_per_axis(values: np.ndarray, kind: str, perm: Perm) -> np.ndarray:
     """Parameters given per axis of T(x, perm), rearranged per axis of x."""
     inverse = list(_inverse(perm))
     flat = values.ravel()
-    if kind == "axis":
+    if kind == ONE_PER_AXIS:
         return flat[inverse]
     rank = len(perm)
     return np.concatenate([flat[:rank][inverse], flat[rank:][inverse]])
@@ -146,17 +135,18 @@ def _push_per_axis_inputs(graph: Graph, node: Node) -> bool:
     t = _transpose_input(graph, node.inputs[0])
     if t is None:
         return False
+    kinds = dict(traits(node.op).layout.per_axis)
     perm = t[1]
     inputs = [t[0]]
     for k, name in enumerate(node.inputs[1:], start=1):
-        kind = PER_AXIS_INPUTS[node.op].get(k)
+        kind = kinds.get(k)
         value = graph.const(name) if name else None
         if kind is None or not name or value is None or value.size == 0:
             if kind is not None and name and value is None:
                 return False
             inputs.append(name)
             continue
-        if value.size != (2 if kind == "begin_end" else 1) * len(perm):
+        if value.size != (2 if kind == BEGIN_END else 1) * len(perm):
             return False
         inputs.append(graph.add_const(_permute_per_axis(value, kind, perm), name + "_nhwc"))
     _rewrite(graph, node, inputs, dict(node.attrs), perm)
@@ -189,14 +179,20 @@ def _as_reshape(graph: Graph, node: Node, perm: Perm) -> bool:
     return True
 
 
-PUSH: dict[str, Callable[[Graph, Node], bool]] = {
-    **{op: _push_elementwise for op in UNARY | BINARY},
-    **{op: _push_axis_attr for op in AXIS_ATTR},
-    "Reduce": _push_axes_input,
-    "QuantDTypeCast": _push_quant_cast,
-    **{op: _push_per_axis_inputs for op in PER_AXIS_INPUTS},
-    "Transpose": _merge_transposes,
+PUSH: dict[str, Callable[[Graph, Node], bool]] = {   # by layout kind
+    ELEMENTWISE: _push_elementwise,
+    AXIS: _push_axis_attr,
+    AXES_INPUT: _push_axes_input,
+    PER_AXIS: _push_per_axis_inputs,
 }
+
+
+def _push(graph: Graph, node: Node) -> bool:
+    """Move the transposes before `node` past it (or merge them, for a Transpose); True when the graph changed."""
+    if node.op == "Transpose":
+        return _merge_transposes(graph, node)
+    push = PUSH.get(traits(node.op).layout.kind)
+    return push is not None and push(graph, node)
 
 
 def to_nhwc(graph: Graph) -> None:
@@ -205,7 +201,7 @@ def to_nhwc(graph: Graph) -> None:
         changed = False
         graph.sort()
         for node in list(graph.nodes):
-            if node in graph.nodes and node.op in PUSH and PUSH[node.op](graph, node):
+            if node in graph.nodes and _push(graph, node):
                 changed = True
         graph.prune()
     for node in graph.op_nodes("Transpose"):    # what is left: free when only size-1 dims move

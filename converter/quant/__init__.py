@@ -9,6 +9,7 @@ import onnx
 
 from converter.export import to_bytes
 from converter.ir import Graph
+from converter.load import load_onnx, to_graph
 from converter.quant.bias_correction import correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration
 from converter.quant.config import POST_TRAINING, WEIGHT_QUANT, QuantConfig, load_config, parse_config
@@ -59,7 +60,6 @@ def convert_quantized(model: onnx.ModelProto | str | os.PathLike, config: QuantC
                       input_shapes: dict[str, list[int]] | None = None,
                       calibration_inputs: list[dict] | None = None) -> bytes:
     """An ONNX model (or its path) quantized as `.ms` bytes; `config` is a QuantConfig or a config file path."""
-    from converter import load_onnx, to_graph
     if not isinstance(config, QuantConfig):
         config = load_config(config)
     if not isinstance(model, onnx.ModelProto):

@@ -1,5 +1,5 @@
-"""Bias correction (MindSpore's accuracy-loss compensation) for int8 Conv2D, depthwise Conv2D, FullConnection
-and MatMul.
+"""Bias correction (MindSpore's accuracy-loss compensation) for the int8 ops with `traits(op).bias_correction`:
+Conv2D, depthwise Conv2D, FullConnection and MatMul.
 
 For each such layer, the quantized layer alone is fed the quantized version of the float model's input to it,
 so only that layer's own error shows; the per-output-channel mean of (float output - quantized output in real
@@ -23,8 +23,7 @@ from converter.quant.debug import graph_outputs, outputs_sqnr
 from converter.quant.full_quant import set_int32_bias
 from converter.quant.weights import dequantize_weight
 from lite.dtypes import DataType
-
-CORRECTED = ("Conv2D", "FullConnection", "MatMul")
+from lite.traits import traits
 
 
 def channel_error_sum(float_out: np.ndarray, quant_out: np.ndarray) -> tuple[np.ndarray, int]:
@@ -43,7 +42,7 @@ def as_full_connection(graph: Graph, node: Node) -> None:
 
 
 def correctable(graph: Graph, node: Node) -> bool:
-    return (node.op in CORRECTED and graph.values[node.outputs[0]].dtype == np.int8
+    return (traits(node.op).bias_correction and graph.values[node.outputs[0]].dtype == np.int8
             and not (node.op == "MatMul" and node.attrs.get("transpose_a")))
 
 
@@ -53,7 +52,7 @@ def layer_graph(qgraph: Graph, node: Node, float_bias: np.ndarray | None) -> Gra
     of near-constant channels is not a bias that a bias can correct)."""
     g = Graph(f"{node.name}_alone")
     xq, yq = qgraph.values[node.inputs[0]], qgraph.values[node.outputs[0]]
-    w = qgraph.values[node.inputs[1]]
+    w = qgraph.values[node.inputs[traits(node.op).weight_input]]
     for name, dtype, params in (("x", np.float32, []), ("xq", np.int8, xq.quant_params), ("xd", np.float32, [])):
         g.values[name] = Value(name, xq.shape, np.dtype(dtype), format=xq.format, quant_params=params)
     g.values["y"] = Value("y", yq.shape, np.dtype(np.float32), format=yq.format)
@@ -69,7 +68,8 @@ def layer_graph(qgraph: Graph, node: Node, float_bias: np.ndarray | None) -> Gra
 
 
 def float_bias_of(float_graph: Graph, node: Node) -> np.ndarray | None:
-    return float_graph.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    b_in = traits(node.op).bias_input
+    return float_graph.const(node.inputs[b_in]) if b_in is not None and len(node.inputs) > b_in else None
 
 
 def correct_biases(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

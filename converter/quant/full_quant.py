@@ -11,12 +11,11 @@ import numpy as np
 
 from converter.ir import Graph, Node, Value
 from converter.quant.qparams import activation_param, make_param, quantize_tensor
-from converter.quant.weights import WEIGHT_INPUT, quantize_weight, weight_axis
+from converter.quant.weights import quantize_weight, weight_axis
 from lite import kernel as kernel_registry
 from lite.dtypes import DataType
+from lite.traits import traits
 from schema import fb
-
-SAME_PARAMS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Pad", "Pooling")  # output = input's
 CLAMP_ACTIVATIONS = (fb.ActivationType.NO_ACTIVATION, fb.ActivationType.RELU, fb.ActivationType.RELU6)
 BOUNDARY_TYPES = {"FLOAT": DataType.FLOAT32, "INT8": DataType.INT8, "UINT8": DataType.UINT8}
 Ranges = dict[str, tuple[float, float]]
@@ -49,10 +48,12 @@ def split_activations(graph: Graph) -> Graph:
 
 
 def _weighted(node: Node, graph: Graph) -> bool:
-    """Conv2D/FullConnection/MatMul can only be int8 with a constant float weight (2-D for MatMul)."""
-    if node.op not in WEIGHT_INPUT:
+    """Ops with a weight input (Conv2D/FullConnection/MatMul) can only be int8 with a constant float weight
+    (2-D for MatMul)."""
+    index = traits(node.op).weight_input
+    if index is None:
         return True
-    w = graph.const(node.inputs[WEIGHT_INPUT[node.op]])
+    w = graph.const(node.inputs[index])
     return w is not None and w.dtype == np.float32 and (node.op != "MatMul" or w.ndim == 2)
 
 
@@ -78,7 +79,7 @@ def _add_cast(graph: Graph, src: str, dst: str, src_t: int, dst_t: int) -> None:
 
 def _quantize_weights(graph: Graph, node: Node, in_param: fb.QuantParamT, bits: int) -> None:
     """Per-channel int8 weight; INT32 bias with scale s_x * s_w[c] (MatMul's B is stored untransposed)."""
-    index = WEIGHT_INPUT[node.op]
+    index = traits(node.op).weight_input
     w = graph.const(node.inputs[index])
     if node.op == "MatMul" and node.attrs.get("transpose_b"):
         w, node.attrs = w.T, {**node.attrs, "transpose_b": False}
@@ -90,7 +91,9 @@ def _quantize_weights(graph: Graph, node: Node, in_param: fb.QuantParamT, bits: 
     wvalue.quant_params, wvalue.quant_axis, wvalue.format = params, axis, source.format
     wvalue.source_perm = source.source_perm if node.op != "MatMul" else ()
     node.inputs[index] = wname
-    bias = graph.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    b_in = traits(node.op).bias_input
+    has_bias = b_in is not None and len(node.inputs) > b_in and node.inputs[b_in]
+    bias = graph.const(node.inputs[b_in]) if has_bias else None
     if bias is not None:
         set_int32_bias(graph, node, bias.astype(np.float64), in_param)
 
@@ -113,16 +116,17 @@ def widen_weight_scales(graph: Graph, weight: str, min_scales: np.ndarray) -> No
 def set_int32_bias(graph: Graph, node: Node, bias: np.ndarray, in_param: fb.QuantParamT) -> None:
     """Give `node` the INT32 version of the float `bias` (scale s_x * s_w[c], zero point 0). A channel whose
     weights are so small that its bias would not fit int32 gets a larger weight scale first (as MindSpore does)."""
-    weight = node.inputs[WEIGHT_INPUT[node.op]]
+    t = traits(node.op)
+    weight = node.inputs[t.weight_input]
     widen_weight_scales(graph, weight, np.abs(bias) / (in_param.scale * BIAS_LIMIT))
     scales = np.array([in_param.scale * p.scale for p in graph.values[weight].quant_params], np.float64)
     q = np.rint(bias / scales).astype(np.int32)
     name = graph.add_const(q, f"{node.name}/bias_int32")
     graph.values[name].quant_params = [make_param(s, 0, 0.0, 0.0, 32, False) for s in scales]
     graph.values[name].format = fb.Format.ND
-    while len(node.inputs) < 3:
+    while len(node.inputs) <= t.bias_input:
         node.inputs.append("")
-    node.inputs[2] = name
+    node.inputs[t.bias_input] = name
 
 
 def _quantize_const_input(graph: Graph, name: str, bits: int, param: fb.QuantParamT | None = None) -> str:
@@ -161,15 +165,16 @@ def full_quantize(graph: Graph, ranges: Ranges, activation_bits: int = 8, weight
             if name and graph.const(name) is None:
                 node.inputs[i] = int8_input(name)
         in_param = graph.values[node.inputs[0]].quant_params[0]
+        t = traits(node.op)
         for i, name in enumerate(node.inputs):
-            if (name and node.op not in WEIGHT_INPUT and graph.const(name) is not None
+            if (name and t.weight_input is None and graph.const(name) is not None
                     and graph.const(name).dtype == np.float32):
-                shared = in_param if node.op in SAME_PARAMS else None
+                shared = in_param if t.same_quant else None
                 node.inputs[i] = _quantize_const_input(graph, name, activation_bits, shared)
-        if node.op in WEIGHT_INPUT:
+        if t.weight_input is not None:
             _quantize_weights(graph, node, in_param, weight_bits)
         for name in node.outputs:
-            params[name] = in_param if node.op in SAME_PARAMS else activation_param(*ranges[name], activation_bits)
+            params[name] = in_param if t.same_quant else activation_param(*ranges[name], activation_bits)
             _set_int8(graph.values[name], params[name])
     for name in params:
         _float_readers_through_cast(graph, name, chosen_ids)

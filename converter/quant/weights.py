@@ -2,7 +2,8 @@
 
 Weights are symmetric per output channel (zero point 0) in the narrow range [-(2^(b-1) - 1), 2^(b-1) - 1]
 (1-bit weights, where that range is empty, use {-1, 0, 1}).
-Channel axis: Conv2D OHWI -> 0, FullConnection [out, in] -> 0, MatMul constant B -> its last axis.
+Which input is the weight and its channel axis are the op's traits (`traits(op).weight_input`, `.weight_axis`):
+Conv2D OHWI -> 0, FullConnection [out, in] -> 0, MatMul constant B -> its last axis.
 """
 from __future__ import annotations
 
@@ -11,14 +12,13 @@ import numpy as np
 from converter.ir import Graph, Node, Value
 from converter.quant.qparams import make_param, qrange, quantize
 from lite.dtypes import DataType
+from lite.traits import traits
 from schema import fb
-
-WEIGHT_INPUT = {"Conv2D": 1, "FullConnection": 1, "MatMul": 1}
 
 
 def weight_axis(node: Node, weight: np.ndarray) -> int:
     """The output-channel axis of `node`'s weight."""
-    return weight.ndim - 1 if node.op == "MatMul" else 0
+    return traits(node.op).weight_axis % weight.ndim
 
 
 def weight_range(bits: int) -> tuple[int, int]:
@@ -53,9 +53,10 @@ def dequantize_weight(q: np.ndarray, params: list[fb.QuantParamT], axis: int) ->
 
 def weight_quantizable(node: Node, graph: Graph, min_size: int, min_channel: int) -> bool:
     """Quantize a constant weight of more than `min_size` elements and more than `min_channel` channels."""
-    if node.op not in WEIGHT_INPUT or len(node.inputs) <= WEIGHT_INPUT[node.op]:
+    index = traits(node.op).weight_input
+    if index is None or len(node.inputs) <= index:
         return False
-    w = graph.const(node.inputs[WEIGHT_INPUT[node.op]])
+    w = graph.const(node.inputs[index])
     if w is None or w.dtype != np.float32 or w.ndim < 2:
         return False
     return w.size > min_size and w.shape[weight_axis(node, w)] > min_channel
@@ -67,7 +68,7 @@ def weight_only_quantize(graph: Graph, bits: int, min_size: int = 0, min_channel
     for node in list(graph.nodes):
         if not weight_quantizable(node, graph, min_size, min_channel):
             continue
-        index = WEIGHT_INPUT[node.op]
+        index = traits(node.op).weight_input
         w = graph.const(node.inputs[index])
         axis = weight_axis(node, w)
         q, params = quantize_weight(w, axis, bits)

@@ -1,7 +1,8 @@
 """`--trainModel=true`: build the training graph of an ONNX model ahead of time (format: `docs/training.md`).
 
-Pipeline: import, fold_constants, remove_identity with Dropout kept, to_nhwc (no BatchNorm or activation fusion,
-so every trainable parameter stays a tensor of its own), source weight names restored, then the training graph.
+Pipeline: import, fold_constants, remove_identity with train-mode ops (Dropout) kept, to_nhwc (no BatchNorm or
+activation fusion, so every trainable parameter stays a tensor of its own), source weight names restored, then the
+training graph.
 """
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from converter.ir import Graph
 from converter.passes.fold_constants import fold_constants
 from converter.passes.remove_identity import remove_identity
 from converter.passes.to_nhwc import to_nhwc
-from converter.train.builder import LABELS, LEARNING_RATE, LOSS, build_training_graph
+from converter.train.builder import build_training_graph
 from converter.train.config import TrainParams, load_train_config, parse_train_flags
 from converter.train.weights import float_initializers, restore_source_names, weights_up_to
+from lite.traits import traits
+from schema.train_format import LABELS, LEARNING_RATE, LOSS
 
 __all__ = ["LABELS", "LEARNING_RATE", "LOSS", "TrainParams", "build_training_graph", "forward_graph",
            "load_train_config", "parse_train_flags", "to_training_graph"]
@@ -23,7 +26,7 @@ def forward_graph(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | N
     """The inference graph a training graph starts from: every weight under its source name."""
     graph = import_model(model, input_shapes)
     fold_constants(graph)
-    remove_identity(graph, keep=("Dropout",))     # Dropout is the identity only at inference
+    remove_identity(graph, training=True)     # Dropout is the identity only at inference
     to_nhwc(graph)
     fold_constants(graph)
     restore_source_names(graph, model)
@@ -32,14 +35,16 @@ def forward_graph(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | N
 
 
 def _private_running_statistics(graph: Graph) -> None:
-    """Training updates a BatchNorm's mean and variance in place, so each must be a constant of its own. An
-    exporter may have shared one tensor between roles (PyTorch deduplicates equal initializers: a fresh layer's
-    running mean of zeros becomes an Identity of its zero bias), so shared ones are copied."""
-    for bn in graph.op_nodes("BatchNorm"):
-        for k, role in ((3, "running_mean"), (4, "running_var")):
-            name = bn.inputs[k]
+    """Training updates a BatchNorm's mean and variance in place (`traits(op).train.state_inputs`), so each must
+    be a constant of its own. An exporter may have shared one tensor between roles (PyTorch deduplicates equal
+    initializers: a fresh layer's running mean of zeros becomes an Identity of its zero bias), so shared ones are
+    copied."""
+    for node in list(graph.nodes):
+        mode = traits(node.op).train
+        for k, role in mode.state_inputs if mode else ():
+            name = node.inputs[k]
             if sum(n.inputs.count(name) for n in graph.nodes) > 1 or name in graph.outputs:
-                bn.inputs[k] = graph.add_const(graph.const(name).copy(), f"{bn.name}/{role}")
+                node.inputs[k] = graph.add_const(graph.const(name).copy(), f"{node.name}/{role}")
 
 
 def to_training_graph(model: onnx.ModelProto, params: TrainParams,

@@ -1,7 +1,8 @@
 """Turn an inference graph into the training graph of `docs/training.md` by source transformation.
 
 The forward nodes stay as they are (the `eval` subgraph). The training forward is a copy of the nodes the
-predictions depend on, its values renamed `<value>/train`, with BatchNorm and Dropout in training mode; then the
+predictions depend on, its values renamed `<value>/train`, with the ops that have a train-mode form
+(`traits(op).train`: BatchNorm, Dropout, LayerNorm) in that form; then the
 loss, the backward (one bprop rule per forward node, in reverse topological order, gradients of a value read by
 several nodes summed with Add), and one optimizer node per trainable weight.
 
@@ -11,7 +12,6 @@ values on a path from a trainable weight to the loss get gradients.
 """
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -20,11 +20,13 @@ import numpy as np
 
 from converter.ir import Graph, Node, SubGraph, Value
 from converter.train.bprop import RULES, Bprop, differentiable
+from converter.shape_inference import infer_node
 from converter.train.config import TrainParams
 from lite.status import NotSupportedError, ParamInvalidError
-
-LABELS, LOSS, LEARNING_RATE = "labels", "loss", "learning_rate"
-TRAIN_SUFFIX = "/train"
+from lite.traits import TrainMode, traits
+from schema import fb
+from schema.train_format import (EVAL, GRAD_SUFFIX, GRADIENTS, LABELS, LEARNING_RATE, LOSS, OPTIMIZER,
+                                 OPTIMIZER_INPUTS, OPTIMIZER_STATE, TRAIN_SUFFIX)
 
 _LOSS_OPS = {"mse": "MSELoss", "bce_with_logits": "BinaryCrossEntropy", "smooth_l1": "SmoothL1Loss"}
 _CROSS_ENTROPY = {"sparse": "SparseSoftmaxCrossEntropyWithLogits", "onehot": "SoftmaxCrossEntropyWithLogits"}
@@ -40,8 +42,8 @@ def build_training_graph(graph: Graph, params: TrainParams, weights: Sequence[st
     forward = list(graph.nodes)
     weights = [w for w in weights if graph.const(w) is not None]
     trainable = _select(graph, forward, weights, frozen, params)
-    _reserve(graph, [LABELS, LOSS, LEARNING_RATE, *(f"{w}/{s}" for w in trainable
-                                                    for s in ("grad", "accum", "stat", "m", "v", "step"))])
+    _reserve(graph, [LABELS, LOSS, LEARNING_RATE, *(f"{w}{s}" for w in trainable
+                                                    for s in (GRAD_SUFFIX, *(f"/{r}" for r in OPTIMIZER_STATE)))])
 
     start = len(graph.nodes)
     renamed = _train_forward(graph, _ancestors(forward, prediction), set(weights) - set(trainable))
@@ -53,10 +55,10 @@ def build_training_graph(graph: Graph, params: TrainParams, weights: Sequence[st
     start = len(graph.nodes)
     _optimizer(graph, params, grads)
     graph.subgraphs = [
-        SubGraph("eval", list(graph.inputs), list(graph.outputs), forward),
-        SubGraph("gradients", [*graph.inputs, LABELS], [LOSS, renamed[prediction], *grads.values()],
+        SubGraph(EVAL, list(graph.inputs), list(graph.outputs), forward),
+        SubGraph(GRADIENTS, [*graph.inputs, LABELS], [LOSS, renamed[prediction], *grads.values()],
                  gradient_nodes),
-        SubGraph("optimizer", list(grads.values()), [], graph.nodes[start:]),
+        SubGraph(OPTIMIZER, list(grads.values()), [], graph.nodes[start:]),
     ]
     graph.inputs.append(LABELS)
     graph.outputs = [LOSS, renamed[prediction]]
@@ -121,29 +123,35 @@ def _copy_value(graph: Graph, source: str, name: str) -> str:
     return name
 
 
+def _train_form(node: Node, frozen: set[str]) -> TrainMode | None:
+    """The node's train-mode form (`traits(op).train`), unless the inputs that decide it are all frozen."""
+    mode = traits(node.op).train
+    if mode is None or mode.unless_frozen and frozen.issuperset(node.inputs[k] for k in mode.unless_frozen):
+        return None
+    return mode
+
+
 def _train_forward(graph: Graph, nodes: list[Node], frozen: set[str]) -> dict[str, str]:
-    """Append train-mode copies of `nodes`; returns eval value name -> train value name for their outputs."""
+    """Append train-mode copies of `nodes`; returns eval value name -> train value name for their outputs.
+    Saved tensors a train-mode node adds for its gradient get their shapes from the op's own shape rule."""
     renamed: dict[str, str] = {}
     for node in nodes:
         outputs = [_copy_value(graph, o, graph.fresh(o + TRAIN_SUFFIX)) for o in node.outputs]
         renamed.update(zip(node.outputs, outputs))
-        attrs = dict(node.attrs)
-        if node.op == "BatchNorm" and not frozen.issuperset(node.inputs[1:3]):
-            attrs["training"] = True
-            outputs += [_copy_value(graph, node.inputs[3], graph.fresh(f"{node.name}/saved_{s}"))
-                        for s in ("mean", "invstd")]
-        if node.op == "LayerNorm" and len(outputs) == 1:     # LayerNormGrad reads the statistics
-            x = graph.values[node.inputs[0]]
-            axis = attrs.get("axis", -1) % x.rank
-            stats_shape = x.shape[:axis] + (1,) * (x.rank - axis)
-            outputs += [graph.fresh(f"{node.name}/{s}") for s in ("mean", "invstd")]
-            for name in outputs[1:]:
-                graph.values[name] = Value(name, stats_shape, x.dtype)
-        if node.op == "Dropout":
-            attrs["training"] = True
-            outputs.append(_copy_value(graph, node.outputs[0], graph.fresh(f"{node.name}/mask")))
         inputs = [renamed.get(i, i) for i in node.inputs]
-        graph.nodes.append(Node(node.op, graph.fresh(node.name + TRAIN_SUFFIX), inputs, outputs, attrs))
+        copy = Node(node.op, graph.fresh(node.name + TRAIN_SUFFIX), inputs, outputs, dict(node.attrs))
+        mode = _train_form(node, frozen)
+        if mode is not None:
+            if mode.flag:
+                copy.attrs["training"] = True
+            saved = [graph.fresh(f"{node.name}/{s}") for s in mode.outputs[len(outputs) - 1:]]
+            if saved:
+                copy.outputs = outputs + saved
+                infer_node(graph, copy)
+                for name in saved:      # a saved tensor shaped like the output shares its layout
+                    same = graph.values[name].shape == graph.values[outputs[0]].shape
+                    graph.values[name].format = graph.values[outputs[0]].format if same else fb.Format.ND
+        graph.nodes.append(copy)
     return renamed
 
 
@@ -218,7 +226,7 @@ def _backward(graph: Graph, nodes: list[Node], prediction: str, dlogits: str,
         for x, grad, need in zip(node.inputs, RULES[node.op](g), needed):
             if need and grad:
                 parts.setdefault(x, []).append(grad)
-    return {w: _sum(graph, w, parts[w], f"{w}/grad") for w in trainable if w in parts}
+    return {w: _sum(graph, w, parts[w], w + GRAD_SUFFIX) for w in trainable if w in parts}
 
 
 # ---- optimizer -----------------------------------------------------------------------------------------------------
@@ -232,22 +240,24 @@ def _state(graph: Graph, weight: str, name: str, shape: tuple[int, ...] | None =
 
 
 def _optimizer(graph: Graph, params: TrainParams, grads: dict[str, str]) -> None:
-    """One optimizer node per weight, all reading the scalar `learning_rate`."""
+    """One optimizer node per weight, all reading the scalar `learning_rate`; inputs in the order of
+    `schema.train_format.OPTIMIZER_INPUTS`."""
     lr = np.array(params.learning_rate, np.float32)
     graph.values[LEARNING_RATE] = Value(LEARNING_RATE, (), lr.dtype, lr)
     for w, grad in grads.items():
-        op, inputs, attrs = _update(graph, params, w, grad)
+        op, attrs, state = _update(params)
+        given = {"weight": w, "grad": grad, "lr": LEARNING_RATE}
+        inputs = [given[r] if r in given else _state(graph, w, r, *state[r]) for r in OPTIMIZER_INPUTS[op]]
         graph.nodes.append(Node(op, graph.fresh(f"{w}/{op}"), inputs, [], attrs))
 
 
-def _update(graph: Graph, p: TrainParams, w: str, grad: str) -> tuple[str, list[str], dict[str, Any]]:
-    """The optimizer op updating weight `w`, its inputs (creating the state constants) and attributes."""
-    state = functools.partial(_state, graph, w)
+def _update(p: TrainParams) -> tuple[str, dict[str, Any], dict[str, tuple[tuple[int, ...] | None, float]]]:
+    """The optimizer op, its attributes and its state tensors' (shape, fill): None is the weight's shape."""
     if p.optimizer == "sgd":
-        return "Sgd", [w, grad, LEARNING_RATE, state("accum"), state("stat", (), 1.0)], dict(
-            momentum=p.momentum, dampening=p.dampening, weight_decay=p.weight_decay, nesterov=p.nesterov)
+        return "Sgd", dict(momentum=p.momentum, dampening=p.dampening, weight_decay=p.weight_decay,
+                           nesterov=p.nesterov), {"accum": (None, 0.0), "stat": ((), 1.0)}
     if p.optimizer == "momentum":
-        return "ApplyMomentum", [w, state("accum"), LEARNING_RATE, grad], dict(
-            momentum=p.momentum, use_nesterov=p.nesterov, weight_decay=p.weight_decay)
-    return "Adam", [w, state("m"), state("v"), state("step", ()), LEARNING_RATE, grad], dict(
-        beta1=p.beta1, beta2=p.beta2, epsilon=p.epsilon, weight_decay=p.weight_decay)
+        return "ApplyMomentum", dict(momentum=p.momentum, use_nesterov=p.nesterov, weight_decay=p.weight_decay), {
+            "accum": (None, 0.0)}
+    return "Adam", dict(beta1=p.beta1, beta2=p.beta2, epsilon=p.epsilon, weight_decay=p.weight_decay), {
+        "m": (None, 0.0), "v": (None, 0.0), "step": ((), 0.0)}

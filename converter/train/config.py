@@ -27,7 +27,7 @@ from lite.status import ParamInvalidError
 SECTION = "train_param"
 LOSSES = ("softmax_cross_entropy", "mse", "bce_with_logits", "smooth_l1")
 OPTIMIZERS = ("sgd", "momentum", "adam")
-LABELS = ("sparse", "onehot")
+LABEL_KINDS = ("sparse", "onehot")     # how `labels` holds the targets of softmax_cross_entropy
 _TRUE, _FALSE = ("true", "1", "on", "yes"), ("false", "0", "off", "no")
 
 # key -> (the setting it depends on, the values of that setting it applies to)
@@ -77,7 +77,7 @@ def _check(ok: bool, key: str, message: str) -> None:
 
 def _validate(p: TrainParams) -> None:
     _check(p.loss in LOSSES, "loss", f"'{p.loss}' is not one of {', '.join(LOSSES)}")
-    _check(p.labels in LABELS, "labels", f"'{p.labels}' is not one of {', '.join(LABELS)}")
+    _check(p.labels in LABEL_KINDS, "labels", f"'{p.labels}' is not one of {', '.join(LABEL_KINDS)}")
     _check(p.optimizer in OPTIMIZERS, "optimizer", f"'{p.optimizer}' is not one of {', '.join(OPTIMIZERS)}")
     _check(p.learning_rate > 0, "learning_rate", f"{p.learning_rate} must be positive")
     _check(p.beta > 0, "beta", f"{p.beta} must be positive")

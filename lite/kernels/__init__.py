@@ -1,7 +1,10 @@
 """fp32 (and dtype-generic) kernels, one module per op or op family; importing this package registers them."""
-from lite.kernels import (activation, arithmetic, batchnorm, cast, concat, conv2d, conv2d_transpose,  # noqa: F401
-                          dropout, full_connection, gather, identity, layer_norm, lrn, non_max_suppression, pad,
-                          pooling, reduce, reshape, resize, shape, slice, softmax, split, transpose, unary)
+from lite.kernels import (activation, arg_min_max, arithmetic, batchnorm, cast, center_crop_pad, col2im,  # noqa: F401
+                          compress, concat, conv2d, conv2d_transpose, depth_space, dropout, expand, eye_like,
+                          full_connection, gather, gather_elements, gather_nd, identity, layer_norm, lrn,
+                          non_max_suppression, non_zero, one_hot, pad, pooling, range, reduce, reshape, resize,
+                          reverse_sequence, scatter_elements, scatter_nd, shape, slice, softmax, split, tile, top_k,
+                          transpose, trilu, unary, unique)
 from lite.kernels import dft, mel_weight_matrix, stft, window  # noqa: F401,E402  (signal)
 from lite.kernels import affine_grid, deform_conv, grid_sample, max_roi_pool, max_unpool, roi_align  # noqa: F401,E402
 from lite.kernels import grad, int8  # noqa: F401,E402  (training and int8 kernels)

@@ -168,3 +168,11 @@ def patches(xp: np.ndarray, wh: Window, ww: Window) -> np.ndarray:
     sn, sh, sw, sc = xp.strides
     return as_strided(xp, (n, wh.out, ww.out, wh.kernel, ww.kernel, c),
                       (sn, sh * wh.stride, sw * ww.stride, sh * wh.dilation, sw * ww.dilation, sc), writeable=False)
+def grouped_columns(xp: np.ndarray, wh: Window, ww: Window, group: int, columns: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(destination, source) for `np.copyto`: the im2col columns of padded NHWC `xp` per group, written into
+    `columns` viewed as [G, N, OH, OW, KH, KW, C/G] (so [G, M, K/G] rows in (kh, kw, c) order). One helper for
+    the fp32 and int8 convolutions and the filter gradient."""
+    win = patches(xp, wh, ww)                                                   # [N, OH, OW, KH, KW, C]
+    win = win.reshape(*win.shape[:5], group, xp.shape[-1] // group)
+    return columns.reshape(group, *win.shape[:5], -1), np.moveaxis(win, 5, 0)

@@ -47,7 +47,8 @@ def update_running(running: np.ndarray, batch: np.ndarray, momentum: float) -> N
 
 
 declare("BatchNorm", layout=Layout(AXIS, axis_default=1),
-        train=TrainMode(outputs=("saved_mean", "saved_invstd"), flag=True, unless_frozen=(1, 2), state_inputs=(3, 4)))
+        train=TrainMode(outputs=("saved_mean", "saved_invstd"), flag=True, unless_frozen=(1, 2),
+                        state_inputs=((3, "running_mean"), (4, "running_var"))))
 
 
 @register("BatchNorm", DataType.FLOAT32)

@@ -19,7 +19,7 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import _winograd as winograd
-from lite.kernels._conv_math import (PadCopy, Window, finish, make_window, padded_shape, patches,
+from lite.kernels._conv_math import (PadCopy, Window, finish, grouped_columns, make_window, padded_shape,
                                      phased_tap_views)
 from lite.kernels.activation import activation_fn
 from lite.status import InvalidOpAttrError
@@ -116,9 +116,7 @@ class Im2colGemm:
             lhs = x.reshape(1, g.rows, g.in_channels)
         else:
             lhs = work.pop(0)
-            win = patches(source[0], g.wh, g.ww)                                  # [N, OH, OW, KH, KW, C]
-            win = win.reshape(*win.shape[:5], groups, g.in_channels // groups)
-            columns = (lhs.reshape(groups, *win.shape[:5], -1), np.moveaxis(win, 5, 0))
+            columns = grouped_columns(source[0], g.wh, g.ww, groups, lhs)
         out2d = out.reshape(g.rows, g.out_channels)
         if transposed:            # out^T = W @ cols^T: BLAS blocks better when M is the small side
             return Im2colGemm(pad, columns, (weight[0], lhs[0].T), work[0], (out2d, work[0].T))

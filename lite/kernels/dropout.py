@@ -24,7 +24,8 @@ def draw_mask(rng: np.random.Generator, ratio: float, mask: np.ndarray) -> None:
     mask *= 1.0 / (1.0 - ratio) if ratio < 1 else 0.0
 
 
-declare("Dropout", layout=Layout(ELEMENTWISE), noop=ALWAYS, train=TrainMode(outputs=("mask",), flag=True))
+declare("Dropout", layout=Layout(ELEMENTWISE), noop=ALWAYS,
+        train=TrainMode(outputs=("mask",), flag=True, random=True))
 
 
 @register("Dropout")

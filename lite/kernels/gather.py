@@ -10,6 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
+from lite.status import InferShapeError, LiteError
 from lite.kernels.reshape import normalize_axes
 
 
@@ -18,6 +19,16 @@ def normalized_indices(indices: np.ndarray, dim: int) -> tuple[np.ndarray, int |
     idx = indices.astype(np.intp)
     bad = idx[(idx < -dim) | (idx >= dim)]
     return np.where(idx < 0, idx + dim, idx), (int(bad.flat[0]) if bad.size else None)
+
+
+def checked_indices(kernel: Kernel, indices: np.ndarray, dim: int,
+                    kind: type[LiteError] = InferShapeError) -> np.ndarray:
+    """`indices` mapped into [0, dim); an index outside [-dim, dim) raises the kernel's error of `kind` (a shape
+    error for constant indices at compile time, an execution error for run-time ones)."""
+    idx, bad = normalized_indices(indices, dim)
+    if bad is not None:
+        raise kernel.error(f"index {bad} is out of range [-{dim}, {dim})", kind)
+    return idx
 
 
 @register("Gather")

@@ -5,7 +5,9 @@ from lite.train.loop import (RET_CONTINUE, RET_EXIT, RET_STOP_TRAINING, Accuracy
                              MultiplicativeLRLambda, StepLRLambda, TrainLoop, TrainLoopCallBack,
                              TrainLoopCallBackData)
 from lite.train.session import MT_INFERENCE, MT_TRAIN, NonFiniteLossError, TrainSession
-from lite.train.transfer import TransferSession
+from lite.train.transfer import TransferSession, create_transfer_session
+
+TrainSession.CreateTransferSession = staticmethod(create_transfer_session)    # MindSpore's static factory
 
 __all__ = ["TrainSession", "TransferSession", "MT_TRAIN", "MT_INFERENCE", "NonFiniteLossError", "TrainLoop",
            "TrainLoopCallBack", "TrainLoopCallBackData", "LossMonitor", "ClassificationTrainAccuracyMonitor",

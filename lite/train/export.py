@@ -1,8 +1,9 @@
 """Inference export of a trained model: the forward nodes only, current weights, BatchNorm folded.
 
 The result is a plain `.ms` (no subgraphs) for a `LiteSession`. `fold_batchnorms` merges an inference BatchNorm
-into the Conv2D/FullConnection that feeds it alone (weights in float64, `lite.fold_batchnorm`), `drop_identities`
-bypasses inference Dropout/Identity, `chain` joins a frozen backbone and its head into one graph.
+into the Conv2D/FullConnection that feeds it alone (the rule and arithmetic of `lite.fold_batchnorm`, as the
+converter's `fuse_batchnorm`), `drop_identities` bypasses inference Dropout/Identity, `chain` joins a frozen
+backbone and its head into one graph.
 """
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from lite import dtypes
-from lite.fold_batchnorm import fold_batchnorm
+from lite.fold_batchnorm import fold_axis, fold_batchnorm
 from lite.model import NodeDef, TensorDef
+from lite.rewrites import returns_input
 from lite.serialize import serialize
-
-FOLDABLE_PRODUCERS = ("Conv2D", "FullConnection")    # weights [out, ...]: output channels on axis 0
-NO_ACTIVATION = 0
+from lite.traits import traits
 
 
 @dataclass
@@ -49,12 +49,15 @@ def _readers(nodes: list[NodeDef]) -> Counter:
 
 
 def drop_identities(piece: Piece) -> Piece:
-    """Bypass inference Dropout and Identity nodes (kept when their output is a graph output)."""
+    """Bypass nodes that return their input (inference Dropout, Identity, ...: `lite.rewrites.returns_input`),
+    kept when their output is a graph output."""
     nodes, alias = [], {}
     for node in piece.nodes:
         inputs = [alias.get(i, i) for i in node.inputs]
-        identity = node.op == "Identity" or (node.op == "Dropout" and not node.attrs.training)
-        if identity and node.outputs[0] not in piece.outputs:
+        x, y = (piece.tensors[t] for t in (inputs[0], node.outputs[0])) if len(node.outputs) == 1 else (None, None)
+        if y is not None and node.outputs[0] not in piece.outputs and returns_input(
+                node.op, getattr(node.attrs, "training", False), getattr(node.attrs, "perm", None),
+                (x.dims, x.data_type), (y.dims, y.data_type)):
             alias[node.outputs[0]] = inputs[0]
         else:
             nodes.append(replace(node, inputs=inputs))
@@ -62,9 +65,8 @@ def drop_identities(piece: Piece) -> Piece:
 
 
 def fold_batchnorms(piece: Piece) -> Piece:
-    """Fold every inference BatchNorm on the channel (last) axis into the Conv2D/FullConnection without fused
-    activation that is its input's only producer and reader, when the weights are constants read by no
-    other node."""
+    """Fold every inference BatchNorm into the op that is its input's only producer and reader when
+    `lite.fold_batchnorm.fold_axis` allows it and the weights are constants read by no other node."""
     tensors, nodes = list(piece.tensors), list(piece.nodes)
     producer = {o: k for k, n in enumerate(nodes) for o in n.outputs}
     readers = _readers(nodes)
@@ -74,18 +76,20 @@ def fold_batchnorms(piece: Piece) -> Piece:
             continue
         p = producer[bn.inputs[0]]
         conv = nodes[p]
-        rank = len(tensors[bn.inputs[0]].dims)
-        weight = conv.inputs[1]
-        bias = conv.inputs[2] if len(conv.inputs) > 2 else -1
+        t = traits(conv.op)
+        if not t.batchnorm_folds:
+            continue
+        weight = conv.inputs[t.weight_input]
+        bias = conv.inputs[t.bias_input] if len(conv.inputs) > t.bias_input else -1
         params = [tensors[i] for i in bn.inputs[1:5]]
-        if (conv.op not in FOLDABLE_PRODUCERS or conv.attrs.activation != NO_ACTIVATION
-                or readers[bn.inputs[0]] != 1 or bn.inputs[0] in piece.outputs
-                or rank < 2 or bn.attrs.axis % rank != rank - 1
-                or not all(t.is_const for t in params) or not tensors[weight].is_const or readers[weight] != 1
+        axis = fold_axis(conv.op, conv.attrs.activation, tensors[weight].dims, tensors[bn.inputs[0]].dims,
+                         bn.attrs.axis)
+        if (axis is None or readers[bn.inputs[0]] != 1 or bn.inputs[0] in piece.outputs
+                or not all(s.is_const for s in params) or not tensors[weight].is_const or readers[weight] != 1
                 or (bias >= 0 and (not tensors[bias].is_const or readers[bias] != 1))):
             continue
         w, b = fold_batchnorm(tensors[weight].data, tensors[bias].data if bias >= 0 else None,
-                              *(t.data for t in params), bn.attrs.epsilon, channel_axis=0)
+                              *(s.data for s in params), bn.attrs.epsilon, axis)
         tensors[weight] = replace(tensors[weight], data=w)
         if bias < 0:
             bias = len(tensors)
@@ -93,7 +97,9 @@ def fold_batchnorms(piece: Piece) -> Piece:
                                      tuple(b.shape), tensors[weight].format, b))
         else:
             tensors[bias] = replace(tensors[bias], data=b)
-        nodes[p] = replace(conv, inputs=[conv.inputs[0], weight, bias], outputs=[bn.outputs[0]])
+        inputs = conv.inputs + [-1] * (t.bias_input + 1 - len(conv.inputs))
+        inputs[t.bias_input] = bias
+        nodes[p] = replace(conv, inputs=inputs, outputs=[bn.outputs[0]])
         dropped.add(k)
     return replace(piece, tensors=tensors, nodes=[n for k, n in enumerate(nodes) if k not in dropped])
 

@@ -22,7 +22,8 @@ import numpy as np
 from lite.session import KernelCallBack
 from lite.status import RET_ERROR, RET_OK, InputTensorError
 from lite.tensor import MSTensor
-from lite.train.session import LABELS, LOSS, TrainSession
+from lite.train.session import TrainSession
+from schema.train_format import LABELS, LOSS
 
 RET_CONTINUE, RET_STOP_TRAINING, RET_EXIT = 0, 1, 2
 PRINT_NEVER = 2 ** 31 - 1

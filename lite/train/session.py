@@ -16,7 +16,7 @@ uninterrupted training exactly.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -25,25 +25,20 @@ from lite import dtypes
 from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
 from lite.model import Model, SubGraphDef, TensorDef
-from lite.serialize import serialize, write_atomic
+from lite.serialize import write_atomic
 from lite.session import KernelCallBack, LiteSession
-from lite.status import (RET_OK, GraphFileError, InputTensorError, NotSupportedError, OpExecuteError,
-                         ParamInvalidError)
+from lite.status import RET_OK, InputTensorError, NotSupportedError, OpExecuteError, ParamInvalidError
 from lite.tensor import MSTensor
 from lite.threads import blas_threads
+from lite.train.checkpoint import checkpoint_bytes, stored_step
 from lite.train.export import Piece, inference_bytes
-from schema import fb
+from lite.train.layout import TrainLayout, draws_random, find_layout, updated_state
+from schema.train_format import EVAL, GRADIENTS, LABELS, LOSS, OPTIMIZER
 
 MT_TRAIN = 0        # MindSpore's lite::ModelType: the whole training model (a checkpoint)
 MT_INFERENCE = 1    # only the forward, BatchNorm folded
 
-EVAL, GRADIENTS, OPTIMIZER = "eval", "gradients", "optimizer"
-LABELS, LOSS = "labels", "loss"
-GLOBAL_STEP = "global_step"      # checkpoint tensor: int64 scalar, training steps run so far
 DROPOUT_SEED = 0
-
-# optimizer op -> (index of its gradient input, index of its learning-rate input); input 0 is the weight
-OPTIMIZER_INPUTS = {"Sgd": (1, 2), "ApplyMomentum": (3, 2), "Adam": (5, 4)}
 
 NamedArrays = Iterable["MSTensor | tuple[str, Any]"]
 
@@ -53,48 +48,7 @@ class NonFiniteLossError(OpExecuteError):
     weight update, BatchNorm running statistics restored, the step not counted."""
 
 
-@dataclass
-class TrainLayout:
-    """Which tensors of a training model are variables, and their roles (tensor indices)."""
-    weights: list[int]              # trainable weights, in optimizer order
-    grads: dict[int, int]           # weight -> its `<w>/grad` tensor
-    state: list[int]                # optimizer state (`<w>/accum`, `<w>/m`, ...)
-    owner: dict[int, int]           # optimizer state -> its weight
-    stats: list[int]                # BatchNorm running mean and variance
-    learning_rate: int | None
-
-    @property
-    def variables(self) -> list[int]:
-        lr = [self.learning_rate] if self.learning_rate is not None else []
-        return list(dict.fromkeys([*self.weights, *self.state, *self.stats, *lr]))
-
-
-def find_layout(model: Model) -> TrainLayout:
-    """The variables of `model` from its `optimizer` and `gradients` subgraphs (empty for inference models)."""
-    weights, grads, state, owner, stats, lr = [], {}, [], {}, [], None
-    for node in model.subgraphs[OPTIMIZER].nodes if OPTIMIZER in model.subgraphs else ():
-        if node.op not in OPTIMIZER_INPUTS:
-            raise NotSupportedError(f"optimizer node '{node.name}' has op {node.op}; supported: "
-                                    f"{', '.join(OPTIMIZER_INPUTS)}")
-        g, r = OPTIMIZER_INPUTS[node.op]
-        weights.append(node.inputs[0])
-        grads[node.inputs[0]] = node.inputs[g]
-        lr = node.inputs[r]
-        for k, t in enumerate(node.inputs):
-            if k not in (0, g, r) and t >= 0:
-                state.append(t)
-                owner[t] = node.inputs[0]
-    for node in model.subgraphs[GRADIENTS].nodes if GRADIENTS in model.subgraphs else ():
-        if node.op == "BatchNorm" and node.attrs.training:
-            stats += node.inputs[3:5]
-    layout = TrainLayout(weights, grads, state, owner, stats, lr)
-    for t in layout.variables:
-        if not model.tensors[t].is_const:
-            raise GraphFileError(f"variable '{model.tensors[t].name}' must be stored in the model file")
-    return layout
-
-
-def _load(source: Any, size: int | None = None) -> Model:
+def load_model(source: Any, size: int | None = None) -> Model:
     """A model from a path, or from a buffer (`size` bytes of it)."""
     if isinstance(source, (str, os.PathLike)):
         return Model.Load(source)
@@ -121,7 +75,7 @@ class TrainSession(LiteSession):
         self._grad_sums: dict[int, np.ndarray] = {}
         self._saved_stats: dict[int, np.ndarray] = {}
         self._inputs: dict[int, np.ndarray] = {}
-        self._callback_io: dict[str, Any] = {}
+        self._plan_io: dict[str, Any] = {}     # subgraph -> what its callbacks receive, built on first use
         self._dropouts: list[Any] = []
         self._step = 0
         self._multiplier = 1
@@ -136,26 +90,14 @@ class TrainSession(LiteSession):
         if isinstance(args[0], (str, os.PathLike)):
             if len(args) > 3:
                 raise ParamInvalidError("CreateSession takes (filename, context[, train_mode])")
-            model, rest = _load(args[0]), args[1:]
+            model, rest = load_model(args[0]), args[1:]
         else:
             if len(args) not in (3, 4):
                 raise ParamInvalidError("CreateSession takes (model_buf, size, context[, train_mode])")
-            model, rest = _load(args[0], args[1]), args[2:]
+            model, rest = load_model(args[0], args[1]), args[2:]
         session = TrainSession(rest[0])
         session.CompileGraph(model)
         if (rest[1] if len(rest) > 1 else train_mode):
-            session.Train()
-        return session
-
-    @staticmethod
-    def CreateTransferSession(backbone: Any, head: Any, context: Context | None = None,
-                              train_mode: bool = False) -> "TrainSession":
-        """A frozen inference `backbone` (buffer or path) feeding a trainable `head` (a training model whose
-        first input takes the backbone's first output)."""
-        from lite.train.transfer import TransferSession
-        session = TransferSession(context)
-        session.CompileTransfer(_load(backbone), _load(head))
-        if train_mode:
             session.Train()
         return session
 
@@ -182,7 +124,7 @@ class TrainSession(LiteSession):
         self._grads = {g: np.zeros_like(self._variables[w]) for w, g in layout.grads.items()}
         self._saved_stats = {t: np.empty_like(self._variables[t]) for t in layout.stats}
         self._grad_sums, self._multiplier, self._pending = {}, 1, 0
-        self._step = _stored_step(model)
+        self._step = stored_step(model)
         self._inputs, self._tensors, self._plans = {}, {}, {}
         self._graph = views[EVAL]
         inputs = dict.fromkeys([*ev.inputs, *(views[GRADIENTS].inputs if GRADIENTS in views else [])])
@@ -213,10 +155,9 @@ class TrainSession(LiteSession):
         plans = {name: compile_graph(self._model, {}, part, {**self._variables, **inputs,
                                                             **(grad_in if name == OPTIMIZER else self._grads)})
                  for name, part in self._parts.items()}
-        self._inputs, self._plans, self._callback_io = inputs, plans, {}
+        self._inputs, self._plans, self._plan_io = inputs, plans, {}
         self._dropouts = [s.kernel for s in plans[GRADIENTS].steps
-                          if s.node.op == "Dropout" and s.node.attrs.training] if GRADIENTS in plans else []
-        self._node_io = None
+                          if draws_random(s.node)] if GRADIENTS in plans else []
         for i, array in inputs.items():
             self._bind_tensor(i, array)
         for name, view in self._views.items():
@@ -258,7 +199,6 @@ class TrainSession(LiteSession):
         self._train = train
         self._graph = self._views[GRADIENTS if train else EVAL]
         self._plan = self._plans[GRADIENTS if train else EVAL]
-        self._node_io = None
 
     def IsTrain(self) -> bool:
         return self._train
@@ -290,10 +230,9 @@ class TrainSession(LiteSession):
         if before is None and after is None:
             self._run_plain(plan)
             return RET_OK
-        self._node_io = self._callback_io.get(name)
-        status = self._run_with_callbacks(plan, before, after)
-        self._callback_io[name] = self._node_io
-        return status
+        if name not in self._plan_io:
+            self._plan_io[name] = self._callback_io(plan)
+        return self._run_plan_with_callbacks(plan, self._plan_io[name], before, after)
 
     def _check_loss(self) -> None:
         """Raise NonFiniteLossError for a NaN/Inf loss, with the BatchNorm statistics put back as before the step."""
@@ -358,7 +297,7 @@ class TrainSession(LiteSession):
             if momentum >= 1:
                 raise ParamInvalidError(f"SetupVirtualBatch: BatchNorm momentum must be in (0, 1), got {momentum}")
             for node in self._parts[GRADIENTS].nodes:
-                if node.op == "BatchNorm" and node.attrs.training:
+                if updated_state(node):
                     node.attrs.momentum = float(momentum)
         self._multiplier = multiplier
         self._grad_sums = {g: np.zeros_like(a) for g, a in self._grads.items()} if multiplier > 1 else {}
@@ -467,23 +406,7 @@ class TrainSession(LiteSession):
         return Piece(self._model.name, self._current_tensors(), ev.nodes, ev.inputs, ev.outputs)
 
     def _checkpoint_bytes(self) -> bytes:
-        model = self._model
-        tensors = self._current_tensors()
-        step = np.array(self._step, np.int64)
-        existing = next((t for t in tensors if t.name == GLOBAL_STEP), None)
-        if existing is not None:
-            tensors[existing.index] = replace(existing, data=step)
-        else:
-            tensors.append(TensorDef(len(tensors), GLOBAL_STEP, fb.NodeType.VALUE, dtypes.DataType.INT64, (),
-                                     fb.Format.ND, step))
-        return serialize(model.name, tensors, model.nodes, model.inputs, model.outputs,
-                         list(model.subgraphs.values()))
-
-
-def _stored_step(model: Model) -> int:
-    """The global step a checkpoint was saved at (0 for a fresh model)."""
-    t = next((t for t in model.tensors if t.name == GLOBAL_STEP and t.is_const), None)
-    return int(t.data) if t is not None else 0
+        return checkpoint_bytes(self._model, self._current_tensors(), self._step)
 
 
 def named(tensors: Sequence[MSTensor]) -> dict[str, np.ndarray]:

@@ -6,14 +6,16 @@ session's inputs are the backbone's inputs (and, in train mode, the head's `labe
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
+from lite.context import Context
 from lite.model import Model
 from lite.session import KernelCallBack, LiteSession
 from lite.status import RET_OK, InputTensorError, ParamInvalidError
 from lite.tensor import MSTensor
 from lite.train.export import Piece, inference_bytes
-from lite.train.session import EVAL, MT_INFERENCE, MT_TRAIN, TrainSession
+from lite.train.session import MT_INFERENCE, MT_TRAIN, TrainSession, load_model
+from schema.train_format import EVAL
 
 
 class TransferSession(TrainSession):
@@ -73,7 +75,19 @@ class TransferSession(TrainSession):
     def ExportToBuf(self, model_type: int = MT_TRAIN) -> bytes:
         if model_type != MT_INFERENCE:
             return super().ExportToBuf(model_type)
-        b = self._backbone._model
-        backbone = Piece(b.name, b.tensors, self._backbone._graph.nodes, self._backbone._graph.inputs,
-                         self._backbone._graph.outputs)
+        model, graph = self._backbone.model, self._backbone.graph
+        backbone = Piece(model.name, model.tensors, graph.nodes, graph.inputs, graph.outputs)
         return inference_bytes([backbone, self._piece()])
+
+
+def create_transfer_session(backbone: Any, head: Any, context: Context | None = None,
+                            train_mode: bool = False) -> TransferSession:
+    """A frozen inference `backbone` (buffer or path) feeding a trainable `head` (a training model whose first
+    input takes the backbone's first output): MindSpore's static `TrainSession.CreateTransferSession`, attached
+    to `TrainSession` by `lite.train` (a TransferSession is a TrainSession, so the two modules cannot import
+    each other)."""
+    session = TransferSession(context)
+    session.CompileTransfer(load_model(backbone), load_model(head))
+    if train_mode:
+        session.Train()
+    return session

@@ -1,3 +1,6 @@
-"""Gradient, loss and optimizer kernels of training graphs; importing this package registers them."""
-from lite.kernels.grad import (activation_grad, arithmetic_grad, conv_grad, dense_grad, grid_sample_grad,  # noqa: F401
-                               loss, norm_grad, optimizer, pool_grad, shape_grad)
+"""Gradient, loss and optimizer kernels of training graphs, one module per forward op family (`<forward>_grad.py`);
+importing this package registers them."""
+from lite.kernels.grad import (activation_grad, arithmetic_grad, batchnorm_grad, concat_grad,  # noqa: F401
+                               conv2d_grad, dropout_grad, full_connection_grad, grid_sample_grad, layer_norm_grad,
+                               loss, lrn_grad, optimizer, pad_grad, pooling_grad, reduce_grad, reshape_grad,
+                               slice_grad, softmax_grad, split_grad, unary_grad)

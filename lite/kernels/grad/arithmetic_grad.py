@@ -1,5 +1,5 @@
-"""Gradients of the elementwise ops: Add, Sub, Mul, Div, Pow, Maximum, Minimum (dy, a, b -> da, db) and Neg, Sqrt,
-Exp, Log, Abs (dy, one forward tensor -> dx). float32.
+"""Gradients of the arithmetic ops: AddGrad, SubGrad, MulGrad, DivGrad, PowGrad, MaximumGrad, MinimumGrad
+(dy, a, b -> da, db). float32.
 
 A binary op broadcasts its operands to y's shape, so each operand's gradient is the full-shaped partial
 derivative summed over the axes it was broadcast along and reshaped to the operand's shape; those axes are fixed
@@ -83,25 +83,17 @@ def _negated(dy: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> N
 
 _GREATER = _selected(np.greater)
 _LESS = _selected(np.less)
-BINARY_RULES: dict[str, tuple[Partial, Partial]] = {
-    "AddGrad": (_identity, _identity),
-    "SubGrad": (_identity, _negated),
-    "MulGrad": (_product, _swap(_product)),
-    "DivGrad": (_quotient_numerator, _quotient_denominator),
-    "PowGrad": (_power_base, _power_exponent),
-    "MaximumGrad": (_GREATER, _swap(_GREATER)),
-    "MinimumGrad": (_LESS, _swap(_LESS)),
-}
 
 
 class BinaryGradKernel(Kernel):
-    """inputs: dy (y's shape), a, b (the forward operands, broadcasting to y) -> da (a's shape), db (b's shape)."""
+    """inputs: dy (y's shape), a, b (the forward operands, broadcasting to y) -> da (a's shape), db (b's shape).
+    Subclasses give `partials`: the full-shaped gradient rule of a and of b."""
+    partials: tuple[Partial, Partial]
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         dy, a, b = inputs[:3]
         if broadcast_shape(a.shape, b.shape) != dy.shape:
             raise self.error(f"dy {list(dy.shape)} is not the broadcast of a {list(a.shape)} and b {list(b.shape)}")
-        self.partials = BINARY_RULES[self.node.op]
         self.axes = [broadcast_axes(a.shape, dy.shape), broadcast_axes(b.shape, dy.shape)]
         self.work_shape = dy.shape
         return [TensorSpec(a.shape, dy.dtype), TensorSpec(b.shape, dy.dtype)]
@@ -119,34 +111,36 @@ class BinaryGradKernel(Kernel):
                 partial(dy, a, b, out.reshape(dy.shape))
 
 
-for _op in BINARY_RULES:
-    register(_op, DataType.FLOAT32)(type(_op + "Kernel", (BinaryGradKernel,), {}))
+@register("AddGrad", DataType.FLOAT32)
+class AddGradKernel(BinaryGradKernel):
+    partials = (_identity, _identity)
 
 
-# unary rules: fn(dy, t, out) where t is the forward tensor the op's schema comment names (x or y)
-UNARY_RULES: dict[str, Callable[[np.ndarray, np.ndarray | None, np.ndarray], None]] = {
-    "NegGrad": lambda dy, _, out: np.negative(dy, out=out),                             # -dy
-    "SqrtGrad": lambda dy, y, out: np.multiply(np.divide(dy, y, out=out), 0.5, out=out),  # dy / (2 sqrt x)
-    "ExpGrad": lambda dy, y, out: np.multiply(dy, y, out=out),                           # dy * exp x
-    "LogGrad": lambda dy, x, out: np.divide(dy, x, out=out),                             # dy / x
-    "AbsGrad": lambda dy, x, out: np.multiply(dy, np.sign(x), out=out),                  # dy * sign x
-}
+@register("SubGrad", DataType.FLOAT32)
+class SubGradKernel(BinaryGradKernel):
+    partials = (_identity, _negated)
 
 
-class UnaryGradKernel(Kernel):
-    """inputs: dy, then x or y of the forward (same shape; NegGrad takes dy only) -> dx. dx may reuse dy."""
-    inplace = True
-
-    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
-        dy = inputs[0]
-        if self.node.op != "NegGrad" and (len(inputs) < 2 or inputs[1] is None or inputs[1].shape != dy.shape):
-            raise self.error(f"needs the forward tensor of dy's shape {list(dy.shape)} as its second input")
-        self.rule = UNARY_RULES[self.node.op]
-        return [TensorSpec(dy.shape, dy.dtype)]
-
-    def run(self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray]) -> None:
-        self.rule(inputs[0], inputs[1] if len(inputs) > 1 else None, outputs[0])
+@register("MulGrad", DataType.FLOAT32)
+class MulGradKernel(BinaryGradKernel):
+    partials = (_product, _swap(_product))
 
 
-for _op in UNARY_RULES:
-    register(_op, DataType.FLOAT32)(type(_op + "Kernel", (UnaryGradKernel,), {}))
+@register("DivGrad", DataType.FLOAT32)
+class DivGradKernel(BinaryGradKernel):
+    partials = (_quotient_numerator, _quotient_denominator)
+
+
+@register("PowGrad", DataType.FLOAT32)
+class PowGradKernel(BinaryGradKernel):
+    partials = (_power_base, _power_exponent)
+
+
+@register("MaximumGrad", DataType.FLOAT32)
+class MaximumGradKernel(BinaryGradKernel):
+    partials = (_GREATER, _swap(_GREATER))
+
+
+@register("MinimumGrad", DataType.FLOAT32)
+class MinimumGradKernel(BinaryGradKernel):
+    partials = (_LESS, _swap(_LESS))

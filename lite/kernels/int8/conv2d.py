@@ -16,7 +16,7 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels._conv_math import PadCopy, padded_shape, patches
+from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
 from lite.kernels.conv2d import SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band
 from lite.kernels.int8.common import ExactGemm, exact_ranges, fused_bounds, input_quant, output_quant
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
@@ -106,9 +106,7 @@ class Conv2DInt8Kernel(Kernel):
         columns, product = work[:2]
         total = work[2] if len(self.ranges) > 1 else None
         groups, cog = g.group, g.out_channels // g.group
-        win = patches(source[0], g.wh, g.ww)                                          # [N, OH, OW, KH, KW, C]
-        win = win.reshape(*win.shape[:5], groups, g.in_channels // groups)
-        self.columns = (columns.reshape(groups, *win.shape[:5], -1), np.moveaxis(win, 5, 0))
+        self.columns = grouped_columns(source[0], g.wh, g.ww, groups, columns)
         weight = self.centred.reshape(groups, cog, g.depth).astype(F32)              # [G, O/G, K]
         out2d = out.reshape(g.rows, g.out_channels)
         rq_work = work[-1]

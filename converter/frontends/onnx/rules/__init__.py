@@ -1,2 +1,3 @@
 """Importer rules, grouped by kind; importing this package registers all of them."""
-from converter.frontends.onnx.rules import activations, elementwise, nn, quant, signal, tensor_ops, vision  # noqa: F401
+from converter.frontends.onnx.rules import (activations, elementwise, index_ops, nn, quant, signal,  # noqa: F401
+                                            tensor_ops, vision)

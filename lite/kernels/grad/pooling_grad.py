@@ -16,7 +16,7 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels._conv_math import make_window
-from lite.kernels.grad.conv_grad import data_taps
+from lite.kernels.grad.conv2d_grad import data_taps
 from lite.kernels.pooling import reciprocal_counts
 from lite.status import InvalidOpAttrError, NotSupportedError
 from schema import fb

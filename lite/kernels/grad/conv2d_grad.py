@@ -25,7 +25,8 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels._conv_math import PadCopy, PadMode, Window, make_window, padded_shape, patches, tap_view
+from lite.kernels._conv_math import (PadCopy, PadMode, Window, grouped_columns, make_window, padded_shape, patches,
+                                     tap_view)
 from lite.kernels._reduce_math import column_sums
 from lite.kernels.conv2d import Geometry, conv_geometry
 from lite.status import InvalidOpAttrError, NotSupportedError
@@ -271,9 +272,7 @@ class Conv2DGradFilterKernel(_ConvGradKernel):
                            product.reshape(taps, g.in_channels, g.out_channels).transpose(2, 0, 1))
         else:
             columns = work[0]
-            win = patches(xp, g.wh, g.ww)                                          # [N, OH, OW, KH, KW, C]
-            win = win.reshape(*win.shape[:5], g.group, g.in_channels // g.group)
-            self.copies = [(columns.reshape(g.group, *win.shape[:5], -1), np.moveaxis(win, 5, 0))]
+            self.copies = [grouped_columns(xp, g.wh, g.ww, g.group, columns)]
             self.product = (np.matmul, lhs, columns, dw3)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:

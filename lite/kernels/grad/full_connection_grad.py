@@ -1,5 +1,5 @@
-"""Gradients of the dense and elementwise-along-an-axis ops: FullConnectionGrad, MatMulGrad, SoftmaxGrad,
-LogSoftmaxGrad and DropoutGrad. Products are single BLAS calls into the output arrays."""
+"""Gradients of the dense ops: FullConnectionGrad and MatMulGrad. Products are single BLAS calls into the output
+arrays."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -11,7 +11,6 @@ from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels._reduce_math import column_sums
 from lite.kernels.full_connection import matmul_shape
 from lite.kernels.grad.arithmetic_grad import broadcast_axes, sum_to
-from lite.status import InvalidOpAttrError
 
 
 @register("FullConnectionGrad", DataType.FLOAT32)
@@ -104,62 +103,3 @@ class MatMulGradKernel(Kernel):
             np.matmul(lhs, rhs, out=target)
             if axes:
                 sum_to(target, axes, out)
-
-
-class _AxisGradKernel(Kernel):
-    """inputs: dy, y (the forward output) along `axis` -> dx; both viewed as [A, K, B] with K the axis."""
-
-    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
-        dy, y = inputs[:2]
-        if not -y.rank <= self.attrs.axis < y.rank:
-            raise self.error(f"axis {self.attrs.axis} is out of range for rank {y.rank}", InvalidOpAttrError)
-        if dy.shape != y.shape:
-            raise self.error(f"dy {list(dy.shape)} and y {list(y.shape)} differ in shape")
-        axis = self.attrs.axis % y.rank
-        self.view = (int(np.prod(y.shape[:axis], dtype=np.int64)), y.shape[axis], -1)
-        self.sum_shape = (self.view[0], int(np.prod(y.shape[axis + 1:], dtype=np.int64)))
-        return [TensorSpec(y.shape, dy.dtype)]
-
-    def scratch(self) -> list[TensorSpec]:
-        return [TensorSpec(self.sum_shape, np.dtype(np.float32))]
-
-    def bind(self, inputs, outputs, scratch) -> None:
-        self.dy, self.y, self.dx = (t.reshape(self.view) for t in (inputs[0], inputs[1], outputs[0]))
-        self.sums = scratch[0][:, None, :]
-
-
-@register("SoftmaxGrad", DataType.FLOAT32)
-class SoftmaxGradKernel(_AxisGradKernel):
-    """dx = y * (dy - sum(dy * y) along the axis)."""
-
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        np.einsum("akb,akb->ab", self.dy, self.y, out=self.sums[:, 0, :])
-        np.subtract(self.dy, self.sums, out=self.dx)
-        self.dx *= self.y
-
-
-@register("LogSoftmaxGrad", DataType.FLOAT32)
-class LogSoftmaxGradKernel(_AxisGradKernel):
-    """dx = dy - exp(y) * sum(dy) along the axis."""
-
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        np.sum(self.dy, axis=1, keepdims=True, out=self.sums)
-        np.exp(self.y, out=self.dx)
-        self.dx *= self.sums
-        np.subtract(self.dy, self.dx, out=self.dx)
-
-
-@register("DropoutGrad", DataType.FLOAT32)
-class DropoutGradKernel(Kernel):
-    """inputs: dy, mask (the training Dropout's second output, already scaled by 1 / (1 - ratio)) -> dx = dy * mask.
-    """
-    inplace = True
-
-    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
-        dy, mask = inputs[:2]
-        if dy.shape != mask.shape:
-            raise self.error(f"dy {list(dy.shape)} and mask {list(mask.shape)} differ in shape")
-        return [TensorSpec(dy.shape, dy.dtype)]
-
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        np.multiply(inputs[0], inputs[1], out=outputs[0])
