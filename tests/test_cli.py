@@ -120,7 +120,7 @@ def test_unsupported_fmk(lenet_file, tmp_path, capsys):
     assert "CONVERT RESULT FAILED:-7" in captured.out and "only ONNX" in captured.err
 
 
-@pytest.mark.parametrize("flag", ["--fp16=on", "--encryptKey=30313233"])
+@pytest.mark.parametrize("flag", ["--fp16=on"])
 def test_unsupported_features_are_refused(flag, lenet_file, tmp_path, capsys):
     assert main(convert_args(lenet_file, tmp_path / "out", flag)) == lite.RET_NOT_SUPPORT
     captured = capsys.readouterr()
