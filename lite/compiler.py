@@ -20,6 +20,12 @@ from lite.status import InferShapeError, LiteError, MemoryFailedError, OpExecute
 MAX_ARENA_BYTES = 16 << 30
 
 
+def check_memory(nbytes: int, what: str) -> None:
+    """`MemoryFailedError` when `what` would take more than the memory limit (`MAX_ARENA_BYTES`)."""
+    if nbytes > MAX_ARENA_BYTES:
+        raise MemoryFailedError(f"{what} would take {nbytes} bytes, over the {MAX_ARENA_BYTES}-byte limit")
+
+
 def select_kernel(node: NodeDef, inputs: Sequence[TensorSpec | None]) -> Kernel:
     """The kernel for `node`, chosen by the data type of its first present input (float32 when none) and
     whether that input is quantized."""
@@ -186,8 +192,7 @@ def _bind(graph: Model | SubGraphDef, specs: list[TensorSpec | None], pending: l
     scratch_specs = [(s, spec) for s, (_, k) in enumerate(pending) for spec in k.scratch()]
     buffers += [Buffer(spec.nbytes, s, s) for s, spec in scratch_specs]
     offsets, total = plan(buffers)
-    if total > MAX_ARENA_BYTES:
-        raise MemoryFailedError(f"the graph needs a {total}-byte arena, over the {MAX_ARENA_BYTES}-byte limit")
+    check_memory(total, "the graph's arena")
     arena = np.zeros(total, np.uint8)
 
     def view(offset: int, spec: TensorSpec) -> np.ndarray:
