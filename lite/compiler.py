@@ -5,6 +5,7 @@ depends only on input shapes, again after every `Resize`), so there is one shape
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -49,6 +50,8 @@ def infer_node(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None
     for spec in outs:
         if any(not isinstance(d, (int, np.integer)) or d < 0 for d in spec.shape):
             raise InferShapeError(f"{node.op} node '{node.name}': invalid output shape {list(spec.shape)}")
+        check_memory(math.prod(int(d) for d in spec.shape) * spec.dtype.itemsize,
+                     f"an output of {node.op} node '{node.name}' ({list(spec.shape)})")
     return outs
 
 
@@ -143,6 +146,8 @@ def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]], part: 
         specs[i] = TensorSpec(array.shape, array.dtype)
     for i in graph.inputs:
         specs[i] = TensorSpec(tuple(input_shapes[i]), dtypes.to_numpy(model.tensors[i].data_type))
+        check_memory(math.prod(specs[i].shape) * specs[i].dtype.itemsize,
+                     f"graph input '{model.tensors[i].name}' ({list(specs[i].shape)})")
     pending: list[tuple[NodeDef, Kernel]] = []
     for node in graph.nodes:
         inputs = [specs[i] if i >= 0 else None for i in node.inputs]
