@@ -1,6 +1,7 @@
-"""`converter_lite`: convert an ONNX model to `.ms` with MindSpore Lite's converter flags.
+"""`converter_lite`: convert an ONNX or TFLite model to `.ms` with MindSpore Lite's converter flags.
 
     converter_lite --fmk=ONNX --modelFile=model.onnx --outputFile=model [--inputShape="input:1,3,224,224"]
+    converter_lite --fmk=TFLITE --modelFile=model.tflite --outputFile=model [--inputShape="input:1,224,224,3"]
                    [--trainModel=true [--configFile=train.cfg] [--loss=... --optimizer=... --learningRate=...]]
                    [--quantType=PostTraining|WeightQuant [--bitNum=8] [--configFile=quant.cfg]]
                    [--encryptKey=<hex key> [--encryption=true] | --integrity=true]
@@ -31,8 +32,8 @@ DATA_TYPES = ("FLOAT32", "FLOAT", "DEFAULT", "INT8", "UINT8")
 FLOAT_TYPES = ("FLOAT32", "FLOAT", "DEFAULT")
 
 FLAGS = (
-    Flag("fmk", "framework of the input model; only ONNX is supported"),
-    Flag("modelFile", "input model file (.onnx)"),
+    Flag("fmk", "framework of the input model: ONNX or TFLITE"),
+    Flag("modelFile", "input model file (.onnx or .tflite)"),
     Flag("outputFile", "output model path; '.ms' is appended unless present"),
     Flag("inputShape", "graph input shapes, e.g. \"input:1,3,224,224;mask:1,10\""),
     Flag("inputDataType", "graph input data type of a quantized model", choices=DATA_TYPES),
@@ -137,8 +138,8 @@ def parse_input_shapes(text: str | None) -> dict[str, list[int]] | None:
 def run(opts: SimpleNamespace) -> str:
     """Convert as the flags say; returns the written `.ms` path."""
     _require(opts, "fmk", "modelFile", "outputFile")
-    if opts.fmk != "ONNX":
-        raise NotSupportedError(f"--fmk={opts.fmk}: only ONNX models are supported")
+    if opts.fmk not in ("ONNX", "TFLITE"):
+        raise NotSupportedError(f"--fmk={opts.fmk}: only ONNX and TFLITE models are supported")
     unsupported = _unsupported(opts)
     if unsupported:
         raise NotSupportedError(f"{', '.join(unsupported)}: not supported yet")
@@ -147,7 +148,7 @@ def run(opts: SimpleNamespace) -> str:
     key = _encrypt_key(opts)
     try:
         return convert_file(opts.modelFile, opts.outputFile, shapes, train_params, quant_config, key,
-                            opts.integrity)
+                            opts.integrity, opts.fmk)
     except OSError as e:
         raise LiteError(f"cannot write '{opts.outputFile}': {e.strerror or e}") from e
 

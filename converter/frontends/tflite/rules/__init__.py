@@ -1,0 +1,1 @@
+from converter.frontends.tflite.rules import activations, elementwise, nn, quant, tensor_ops  # noqa: F401
