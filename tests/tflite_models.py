@@ -138,7 +138,7 @@ class TFLiteModel:
         b = flatbuffers.Builder(1024)
         buffers = []
         for data in self.buffers:
-            buffers.append(table(b, "Buffer", **({} if data is None else {"Data": vector(b, data.view(np.uint8),
+            buffers.append(table(b, "Buffer", **({} if data is None else {"Data": vector(b, data.reshape(-1).view(np.uint8),
                                                                                          np.uint8)})))
         tensors = [self._tensor(b, t) for t in self.tensors]
         ops = [self._operator(b, op) for op in self.operators]

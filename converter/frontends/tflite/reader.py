@@ -82,8 +82,8 @@ class _Bounded:
     def __init__(self, size: int):
         self.size = size
 
-    def count(self, n: int, what: str) -> int:
-        if not 0 <= n <= self.size // 4:
+    def count(self, n: int, what: str, itemsize: int = 4) -> int:
+        if not 0 <= n <= self.size // itemsize:
             raise GraphFileError(f"{what} claims {n} entries in a {self.size}-byte file")
         return n
 
@@ -139,7 +139,7 @@ def _buffer_bytes(model: Any, index: int, data: bytes, bounded: _Bounded) -> np.
         if start + size > len(data):
             raise GraphFileError(f"buffer {index} ends at byte {start + size}, past the end of the file")
         return np.frombuffer(data, np.uint8, size, start)
-    if bounded.count(buffer.DataLength(), f"buffer {index}") == 0:
+    if bounded.count(buffer.DataLength(), f"buffer {index}", 1) == 0:
         return None
     return buffer.DataAsNumpy()
 
@@ -263,8 +263,8 @@ def read_model(data: bytes, source: str = "<buffer>") -> ModelRecord:
         return ModelRecord(model.Version(), tensors, operators, inputs, outputs, _signature_names(model, bounded),
                            subgraphs)
     except GraphFileError as e:
-        if source in str(e):
+        if source in e.args[0]:
             raise
-        raise GraphFileError(f"'{source}': {e}") from None
+        raise GraphFileError(f"'{source}': {e.args[0]}") from None
     except (IndexError, struct.error, ValueError, TypeError, UnicodeDecodeError, AttributeError) as e:
         raise GraphFileError(f"'{source}' is truncated or corrupted: {type(e).__name__}: {e}") from None

@@ -21,7 +21,8 @@ from lite.status import LiteError, NotSupportedError
 from schema import fb
 
 A = fb.ActivationType
-FUSED = {0: A.NO_ACTIVATION, 1: A.RELU, 3: A.RELU6, 4: A.TANH}   # TFLite ActivationFunctionType -> ours
+FUSED = {0: A.NO_ACTIVATION, 1: A.RELU, 3: A.RELU6}   # TFLite ActivationFunctionType -> ours
+RELU_N1_TO_1 = 2
 FUSED_NAMES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
 SAME_UPPER, VALID = fb.PadMode.SAME_UPPER, fb.PadMode.VALID
 PADDING = {0: SAME_UPPER, 1: VALID}           # TFLite SAME puts the odd pixel at the end, as SAME_UPPER
@@ -70,11 +71,25 @@ class ImportContext(EmitContext):
 
     # ---- options shared by many builtins --------------------------------------------------------------------------
     def activation(self) -> int:
-        """The fused activation as ours; RELU_N1_TO_1 and SIGN_BIT have no fused form and are refused."""
+        """The fused activation as our fused type; RELU_N1_TO_1 is not one (see `emit_fused`)."""
         fused = int(self.opt("FusedActivationFunction", 0))
         if fused not in FUSED:
             raise self.error(f"fused activation {FUSED_NAMES.get(fused, fused)} is not supported")
         return FUSED[fused]
+
+    def emit_fused(self, op: str, inputs: list[str], **attrs: Any) -> None:
+        """Emit `op` writing output 0 with the operator's fused activation: NONE / RELU / RELU6 as our fused
+        attribute (`fused=False`: ops without one), RELU_N1_TO_1 as a HARD_TANH after it (in the output's
+        quantization, as TFLite clamps). TANH and SIGN_BIT are refused: TFLite's kernels do not apply them."""
+        fused, fusable = int(self.opt("FusedActivationFunction", 0)), attrs.pop("fused", True)
+        if fused == RELU_N1_TO_1 or (fused and not fusable):
+            out = self.value(self.outputs[0])
+            y = self.emit1(op, inputs, self.quantized_value(self.graph.fresh(f"{self.name}:pre"), out.dtype,
+                                                            out.quant_params) if out.quant_params else None, **attrs)
+            bounds = {"min_val": -1.0, "max_val": 1.0} if fused == RELU_N1_TO_1 else {}
+            self.emit("Activation", [y], self.outputs[:1], type=A.HARD_TANH if bounds else self.activation(), **bounds)
+            return
+        self.emit(op, inputs, self.outputs[:1], **attrs, **({"activation": self.activation()} if fusable else {}))
 
     def padding(self) -> int:
         return PADDING[int(self.opt("Padding", 0))]

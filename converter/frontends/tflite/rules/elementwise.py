@@ -20,12 +20,12 @@ _REDUCE = {"MEAN": fb.ReduceMode.MEAN, "SUM": fb.ReduceMode.SUM, "REDUCE_MAX": f
 
 @tflite_op("ADD", "MUL", quant="int8")
 def add_mul(ctx: ImportContext) -> None:
-    ctx.emit(_FUSED[ctx.op.op], ctx.inputs[:2], ctx.outputs, activation=ctx.activation())
+    ctx.emit_fused(_FUSED[ctx.op.op], ctx.inputs[:2])
 
 
 @tflite_op("SUB", "DIV")
 def sub_div(ctx: ImportContext) -> None:
-    ctx.emit(_FUSED[ctx.op.op], ctx.inputs[:2], ctx.outputs, activation=ctx.activation())
+    ctx.emit_fused(_FUSED[ctx.op.op], ctx.inputs[:2])
 
 
 @tflite_op(*_PLAIN)

@@ -41,26 +41,21 @@ def _bias(ctx: ImportContext, index: int) -> list[str]:
     return [ctx.input(index)] if ctx.input(index) else []
 
 
-@tflite_op("CONV_2D", quant="int8")
+@tflite_op("CONV_2D", "DEPTHWISE_CONV_2D", quant="int8")
 def conv_2d(ctx: ImportContext) -> None:
+    """CONV_2D (grouped when the input has a multiple of the filter's channels) and DEPTHWISE_CONV_2D (group =
+    input channels, M = depth_multiplier outputs per group)."""
     x, w = ctx.input(0), ctx.input(1)
-    out_c, kh, kw, per_group = ctx.value(w).shape
     in_c = ctx.value(x).shape[3]
-    if per_group <= 0 or in_c % per_group:
-        raise ctx.error(f"input channels {in_c} are not a multiple of the filter's {per_group}")
-    ctx.emit("Conv2D", [x, w, *_bias(ctx, 2)], ctx.outputs, group=in_c // per_group, in_channel=in_c,
-             out_channel=out_c, activation=ctx.activation(), **window(ctx, (kh, kw)))
-
-
-@tflite_op("DEPTHWISE_CONV_2D", quant="int8")
-def depthwise_conv_2d(ctx: ImportContext) -> None:
-    x, w = ctx.input(0), ctx.input(1)
-    _, kh, kw, out_c = ctx.value(w).shape
-    in_c = ctx.value(x).shape[3]
-    if in_c <= 0 or out_c % in_c:
-        raise ctx.error(f"filter channels {out_c} are not a multiple of the input's {in_c}")
-    ctx.emit("Conv2D", [x, relayout(ctx, w, OHWI_TO_IHWO), *_bias(ctx, 2)], ctx.outputs, group=in_c,
-             in_channel=in_c, out_channel=out_c, activation=ctx.activation(), **window(ctx, (kh, kw)))
+    if ctx.op.op == "CONV_2D":
+        out_c, kh, kw, per_group = ctx.value(w).shape
+    else:
+        (_, kh, kw, out_c), per_group = ctx.value(w).shape, 1
+        w = relayout(ctx, w, OHWI_TO_IHWO)
+    if per_group <= 0 or in_c % per_group or out_c % (in_c // per_group):
+        raise ctx.error(f"{in_c} input channels do not fit a filter of {out_c} outputs x {per_group} inputs")
+    ctx.emit_fused("Conv2D", [x, w, *_bias(ctx, 2)], group=in_c // per_group, in_channel=in_c, out_channel=out_c,
+                   **window(ctx, (kh, kw)))
 
 
 def _transpose_pads(ctx: ImportContext, size: int, out: int, kernel: int, stride: int) -> tuple[int, int, int]:
@@ -84,10 +79,9 @@ def transpose_conv(ctx: ImportContext) -> None:
     sh, sw = int(ctx.opt("StrideH", 1)), int(ctx.opt("StrideW", 1))
     top, bottom, pad_h = _transpose_pads(ctx, h, shape[1], kh, sh)
     left, right, pad_w = _transpose_pads(ctx, wd, shape[2], kw, sw)
-    ctx.emit("Conv2DTranspose", [x, relayout(ctx, w, OHWI_TO_IHWO), *_bias(ctx, 3)], ctx.outputs,
-             kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, pad_top=top, pad_bottom=bottom, pad_left=left,
-             pad_right=right, output_pad_h=pad_h, output_pad_w=pad_w, in_channel=in_c, out_channel=out_c,
-             activation=ctx.activation())
+    ctx.emit_fused("Conv2DTranspose", [x, relayout(ctx, w, OHWI_TO_IHWO), *_bias(ctx, 3)], kernel_h=kh,
+                   kernel_w=kw, stride_h=sh, stride_w=sw, pad_top=top, pad_bottom=bottom, pad_left=left,
+                   pad_right=right, output_pad_h=pad_h, output_pad_w=pad_w, in_channel=in_c, out_channel=out_c)
 
 
 @tflite_op("FULLY_CONNECTED", quant="int8")
@@ -99,13 +93,12 @@ def fully_connected(ctx: ImportContext) -> None:
     units, depth = ctx.value(w).shape
     if ctx.value(x).rank != 2 and not ctx.opt("KeepNumDims", False):
         x = ctx.emit1("Reshape", [x, ctx.add_const(np.array([-1, depth], np.int64), "shape")], ctx.like(x))
-    if ctx.value(w).const is None:
-        y = ctx.emit1("MatMul", [x, w], None if _bias(ctx, 2) else ctx.outputs[0], transpose_b=True,
-                      activation=fb.ActivationType.NO_ACTIVATION if _bias(ctx, 2) else ctx.activation())
-        if _bias(ctx, 2):
-            ctx.emit("Add", [y, ctx.input(2)], ctx.outputs[:1], activation=ctx.activation())
-        return
-    ctx.emit("FullConnection", [x, w, *_bias(ctx, 2)], ctx.outputs[:1], activation=ctx.activation())
+    if ctx.value(w).const is None and _bias(ctx, 2):
+        ctx.emit_fused("Add", [ctx.emit1("MatMul", [x, w], transpose_b=True), ctx.input(2)])
+    elif ctx.value(w).const is None:
+        ctx.emit_fused("MatMul", [x, w], transpose_b=True)
+    else:
+        ctx.emit_fused("FullConnection", [x, w, *_bias(ctx, 2)])
 
 
 @tflite_op("BATCH_MATMUL")
@@ -114,16 +107,15 @@ def batch_matmul(ctx: ImportContext) -> None:
              transpose_b=bool(ctx.opt("AdjY", False)))
 
 
-def _pool(ctx: ImportContext, mode: int, x: str, output: str) -> None:
-    kernel = (int(ctx.opt("FilterHeight", 1)), int(ctx.opt("FilterWidth", 1)))
-    ctx.emit("Pooling", [x], [output], mode=mode, count_include_pad=False, activation=ctx.activation(),
-             **window(ctx, kernel, dilated=False))
+def _pool_window(ctx: ImportContext) -> dict[str, Any]:
+    return window(ctx, (int(ctx.opt("FilterHeight", 1)), int(ctx.opt("FilterWidth", 1))), dilated=False)
 
 
 @tflite_op("AVERAGE_POOL_2D", "MAX_POOL_2D", quant="int8")
 def pool_2d(ctx: ImportContext) -> None:
     """Average pooling over the valid cells only (TFLite never counts padding)."""
-    _pool(ctx, fb.PoolMode.AVG if ctx.op.op == "AVERAGE_POOL_2D" else fb.PoolMode.MAX, ctx.input(0), ctx.outputs[0])
+    mode = fb.PoolMode.AVG if ctx.op.op == "AVERAGE_POOL_2D" else fb.PoolMode.MAX
+    ctx.emit_fused("Pooling", [ctx.input(0)], mode=mode, count_include_pad=False, **_pool_window(ctx))
 
 
 @tflite_op("L2_POOL_2D")
@@ -131,11 +123,8 @@ def l2_pool_2d(ctx: ImportContext) -> None:
     """sqrt(mean of squares) over each window, the fused activation after the root."""
     x = ctx.input(0)
     mean = ctx.emit1("Pooling", [ctx.emit1("Mul", [x, x])], mode=fb.PoolMode.AVG, count_include_pad=False,
-                     **window(ctx, (int(ctx.opt("FilterHeight", 1)), int(ctx.opt("FilterWidth", 1))), False))
-    activation = ctx.activation()
-    root = ctx.emit1("Sqrt", [mean], None if activation else ctx.outputs[0])
-    if activation:
-        ctx.emit("Activation", [root], ctx.outputs, type=activation)
+                     **_pool_window(ctx))
+    ctx.emit_fused("Sqrt", [mean], fused=False)
 
 
 @tflite_op("SOFTMAX")
@@ -160,7 +149,7 @@ def l2_normalization(ctx: ImportContext) -> None:
     total = ctx.emit1("Reduce", [squares, ctx.add_const(np.array([-1], np.int64), "axes")],
                       mode=fb.ReduceMode.SUM, keep_dims=True)
     norm = ctx.emit1("Maximum", [ctx.emit1("Sqrt", [total]), ctx.add_const(np.array(1e-6, np.float32), "eps")])
-    ctx.emit("Div", [x, norm], ctx.outputs, activation=ctx.activation())
+    ctx.emit_fused("Div", [x, norm])
 
 
 @tflite_op("LOCAL_RESPONSE_NORMALIZATION")

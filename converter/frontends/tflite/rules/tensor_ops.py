@@ -109,10 +109,7 @@ def strided_slice(ctx: ImportContext) -> None:
 
 @tflite_op("CONCATENATION", quant="int8")
 def concatenation(ctx: ImportContext) -> None:
-    activation = ctx.activation()
-    y = ctx.emit1("Concat", ctx.inputs, None if activation else ctx.outputs[0], axis=int(ctx.opt("Axis", 0)))
-    if activation:
-        ctx.emit("Activation", [y], ctx.outputs, type=activation)
+    ctx.emit_fused("Concat", ctx.inputs, axis=int(ctx.opt("Axis", 0)), fused=False)
 
 
 @tflite_op("SPLIT", quant="same")
