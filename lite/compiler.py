@@ -144,10 +144,12 @@ def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]], part: 
             specs[t.index] = TensorSpec(t.dims, t.data.dtype, t.data, t.quant_params or None, t.quant_axis)
     for i, array in external.items():
         specs[i] = TensorSpec(array.shape, array.dtype)
-    for i in graph.inputs:
-        specs[i] = TensorSpec(tuple(input_shapes[i]), dtypes.to_numpy(model.tensors[i].data_type))
+    for i in graph.inputs:          # a quantized graph input (an int8 TFLite model's) keeps its params
+        t = model.tensors[i]
+        specs[i] = TensorSpec(tuple(input_shapes[i]), dtypes.to_numpy(t.data_type), None, t.quant_params or None,
+                              t.quant_axis)
         check_memory(math.prod(specs[i].shape) * specs[i].dtype.itemsize,
-                     f"graph input '{model.tensors[i].name}' ({list(specs[i].shape)})")
+                     f"graph input '{t.name}' ({list(specs[i].shape)})")
     pending: list[tuple[NodeDef, Kernel]] = []
     for node in graph.nodes:
         inputs = [specs[i] if i >= 0 else None for i in node.inputs]

@@ -92,7 +92,8 @@ class TFLiteModel:
         if t["scale"] is None:
             return None
         scale = np.atleast_1d(np.asarray(t["scale"], np.float32))
-        zp = np.broadcast_to(np.atleast_1d(np.asarray(t["zero_point"] or 0, np.int64)), scale.shape)
+        zp = np.broadcast_to(np.atleast_1d(np.asarray(0 if t["zero_point"] is None else t["zero_point"], np.int64)),
+                             scale.shape)
         s, z = vector(b, scale, np.float32), vector(b, zp, np.int64)
         return table(b, "QuantizationParameters", Scale=s, ZeroPoint=z, QuantizedDimension=t["axis"])
 
