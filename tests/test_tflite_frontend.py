@@ -343,3 +343,21 @@ def test_cli_reports_truncated_tflite(tmp_path, capsys):
     assert main(["--fmk=TFLITE", f"--modelFile={src}", f"--outputFile={tmp_path / 'm'}"]) == lite.RET_GRAPH_FILE_ERR
     captured = capsys.readouterr()
     assert "CONVERT RESULT FAILED:-200" in captured.out and "cut.tflite" in captured.err
+
+
+def test_benchmark_lite_checks_converted_model_against_litert_outputs(tmp_path, capsys):
+    """benchmark_lite's accuracy mode runs the converted file on LiteRT's input and compares with LiteRT's
+    outputs."""
+    from converter.cli import main as converter_lite
+    from lite.tools.benchmark import main as benchmark_lite
+    data = conv_model(lambda m: m.const(W), None)
+    (tmp_path / "m.tflite").write_bytes(data)
+    assert converter_lite(["--fmk=TFLITE", f"--modelFile={tmp_path / 'm.tflite'}",
+                           f"--outputFile={tmp_path / 'm'}"]) == lite.RET_OK
+    x = rand(1, 6, 6, 3)
+    x.tofile(tmp_path / "x.bin")
+    np.savez(tmp_path / "expected.npz", y=run_litert(data, [x])[0])
+    assert benchmark_lite([f"--modelFile={tmp_path / 'm.ms'}", f"--inDataFile={tmp_path / 'x.bin'}",
+                           f"--benchmarkDataFile={tmp_path / 'expected.npz'}", "--loopCount=2",
+                           "--accuracyThreshold=0.01"]) == lite.RET_OK
+    assert "Mean bias of node/tensor y" in capsys.readouterr().out

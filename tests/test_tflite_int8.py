@@ -37,8 +37,10 @@ class Net:
     with the depthwise output -> AVERAGE_POOL_2D -> RESHAPE -> FULLY_CONNECTED -> LOGISTIC and SOFTMAX; and
     MEAN over H, W of the sum, CONCATENATION with the FC output. Float, or int8 with the given params."""
 
-    def __init__(self, params: dict | None = None, per_channel: bool = True, int8_io: bool = False):
+    def __init__(self, params: dict | None = None, per_channel: bool = True, int8_io: bool = False,
+                 dtype: type = np.int8):
         self.m, self.params, self.per_channel, self.int8_io = TFLiteModel(), params, per_channel, int8_io
+        self.dtype = dtype
         self.t: dict[str, int] = {}
 
     def act(self, name: str, shape: list[int]) -> int:
@@ -46,7 +48,7 @@ class Net:
             self.t[name] = self.m.tensor(shape, name=name)
         else:
             scale, zp = self.params[name]
-            self.t[name] = self.m.tensor(shape, np.int8, name=name, scale=scale, zero_point=zp)
+            self.t[name] = self.m.tensor(shape, self.dtype, name=name, scale=scale, zero_point=zp)
         return self.t[name]
 
     def weight(self, name: str, axis: int, x: str) -> tuple[int, int]:
@@ -58,11 +60,13 @@ class Net:
         scale = (np.abs(moved).max(axis=1) / 127 if self.per_channel and axis is not None
                  else np.full(channels, np.abs(w).max() / 127))
         shape = [-1 if i == axis else 1 for i in range(w.ndim)]
-        q = np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int8)
+        q = np.clip(np.rint(w / scale.reshape(shape)), -127, 127)
+        w_zp = 128 if self.dtype == np.uint8 else 0          # uint8 weights: zero point 128
+        q = (q + w_zp).astype(self.dtype)
         bias_scale = self.params[x][0] * scale
         qb = np.rint(b / bias_scale).astype(np.int32)
         per = scale if self.per_channel else scale[:1]
-        wt = self.m.const(q, name=name, scale=per, zero_point=np.zeros(per.size, np.int64), axis=axis)
+        wt = self.m.const(q, name=name, scale=per, zero_point=np.full(per.size, w_zp, np.int64), axis=axis)
         bt = self.m.const(qb, name=name + "_bias", scale=bias_scale if self.per_channel else bias_scale[:1],
                           zero_point=np.zeros(per.size if self.per_channel else 1, np.int64))
         return wt, bt
@@ -161,3 +165,21 @@ def test_int8_convolutions_run_on_int8_kernels():
     convs = [n for n in graph.nodes if n.op in ("Conv2D", "FullConnection", "Add", "Mul", "Pooling")]
     assert len(convs) == 7
     assert all(graph.values[n.inputs[0]].dtype == np.int8 for n in convs)
+
+
+def as_uint8(params: dict[str, tuple[float, int]]) -> dict[str, tuple[float, int]]:
+    return {name: (scale, zp + 128) for name, (scale, zp) in params.items()}
+
+
+def test_uint8_model_within_one_quantum_per_op():
+    """A uint8 model (per-tensor weights, as uint8 TFLite models have) keeps uint8 inputs and outputs; inside it
+    runs on the int8 kernels with values and zero points shifted by 128. TFLite's uint8 kernels round
+    differently from its int8 ones, so more results are one quantum off; LOGISTIC and SOFTMAX (slope <= 1/4)
+    can turn one quantum of their FC input into up to s_fc / 4 / (1/256) of theirs, plus their own rounding."""
+    data = Net(as_uint8(PARAMS), per_channel=False, int8_io=True, dtype=np.uint8).build()
+    feed = (quantize(X).astype(np.int16) + 128).astype(np.uint8)
+    expected, actual = run_litert(data, [feed]), run_ours(data, [feed])
+    propagated = 1 + int(np.ceil(PARAMS["fc"][0] / 4 * 256))
+    for a, e, bound in zip(actual, expected, [propagated, propagated, 1]):
+        assert a.dtype == e.dtype == np.uint8 and a.shape == e.shape
+        assert np.abs(a.astype(np.int32) - e).max() <= bound

@@ -44,13 +44,22 @@ def quant_params(q: Quantization, bits: int) -> list[Any]:
     return params
 
 
-def _value(t: TensorRecord, name: str) -> Value:
-    """The IR value of a TFLite tensor: quantized integer tensors carry their params."""
-    value = Value(name, t.shape, t.dtype, t.data)
+def _value(t: TensorRecord, name: str, keep_uint8: bool = False) -> Value:
+    """The IR value of a TFLite tensor: quantized integer tensors carry their params. A quantized uint8 tensor
+    becomes int8 with values and zero point shifted by -128 (the same reals, so the same integer arithmetic on
+    our int8 kernels) unless `keep_uint8` (graph inputs and outputs keep TFLite's type)."""
+    shifted = t.dtype == np.uint8 and t.quant is not None and not keep_uint8
+    data = None if t.data is None else (t.data.astype(np.int16) - 128).astype(np.int8) if shifted else t.data
+    value = Value(name, t.shape, np.dtype(np.int8) if shifted else t.dtype, data)
     if t.quant is not None and t.dtype in QUANTIZED_TYPES:
-        value.quant_params = quant_params(t.quant, t.dtype.itemsize * 8)
-        value.quant_axis = t.quant.axis if t.quant.scale.size > 1 else 0
+        q = Quantization(t.quant.scale, t.quant.zero_point - 128, t.quant.axis) if shifted else t.quant
+        value.quant_params = quant_params(q, t.dtype.itemsize * 8)
+        value.quant_axis = q.axis if q.scale.size > 1 else 0
     return value
+
+
+def _uint8_io(t: TensorRecord) -> bool:
+    return t.dtype == np.uint8 and t.quant is not None
 
 
 def _unique_names(model: ModelRecord) -> list[str]:
@@ -75,7 +84,7 @@ class _Importer:
             if t.data is not None:
                 self.graph.values[self.names[t.index]] = _value(t, self.names[t.index])
         for i in model.inputs:
-            name, value = self.names[i], _value(model.tensors[i], self.names[i])
+            name, value = self.names[i], _value(model.tensors[i], self.names[i], keep_uint8=True)
             if name in input_shapes:
                 value.shape = tuple(int(d) for d in input_shapes.pop(name))
             self.graph.values[name] = value
@@ -83,6 +92,10 @@ class _Importer:
         if input_shapes:
             raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
                                    f"(inputs: {self.graph.inputs})")
+        for i in model.inputs:
+            if _uint8_io(model.tensors[i]):
+                self.ctx.name = self.names[i]
+                self.names[i] = self.requantized(self.names[i], _value(model.tensors[i], self.names[i] + ":int8"))
 
     def name_of(self, index: int) -> str:
         return self.names[index] if index >= 0 else ""
@@ -111,6 +124,10 @@ class _Importer:
             raise NotSupportedError(f"TFLite op '{op.op}' at node '{ctx.name}' reads '{missing[0]}', which is not "
                                     f"produced before it")
         outputs = [self.name_of(i) for i in op.outputs]
+        uint8_outputs = [(k, name) for k, (i, name) in enumerate(zip(op.outputs, outputs))
+                         if i in self.model.outputs and _uint8_io(self.model.tensors[i])]
+        for k, name in uint8_outputs:
+            outputs[k] = self.graph.fresh(f"{name}:int8")
         for i, name in zip(op.outputs, outputs):
             self.graph.values[name] = _value(self.model.tensors[i], name)
             self.graph.values[name].const = None
@@ -132,6 +149,17 @@ class _Importer:
             raise ctx.error(f"cannot import: {e}") from e
         finally:
             ctx.pass_quant = []
+        for k, name in uint8_outputs:
+            self.requantized(outputs[k], _value(self.model.tensors[op.outputs[k]], name, keep_uint8=True))
+
+    def requantized(self, source: str, target: Value) -> str:
+        """`source` cast into `target` (uint8 <-> int8 with the same reals: exact through float32, as |q - zp|
+        <= 255 keeps (q - zp) * s / s within rounding of the integer); returns the target's name."""
+        self.graph.values[target.name] = target
+        real = self.ctx.emit1("QuantDTypeCast", [source], src_t=from_numpy(self.graph.values[source].dtype),
+                              dst_t=DataType.FLOAT32)
+        self.ctx.emit("QuantDTypeCast", [real], [target.name], src_t=DataType.FLOAT32, dst_t=from_numpy(target.dtype))
+        return target.name
 
     def same_params(self, x: str, outputs: list[str]) -> bool:
         a = self.graph.values[x].quant_params
