@@ -136,6 +136,8 @@ class _Importer:
         data = next((n for n in inputs if n and self.graph.values[n].const is None), inputs[0] if inputs else "")
         if mode == "same" and quantized and not self.same_params(data, outputs):
             mode = "float"
+        if mode == "int8" and quantized and all(self.graph.values[n].const is not None for n in quantized):
+            mode = "float"          # only weights are quantized (a hybrid model): float math on dequantized weights
         ctx.pass_quant = self.graph.values[data].quant_params if mode == "same" and quantized else []
         try:
             if mode == "float" and quantized:
