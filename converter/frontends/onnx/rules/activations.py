@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 
-from converter.frontends.compose import tanh_gelu
 from converter.frontends.onnx.registry import ImportContext, onnx_op
 from schema import fb
 
@@ -46,14 +45,22 @@ def activation(ctx: ImportContext) -> None:
 
 @onnx_op("Gelu")
 def gelu(ctx: ImportContext) -> None:
-    """approximate='none' is our GELU; 'tanh' is spelled out (`tanh_gelu`)."""
+    """approximate='none' is our GELU; 'tanh' is spelled out:
+    x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))."""
     x, approximate = ctx.input(0), ctx.attr("approximate", "none")
     if approximate == "none":
         ctx.emit("Activation", [x], ctx.outputs, type=A.GELU)
         return
     if approximate != "tanh":
         raise ctx.error(f"approximate='{approximate}' is not supported (only 'none' and 'tanh')")
-    tanh_gelu(ctx, x, ctx.outputs[0])
+
+    def scalar(value: float) -> str:
+        return ctx.add_const(np.array(value, ctx.value(x).dtype))
+
+    cube = ctx.emit1("Mul", [ctx.emit1("Mul", [x, x]), x])
+    inner = ctx.emit1("Add", [x, ctx.emit1("Mul", [cube, scalar(0.044715)])])
+    tanh = ctx.emit1("Activation", [ctx.emit1("Mul", [inner, scalar(math.sqrt(2.0 / math.pi))])], type=A.TANH)
+    ctx.emit("Mul", [ctx.emit1("Mul", [x, scalar(0.5)]), ctx.emit1("Add", [tanh, scalar(1.0)])], ctx.outputs)
 
 
 @onnx_op("PRelu")
