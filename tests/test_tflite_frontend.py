@@ -23,7 +23,7 @@ def rand(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
 
 
 def single(op: str, inputs: list[Any], outputs: int = 1, options: str | None = None, out_shape: tuple = (1,),
-           **fields: Any) -> tuple[bytes, list[np.ndarray]]:
+           out_dtypes: tuple = (), **fields: Any) -> tuple[bytes, list[np.ndarray]]:
     """A model of one operator: tuples in `inputs` are float graph inputs of that shape (fed random values),
     arrays are constants, None an omitted input. LiteRT computes the output shapes (a few builtins check the
     file's: `out_shape`)."""
@@ -37,7 +37,8 @@ def single(op: str, inputs: list[Any], outputs: int = 1, options: str | None = N
             feeds.append(rand(*item))
         else:
             indices.append(m.const(item))
-    outs = [m.tensor(out_shape, name=f"out{k}") for k in range(outputs)]
+    dtypes = list(out_dtypes) + [np.float32] * (outputs - len(out_dtypes))
+    outs = [m.tensor(out_shape, dtypes[k], name=f"out{k}") for k in range(outputs)]
     m.op(op, indices, outs, options, **fields)
     return m.build(graph_inputs, outs), feeds
 
@@ -162,6 +163,17 @@ CASES: dict[str, Callable[[], tuple[bytes, list[np.ndarray]]]] = {
     "resize_nearest_align_corners": lambda: single("RESIZE_NEAREST_NEIGHBOR", [(1, 4, 5, 2),
                                                                                np.array([7, 9], np.int32)], 1,
                                                    "ResizeNearestNeighborOptions", AlignCorners=True),
+    "arg_max": lambda: single("ARG_MAX", [(3, 5, 4), np.array([1], np.int32)], 1, "ArgMaxOptions",
+                              out_dtypes=(np.int32,), OutputType=2),
+    "arg_min_int64": lambda: single("ARG_MIN", [(3, 5, 4), np.array([-1], np.int32)], 1, "ArgMinOptions",
+                                    out_dtypes=(np.int64,), OutputType=4),
+    "top_k": lambda: single("TOPK_V2", [(3, 7), np.array(3, np.int32)], 2,
+                            out_dtypes=(np.float32, np.int32)),
+    "tile": lambda: single("TILE", [(2, 3), np.array([2, 3], np.int32)]),
+    "depth_to_space": lambda: single("DEPTH_TO_SPACE", [(1, 3, 4, 8)], 1, "DepthToSpaceOptions", BlockSize=2,
+                                     out_shape=(1, 6, 8, 2)),
+    "space_to_depth": lambda: single("SPACE_TO_DEPTH", [(1, 4, 6, 3)], 1, "SpaceToDepthOptions", BlockSize=2,
+                                     out_shape=(1, 2, 3, 12)),
 }
 for _op in ("RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH", "ELU"):
     CASES[_op.lower()] = (lambda op: lambda: single(op, [(2, 3, 5)]))(_op)

@@ -1,5 +1,5 @@
 """Real `.tflite` files shipped by a PyPI package (MediaPipe 0.10's solution models: float16 weights behind
-DEQUANTIZE, PRELU, PAD, resizes, ...) converted and compared with LiteRT within 1e-4 of each output's range.
+DEQUANTIZE, sparse ones behind DENSIFY, PRELU, PAD, resizes, DEPTH_TO_SPACE, ...) converted and compared with LiteRT within 1e-4 of each output's range.
 
 The files are read from an installed `mediapipe` wheel without importing it (`pip install --no-deps
 mediapipe==0.10.14` gives them); the tests skip when it is absent."""
@@ -27,7 +27,8 @@ def mediapipe_models() -> Path | None:
 
 
 MODELS = ["face_detection/face_detection_short_range.tflite", "hand_landmark/hand_landmark_lite.tflite",
-          "palm_detection/palm_detection_lite.tflite", "iris_landmark/iris_landmark.tflite"]
+          "palm_detection/palm_detection_lite.tflite", "iris_landmark/iris_landmark.tflite",
+          "face_detection/face_detection_full_range_sparse.tflite"]      # sparse weights behind DENSIFY
 
 
 @pytest.mark.slow
