@@ -1,12 +1,16 @@
-"""`converter_lite`: convert an ONNX model to `.ms` with MindSpore Lite's converter flags.
+"""`converter_lite`: convert an ONNX or TFLite model to `.ms` with MindSpore Lite's converter flags.
 
     converter_lite --fmk=ONNX --modelFile=model.onnx --outputFile=model [--inputShape="input:1,3,224,224"]
+    converter_lite --fmk=TFLITE --modelFile=model.tflite --outputFile=model [--inputShape="input:1,224,224,3"]
                    [--trainModel=true [--configFile=train.cfg] [--loss=... --optimizer=... --learningRate=...]]
                    [--quantType=PostTraining|WeightQuant [--bitNum=8] [--configFile=quant.cfg]]
+                   [--encryptKey=<hex key> [--encryption=true] | --integrity=true]
 
 Prints `CONVERT RESULT SUCCESS:0`, or the error (naming the file, op, node and opset) on stderr and then
 `CONVERT RESULT FAILED:<status> <meaning>`; returns the MindSpore status (0 on success, negative on failure).
-`--fp16=on` and `--encryptKey` are recognised and refused with RET_NOT_SUPPORT.
+`--encryptKey` writes the model AES-GCM encrypted (the runtime needs the key: `Model.Load(path, dec_key=...)`),
+`--integrity=true` appends a SHA-256 footer that the runtime checks (see `lite.protect`).
+`--fp16=on` is recognised and refused with RET_NOT_SUPPORT.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Sequence
 
 from converter import convert_file
+from lite import protect
 from converter.train import TrainParams, parse_train_flags
 from lite.status import RET_ERROR, RET_OK, GetErrorInfo, LiteError, NotSupportedError
 from lite.tools import Flag, UsageError, parse_flags, usage
@@ -27,8 +32,8 @@ DATA_TYPES = ("FLOAT32", "FLOAT", "DEFAULT", "INT8", "UINT8")
 FLOAT_TYPES = ("FLOAT32", "FLOAT", "DEFAULT")
 
 FLAGS = (
-    Flag("fmk", "framework of the input model; only ONNX is supported"),
-    Flag("modelFile", "input model file (.onnx)"),
+    Flag("fmk", "framework of the input model: ONNX or TFLITE"),
+    Flag("modelFile", "input model file (.onnx or .tflite)"),
     Flag("outputFile", "output model path; '.ms' is appended unless present"),
     Flag("inputShape", "graph input shapes, e.g. \"input:1,3,224,224;mask:1,10\""),
     Flag("inputDataType", "graph input data type of a quantized model", choices=DATA_TYPES),
@@ -48,7 +53,9 @@ FLAGS = (
     Flag("quantWeightChannel", "weight-only quantization skips weights with fewer channels", int),
     Flag("quantDebug", "write the per-layer quantization report (JSON) to this path"),
     Flag("configFile", "[train_param] for training; quantization settings for --quantType"),
-    Flag("encryptKey", "AES-GCM key to encrypt the model (not supported yet)"),
+    Flag("encryptKey", "AES-GCM key as hex text (32, 48 or 64 digits): the model is written encrypted"),
+    Flag("encryption", "encrypt the model with --encryptKey", bool, True),
+    Flag("integrity", "append a SHA-256 integrity footer, checked at load (unencrypted models)", bool, False),
 )
 TRAIN_FLAGS = ("loss", "optimizer", "learningRate", "trainable", "freeze", "freezeUntil")
 QUANT_FLAGS = ("bitNum", "quantWeightSize", "quantWeightChannel", "quantDebug")
@@ -62,10 +69,19 @@ def _require(opts: SimpleNamespace, *names: str) -> None:
 
 def _unsupported(opts: SimpleNamespace) -> list[str]:
     """The requested features this converter does not have, spelled as their flags."""
-    requested = ["--encryptKey"] if opts.encryptKey is not None else []
-    if opts.fp16 == "on":
-        requested.append("--fp16=on")
-    return requested
+    return ["--fp16=on"] if opts.fp16 == "on" else []
+
+
+def _encrypt_key(opts: SimpleNamespace) -> bytes | None:
+    """The key to encrypt with (MindSpore Lite's pair: --encryptKey, and --encryption, true by default)."""
+    if opts.encryptKey is None or not opts.encryption:
+        return None
+    if opts.integrity:
+        raise UsageError("--integrity is for unencrypted models: an encrypted model is authenticated already")
+    try:
+        return protect.parse_key(opts.encryptKey)
+    except LiteError as e:
+        raise UsageError(f"--encryptKey: {e}") from None
 
 
 def _given(opts: SimpleNamespace, names: Sequence[str]) -> list[str]:
@@ -122,15 +138,17 @@ def parse_input_shapes(text: str | None) -> dict[str, list[int]] | None:
 def run(opts: SimpleNamespace) -> str:
     """Convert as the flags say; returns the written `.ms` path."""
     _require(opts, "fmk", "modelFile", "outputFile")
-    if opts.fmk != "ONNX":
-        raise NotSupportedError(f"--fmk={opts.fmk}: only ONNX models are supported")
+    if opts.fmk not in ("ONNX", "TFLITE"):
+        raise NotSupportedError(f"--fmk={opts.fmk}: only ONNX and TFLITE models are supported")
     unsupported = _unsupported(opts)
     if unsupported:
         raise NotSupportedError(f"{', '.join(unsupported)}: not supported yet")
     shapes = parse_input_shapes(opts.inputShape)
     train_params, quant_config = _train_params(opts), _quant_config(opts)
+    key = _encrypt_key(opts)
     try:
-        return convert_file(opts.modelFile, opts.outputFile, shapes, train_params, quant_config)
+        return convert_file(opts.modelFile, opts.outputFile, shapes, train_params, quant_config, key,
+                            opts.integrity, opts.fmk)
     except OSError as e:
         raise LiteError(f"cannot write '{opts.outputFile}': {e.strerror or e}") from e
 

@@ -1,6 +1,7 @@
 """The runtime: load a `.ms` model and run it with the MindSpore Lite session API (numpy + flatbuffers only)."""
 from lite.context import Context, CpuBindMode, CpuDeviceInfo, DeviceContext, DeviceType, GpuDeviceInfo, NpuDeviceInfo
 from lite.dtypes import DataType
+from lite.dump import Dump
 from lite.model import Model
 from lite.session import CallBackParam, LiteSession
 from lite.status import *  # noqa: F401,F403  (RET_* codes, GetErrorInfo, LiteError and its subclasses)

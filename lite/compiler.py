@@ -5,6 +5,7 @@ depends only on input shapes, again after every `Resize`), so there is one shape
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -18,6 +19,12 @@ from lite.model import Model, NodeDef, SubGraphDef
 from lite.status import InferShapeError, LiteError, MemoryFailedError, OpExecuteError
 
 MAX_ARENA_BYTES = 16 << 30
+
+
+def check_memory(nbytes: int, what: str) -> None:
+    """`MemoryFailedError` when `what` would take more than the memory limit (`MAX_ARENA_BYTES`)."""
+    if nbytes > MAX_ARENA_BYTES:
+        raise MemoryFailedError(f"{what} would take {nbytes} bytes, over the {MAX_ARENA_BYTES}-byte limit")
 
 
 def select_kernel(node: NodeDef, inputs: Sequence[TensorSpec | None]) -> Kernel:
@@ -43,6 +50,8 @@ def infer_node(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None
     for spec in outs:
         if any(not isinstance(d, (int, np.integer)) or d < 0 for d in spec.shape):
             raise InferShapeError(f"{node.op} node '{node.name}': invalid output shape {list(spec.shape)}")
+        check_memory(math.prod(int(d) for d in spec.shape) * spec.dtype.itemsize,
+                     f"an output of {node.op} node '{node.name}' ({list(spec.shape)})")
     return outs
 
 
@@ -135,8 +144,12 @@ def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]], part: 
             specs[t.index] = TensorSpec(t.dims, t.data.dtype, t.data, t.quant_params or None, t.quant_axis)
     for i, array in external.items():
         specs[i] = TensorSpec(array.shape, array.dtype)
-    for i in graph.inputs:
-        specs[i] = TensorSpec(tuple(input_shapes[i]), dtypes.to_numpy(model.tensors[i].data_type))
+    for i in graph.inputs:          # a quantized graph input (an int8 TFLite model's) keeps its params
+        t = model.tensors[i]
+        specs[i] = TensorSpec(tuple(input_shapes[i]), dtypes.to_numpy(t.data_type), None, t.quant_params or None,
+                              t.quant_axis)
+        check_memory(math.prod(specs[i].shape) * specs[i].dtype.itemsize,
+                     f"graph input '{t.name}' ({list(specs[i].shape)})")
     pending: list[tuple[NodeDef, Kernel]] = []
     for node in graph.nodes:
         inputs = [specs[i] if i >= 0 else None for i in node.inputs]
@@ -186,8 +199,7 @@ def _bind(graph: Model | SubGraphDef, specs: list[TensorSpec | None], pending: l
     scratch_specs = [(s, spec) for s, (_, k) in enumerate(pending) for spec in k.scratch()]
     buffers += [Buffer(spec.nbytes, s, s) for s, spec in scratch_specs]
     offsets, total = plan(buffers)
-    if total > MAX_ARENA_BYTES:
-        raise MemoryFailedError(f"the graph needs a {total}-byte arena, over the {MAX_ARENA_BYTES}-byte limit")
+    check_memory(total, "the graph's arena")
     arena = np.zeros(total, np.uint8)
 
     def view(offset: int, spec: TensorSpec) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""`python -m lite.inspect model.ms [--graph out.dot|out.png] [--text]`: what is inside a `.ms` file.
+"""`python -m lite.inspect model.ms [--graph out.dot|out.png] [--text] [--decryptKey=hex]`: what is inside a
+`.ms` file (an encrypted one with its key).
 
 Prints the format version, the graph inputs and outputs (shape, dtype), node counts by op type, the parameters
 (count and bytes by dtype), the quantized tensors with the range of their scales, the training subgraphs and the
@@ -19,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from lite import dtypes
+from lite import dtypes, protect
 from lite.context import Context
 from lite.model import Model, TensorDef
 from lite.session import LiteSession
@@ -58,6 +59,7 @@ class Summary:
     subgraphs: dict[str, int] = field(default_factory=dict)   # name -> node count
     arena_bytes: int | None = None
     arena_error: str = ""
+    encrypted: bool = False
 
     @property
     def parameter_count(self) -> int:
@@ -86,7 +88,7 @@ def _planned_arena(model: Model) -> int:
     return session.arena_bytes
 
 
-def summarize(model: Model, file_bytes: int | None = None) -> Summary:
+def summarize(model: Model, file_bytes: int | None = None, encrypted: bool = False) -> Summary:
     """The summary of an imported model; the arena is planned by compiling it (an error there is reported, not
     raised, so a model that does not compile can still be inspected)."""
     parameters: dict[str, tuple[int, int]] = {}
@@ -99,7 +101,7 @@ def summarize(model: Model, file_bytes: int | None = None) -> Summary:
         inputs=[_info(model.tensors[i]) for i in model.inputs], outputs=[_info(model.tensors[i]) for i in model.outputs],
         op_counts=Counter(n.op for n in model.nodes), parameters=parameters,
         quantized=[_quant(t) for t in model.tensors if t.quant_params],
-        subgraphs={name: len(sg.nodes) for name, sg in model.subgraphs.items()})
+        subgraphs={name: len(sg.nodes) for name, sg in model.subgraphs.items()}, encrypted=encrypted)
     try:
         summary.arena_bytes = _planned_arena(model)
     except LiteError as e:
@@ -113,7 +115,8 @@ def _mb(n: int) -> str:
 
 def format_summary(s: Summary) -> str:
     lines = [f"model {s.name!r}, format {s.format_version}"
-             + (f", file {_mb(s.file_bytes)}" if s.file_bytes is not None else "")]
+             + (f", file {_mb(s.file_bytes)}" if s.file_bytes is not None else "")
+             + (", AES-GCM encrypted" if s.encrypted else "")]
     for title, items in (("inputs", s.inputs), ("outputs", s.outputs)):
         lines.append(f"{title}:")
         lines += [f"  {t.name:<24} {t.dtype:<8} {list(t.shape)}" for t in items]
@@ -190,13 +193,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("model", type=Path)
     parser.add_argument("--graph", type=Path, help="write the graph as .dot or .png")
     parser.add_argument("--text", action="store_true", help="print the graph as numbered text lines")
+    parser.add_argument("--decryptKey", help="the hex key of an encrypted model")
     args = parser.parse_args(argv)
     try:
-        model = Model.Load(args.model)
+        model = Model.Load(args.model, dec_key=args.decryptKey)
     except LiteError as e:
         print(f"{args.model}: {e} (status {e.status})", file=sys.stderr)
         return 1
-    print(format_summary(summarize(model, os.path.getsize(args.model))))
+    with open(args.model, "rb") as f:
+        encrypted = protect.is_encrypted(f.read(len(protect.MAGIC_ENCRYPTED)))
+    print(format_summary(summarize(model, os.path.getsize(args.model), encrypted)))
     if args.text:
         print(graph_text(model))
     if args.graph:

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from lite import dtypes
+from lite.protect import unwrap
 from lite.rewrites import topological_order
 from lite.status import GraphFileError, LiteError
 from lite.traits import traits
@@ -73,13 +74,16 @@ class Model:
         self._buffer = buffer    # keeps the mapped bytes alive as long as weight views exist
 
     @staticmethod
-    def Import(model_buf: bytes | bytearray | memoryview | mmap.mmap, size: int | None = None) -> "Model":
-        """Verify and read a model from a buffer (`size` bytes of it, default all). Weights are not copied."""
+    def Import(model_buf: bytes | bytearray | memoryview | mmap.mmap, size: int | None = None,
+               dec_key: str | bytes | None = None) -> "Model":
+        """Verify and read a model from a buffer (`size` bytes of it, default all). Weights are not copied, except
+        once out of an encrypted model, which needs its key `dec_key` (bytes or hex text; see `lite.protect`)."""
         view = memoryview(model_buf).cast("B")
         if size is not None:
             if not 0 <= size <= len(view):
                 raise GraphFileError(f"size {size} does not fit the {len(view)}-byte buffer")
             view = view[:size]
+        view = unwrap(view, dec_key)
         verify_buffer(view)
         try:
             return _read(view)
@@ -89,8 +93,9 @@ class Model:
             raise GraphFileError(f"model buffer is inconsistent: {e}") from e
 
     @staticmethod
-    def Load(path: str | os.PathLike) -> "Model":
-        """Map a `.ms` file read-only and import it; weights stay views into the mapping."""
+    def Load(path: str | os.PathLike, dec_key: str | bytes | None = None) -> "Model":
+        """Map a `.ms` file read-only and import it; weights stay views into the mapping (an encrypted file, with
+        its key `dec_key`, is decrypted once into memory)."""
         try:
             with open(path, "rb") as f:
                 if os.fstat(f.fileno()).st_size == 0:
@@ -98,7 +103,7 @@ class Model:
                 mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except OSError as e:
             raise GraphFileError(f"cannot read model file '{path}': {e.strerror}") from e
-        return Model.Import(mapped)
+        return Model.Import(mapped, dec_key=dec_key)
 
     def Free(self) -> None:
         """Drop the graph definition; sessions already compiled keep what they need."""

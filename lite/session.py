@@ -1,9 +1,11 @@
 """`LiteSession`: compile a model once, then run it with no lookups or allocations per run."""
 from __future__ import annotations
 
+import functools
+import threading
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -12,7 +14,7 @@ from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
 from lite.model import Model, SubGraphDef
 from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, OpExecuteError,
-                         ParamInvalidError)
+                         ParamInvalidError, ReentrantError)
 from lite.tensor import MSTensor
 from lite.threads import blas_threads
 from schema.train_format import EVAL
@@ -25,6 +27,23 @@ class CallBackParam:
 
 
 KernelCallBack = Callable[[list[MSTensor], list[MSTensor], CallBackParam], bool]
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def exclusive(method: Method) -> Method:
+    """One call at a time per session (MindSpore Lite's contract): a second thread, or a callback of the running
+    call, gets `ReentrantError` (RET_REENTRANT_ERROR) instead of sharing the session's buffers. Calls that nest
+    within one thread (a subclass calling its base) are one call."""
+    @functools.wraps(method)
+    def guarded(self: "LiteSession", *args: Any, **kwargs: Any) -> Any:
+        if self._in_callback or not self._guard.acquire(blocking=False):
+            raise ReentrantError(f"{method.__name__}: the session is busy with another call (from another "
+                                 f"thread or from one of its callbacks); use one session per thread")
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._guard.release()
+    return guarded  # type: ignore[return-value]
 
 
 class LiteSession:
@@ -41,20 +60,26 @@ class LiteSession:
         self._plan: ExecutionPlan | None = None
         self._tensors: dict[int, MSTensor] = {}
         self._node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]] | None = None
+        self._guard = threading.RLock()
+        self._in_callback = False
 
     @staticmethod
-    def CreateSession(*args) -> "LiteSession":
-        """`CreateSession(context)` or `CreateSession(model_buf, size, context)`."""
+    def CreateSession(*args, dec_key: str | bytes | None = None) -> "LiteSession":
+        """`CreateSession(context)` or `CreateSession(model_buf, size, context)`; an encrypted model buffer needs
+        its key `dec_key`."""
         if len(args) <= 1:
+            if dec_key is not None:
+                raise ParamInvalidError("dec_key goes with a model buffer: CreateSession(model_buf, size, context)")
             return LiteSession(args[0] if args else None)
         if len(args) != 3:
             raise ParamInvalidError("CreateSession takes (context) or (model_buf, size, context)")
         buf, size, context = args
         session = LiteSession(context)
-        session.CompileGraph(Model.Import(buf, size))
+        session.CompileGraph(Model.Import(buf, size, dec_key))
         return session
 
     # ---- compile ------------------------------------------------------------------------------------------
+    @exclusive
     def CompileGraph(self, model: Model) -> int:
         if not isinstance(model, Model):
             raise ParamInvalidError(f"CompileGraph needs a lite.Model, got {type(model).__name__}")
@@ -123,6 +148,7 @@ class LiteSession:
         return [self._tensors[t] for t in node.outputs if t in outs] if node else []
 
     # ---- run -----------------------------------------------------------------------------------------------
+    @exclusive
     def RunGraph(self, before: KernelCallBack | None = None, after: KernelCallBack | None = None) -> int:
         """Run every node in order. A callback returning False stops the run: the remaining nodes are skipped
         and RET_SUCCESS_EXIT is returned."""
@@ -157,7 +183,7 @@ class LiteSession:
                                  node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]],
                                  before: KernelCallBack | None, after: KernelCallBack | None) -> int:
         for step, (ins, outs, param) in zip(plan.steps, node_io):
-            if before is not None and before(ins, outs, param) is False:
+            if before is not None and self._callback(before, ins, outs, param) is False:
                 return RET_SUCCESS_EXIT
             try:
                 step.kernel.run(step.inputs, step.outputs)
@@ -165,21 +191,32 @@ class LiteSession:
                 raise
             except Exception as e:
                 raise OpExecuteError(f"{step.node.op} node '{step.node.name}' failed: {e}") from e
-            if after is not None and after(ins, outs, param) is False:
+            if after is not None and self._callback(after, ins, outs, param) is False:
                 return RET_SUCCESS_EXIT
         return RET_OK
+
+    def _callback(self, callback: KernelCallBack, ins: list[MSTensor], outs: list[MSTensor],
+                  param: CallBackParam) -> bool:
+        self._in_callback = True
+        try:
+            return callback(ins, outs, param)
+        finally:
+            self._in_callback = False
 
     def _callback_args(self, step) -> tuple[list[MSTensor], list[MSTensor], CallBackParam]:
         tensors = self._model.tensors
 
         def wrap(ids: list[int], arrays: list[np.ndarray | None]) -> list[MSTensor]:
-            return [MSTensor(tensors[i].name, dtypes.from_numpy(a.dtype), a)
+            return [MSTensor(tensors[i].name, dtypes.from_numpy(a.dtype), a,
+                             [(q.scale, q.zeroPoint) for q in tensors[i].quant_params] if a.dtype.kind in "iu"
+                             else None)
                     for i, a in zip(ids, arrays) if i >= 0 and a is not None]
 
         return (wrap(step.input_ids, step.inputs), wrap(step.output_ids, step.outputs),
                 CallBackParam(step.node.name, step.node.op))
 
     # ---- resize / threads ------------------------------------------------------------------------------------
+    @exclusive
     def Resize(self, inputs: Sequence[MSTensor], dims: Sequence[Sequence[int]]) -> int:
         """Give graph inputs new shapes and recompile (shapes, folding, memory plan). Input data is reset."""
         self._require_compiled()

@@ -24,7 +24,7 @@ __all__ = [
     "RET_INFER_INVALID",
     "RET_INPUT_PARAM_INVALID",
     "GetErrorInfo", "LiteError", "GraphFileError", "NotSupportedError", "InvalidOpAttrError", "InputTensorError",
-    "InferShapeError", "ParamInvalidError", "OpExecuteError", "MemoryFailedError",
+    "InferShapeError", "ParamInvalidError", "OpExecuteError", "MemoryFailedError", "ReentrantError",
 ]
 
 RET_OK = 0
@@ -126,6 +126,11 @@ class ParamInvalidError(LiteError):
 class OpExecuteError(LiteError):
     """A kernel failed while running."""
     status = RET_OP_EXECUTE_FAILURE
+
+
+class ReentrantError(LiteError):
+    """A session was called while it is running (from another thread, or from one of its own callbacks)."""
+    status = RET_REENTRANT_ERROR
 
 
 class MemoryFailedError(LiteError):

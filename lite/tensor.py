@@ -13,16 +13,23 @@ class MSTensor:
     """A graph tensor as the user sees it, in the model's own layout (graph inputs/outputs keep the source
     model's layout). The data lives in the session; `MutableData()` is a writable view of it."""
 
-    def __init__(self, name: str, data_type: int, array: np.ndarray | None = None):
+    def __init__(self, name: str, data_type: int, array: np.ndarray | None = None,
+                 quant_params: list[tuple[float, int]] | None = None):
         self._name = name
         self._type = data_type
         self._array = array if array is not None else np.zeros((0,), dtypes.to_numpy(data_type))
+        self._quant = quant_params or []
 
     def _rebind(self, array: np.ndarray) -> None:
         self._array = array
 
     def tensor_name(self) -> str:
         return self._name
+
+    def quant_params(self) -> list[tuple[float, int]]:
+        """(scale, zero_point) of a quantized tensor — one pair, or one per channel — as in MindSpore's
+        `MSTensor::quant_params()`: real = scale * (q - zero_point). Empty for float tensors."""
+        return list(self._quant)
 
     def data_type(self) -> int:
         """The MindSpore TypeId (`lite.DataType.FLOAT32` == 43, ...)."""

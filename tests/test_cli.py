@@ -113,13 +113,13 @@ def test_missing_required_flag(lenet_file, capsys):
 
 
 def test_unsupported_fmk(lenet_file, tmp_path, capsys):
-    args = ["--fmk=TFLITE", f"--modelFile={lenet_file}", f"--outputFile={tmp_path / 'out'}"]
+    args = ["--fmk=CAFFE", f"--modelFile={lenet_file}", f"--outputFile={tmp_path / 'out'}"]
     assert main(args) == lite.RET_NOT_SUPPORT
     captured = capsys.readouterr()
     assert "CONVERT RESULT FAILED:-7" in captured.out and "only ONNX" in captured.err
 
 
-@pytest.mark.parametrize("flag", ["--fp16=on", "--encryptKey=30313233"])
+@pytest.mark.parametrize("flag", ["--fp16=on"])
 def test_unsupported_features_are_refused(flag, lenet_file, tmp_path, capsys):
     assert main(convert_args(lenet_file, tmp_path / "out", flag)) == lite.RET_NOT_SUPPORT
     captured = capsys.readouterr()

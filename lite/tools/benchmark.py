@@ -59,6 +59,9 @@ FLAGS = (
     Flag("inputShapes", "Resize the inputs first, e.g. 1,3,224,224:1,10 (one shape per input)"),
     Flag("timeProfiling", "print per-node and per-op-type time tables", bool, False),
     Flag("summary", "print what the model holds (python -m lite.inspect) before running it", bool, False),
+    Flag("decryptKey", "the hex key of an encrypted model (converter_lite --encryptKey)"),
+    Flag("dump", "dump the tensors of the first run: a MindSpore dump config (.json) or a folder "
+         "(default: $MINDSPORE_DUMP_CONFIG)"),
     Flag("enableFp16", "prefer float16 kernels (accepted; float32 is used)", bool, False),
     Flag("cpuBindMode", "0 NO_BIND, 1 HIGHER_CPU, 2 MID_CPU (accepted; threads are not pinned)", int, 1,
          ("0", "1", "2")),
@@ -253,7 +256,7 @@ def open_session(opts: SimpleNamespace) -> lite.LiteSession:
     context = lite.Context(thread_num=opts.numThreads,
                            device_list=[lite.DeviceContext(lite.DeviceType.DT_CPU, device)])
     session = lite.LiteSession.CreateSession(context)
-    session.CompileGraph(lite.Model.Load(opts.modelFile))
+    session.CompileGraph(lite.Model.Load(opts.modelFile, dec_key=opts.decryptKey))
     if opts.inputShapes:
         shapes = parse_shapes(opts.inputShapes)
         inputs = session.GetInputs()
@@ -264,13 +267,26 @@ def open_session(opts: SimpleNamespace) -> lite.LiteSession:
     return session
 
 
+def dump_first_run(session: lite.LiteSession, target: str) -> None:
+    """One run with its tensors dumped (`lite.dump`): as the JSON config says, or statistics into a folder."""
+    from lite.dump import Dump
+    dump = Dump.from_config(target) if target.endswith(".json") else Dump(target)
+    with dump:
+        dump.run(session)
+    print(f"Dumped the tensors of one run to {dump.path}")
+
+
 def run(opts: SimpleNamespace) -> None:
     """Accuracy mode when `--benchmarkDataFile` is given, else performance mode (see the module doc)."""
     _check(opts)
     if opts.summary:
         from lite.inspect import format_summary, summarize
-        print(format_summary(summarize(lite.Model.Load(opts.modelFile), os.path.getsize(opts.modelFile))))
+        model = lite.Model.Load(opts.modelFile, dec_key=opts.decryptKey)
+        print(format_summary(summarize(model, os.path.getsize(opts.modelFile))))
     session = open_session(opts)
+    dump_target = opts.dump or os.environ.get("MINDSPORE_DUMP_CONFIG")
+    if dump_target:
+        dump_first_run(session, dump_target)
     if opts.benchmarkDataFile:
         session.RunGraph()
         compare_outputs(session, load_expected(opts.benchmarkDataFile, session.GetOutputTensorNames()),

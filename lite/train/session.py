@@ -22,11 +22,11 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from lite import dtypes
-from lite.compiler import ExecutionPlan, compile_graph
+from lite.compiler import ExecutionPlan, check_memory, compile_graph
 from lite.context import Context
 from lite.model import Model, SubGraphDef, TensorDef
 from lite.serialize import write_atomic
-from lite.session import KernelCallBack, LiteSession
+from lite.session import KernelCallBack, LiteSession, exclusive
 from lite.status import RET_OK, InputTensorError, NotSupportedError, OpExecuteError, ParamInvalidError
 from lite.tensor import MSTensor
 from lite.threads import blas_threads
@@ -102,6 +102,7 @@ class TrainSession(LiteSession):
         return session
 
     # ---- compile ------------------------------------------------------------------------------------------
+    @exclusive
     def CompileGraph(self, model: Model) -> int:
         """Set up the variables and compile every subgraph; the session starts in eval mode."""
         if not isinstance(model, Model):
@@ -149,8 +150,10 @@ class TrainSession(LiteSession):
         if (labels is not None and data is not None and current and new[labels] == current[labels]
                 and new[data][:1] != current[data][:1] and new[labels]):
             new[labels] = new[data][:1] + new[labels][1:]
-        inputs = {i: self._inputs[i] if current.get(i) == s else
-                  np.zeros(s, dtypes.to_numpy(self._model.tensors[i].data_type)) for i, s in new.items()}
+        types = {i: dtypes.to_numpy(self._model.tensors[i].data_type) for i in new}
+        check_memory(sum(int(np.prod(s, dtype=np.int64)) * types[i].itemsize for i, s in new.items()),
+                     "the training inputs")
+        inputs = {i: self._inputs[i] if current.get(i) == s else np.zeros(s, types[i]) for i, s in new.items()}
         grad_in = self._grad_sums or self._grads
         plans = {name: compile_graph(self._model, {}, part, {**self._variables, **inputs,
                                                             **(grad_in if name == OPTIMIZER else self._grads)})
@@ -183,12 +186,14 @@ class TrainSession(LiteSession):
                                     f"--trainModel=true)")
 
     # ---- modes ---------------------------------------------------------------------------------------------
+    @exclusive
     def Train(self) -> int:
         """Train mode: `RunGraph` runs a training step; inputs are the model's inputs then `labels`."""
         self._require_training("Train")
         self._set_mode(True)
         return RET_OK
 
+    @exclusive
     def Eval(self) -> int:
         """Eval mode: `RunGraph` runs the inference forward (BatchNorm on running statistics, no Dropout)."""
         self._require_compiled()
@@ -207,6 +212,7 @@ class TrainSession(LiteSession):
         return not self._train
 
     # ---- run -----------------------------------------------------------------------------------------------
+    @exclusive
     def RunGraph(self, before: KernelCallBack | None = None, after: KernelCallBack | None = None) -> int:
         """Eval mode: one forward. Train mode: one training step (a callback returning False stops it before
         any weight update and returns RET_SUCCESS_EXIT)."""
@@ -273,6 +279,7 @@ class TrainSession(LiteSession):
         return [self._tensors[t] for t in self._graph.outputs if t != loss]
 
     # ---- learning rate, virtual batch ----------------------------------------------------------------------
+    @exclusive
     def SetLearningRate(self, learning_rate: float) -> int:
         self._require_training("SetLearningRate")
         lr = float(learning_rate)
@@ -285,6 +292,7 @@ class TrainSession(LiteSession):
         self._require_training("GetLearningRate")
         return float(self._variables[self._layout.learning_rate].item())
 
+    @exclusive
     def SetupVirtualBatch(self, virtual_batch_multiplier: int, lr: float = -1, momentum: float = -1) -> int:
         """Accumulate gradients over `virtual_batch_multiplier` steps and update once with their mean (<= 1:
         update every step). `lr` > 0 sets the learning rate; `momentum` > 0 the train-mode BatchNorm momentum
@@ -339,6 +347,7 @@ class TrainSession(LiteSession):
         self._require_training("GetFeatureMaps")
         return [self._source_tensor(w, self._variables[w]) for w in self._layout.weights]
 
+    @exclusive
     def UpdateFeatureMaps(self, feature_maps: NamedArrays) -> int:
         """Set trainable weights from MSTensors or (name, array) pairs in the source layout."""
         self._require_training("UpdateFeatureMaps")
@@ -386,6 +395,7 @@ class TrainSession(LiteSession):
         write_atomic(filename, self.ExportToBuf(model_type))
         return RET_OK
 
+    @exclusive
     def ExportToBuf(self, model_type: int = MT_TRAIN) -> bytes:
         self._require_compiled()
         if model_type == MT_TRAIN:

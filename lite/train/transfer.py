@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from lite.context import Context
 from lite.model import Model
-from lite.session import KernelCallBack, LiteSession
+from lite.session import KernelCallBack, LiteSession, exclusive
 from lite.status import RET_OK, InputTensorError, ParamInvalidError
 from lite.tensor import MSTensor
 from lite.train.export import Piece, inference_bytes
@@ -49,6 +49,7 @@ class TransferSession(TrainSession):
         labels = self._labels_id()
         return self._backbone.GetInputs() + ([self._tensors[labels]] if self._train and labels is not None else [])
 
+    @exclusive
     def Resize(self, inputs: Sequence[MSTensor], dims: Sequence[Sequence[int]]) -> int:
         """Resize backbone inputs (the head follows) and, in train mode, `labels`."""
         if len(inputs) != len(dims):
@@ -67,6 +68,7 @@ class TransferSession(TrainSession):
             super().Resize([n for n, _ in head], [d for _, d in head])
         return RET_OK
 
+    @exclusive
     def RunGraph(self, before: KernelCallBack | None = None, after: KernelCallBack | None = None) -> int:
         self._backbone.RunGraph()
         self._feature().set_data(next(iter(self._backbone.GetOutputs().values())).MutableData())

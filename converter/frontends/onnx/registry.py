@@ -3,26 +3,24 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from converter.ir import Graph, Node, Value
-from converter.shape_inference import infer_node
+from converter.frontends.emit import EmitContext
+from converter.ir import Graph
 from lite.status import LiteError, NotSupportedError
 
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
 
 
-class ImportContext:
+class ImportContext(EmitContext):
     """What an importer rule sees: the ONNX node being imported and helpers to emit IR for it."""
 
     def __init__(self, graph: Graph, opset: int):
-        self.graph = graph
+        super().__init__(graph)
         self.opset = opset
         self.node: onnx.NodeProto | None = None
-        self.name = ""
 
     # ---- reading the ONNX node ---------------------------------------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
@@ -51,47 +49,10 @@ class ImportContext:
         """Name of input `i`, or "" when it is omitted."""
         return self.node.input[i] if i < len(self.node.input) else ""
 
-    def value(self, name: str) -> Value:
-        return self.graph.values[name]
-
-    def const(self, name: str) -> np.ndarray | None:
-        return self.graph.const(name) if name else None
-
-    def require_const(self, name: str, what: str) -> np.ndarray:
-        value = self.const(name)
-        if value is None:
-            raise self.error(f"{what} must be a constant (or computable from static shapes)")
-        return value
-
     def error(self, message: str, kind: type[LiteError] = NotSupportedError) -> LiteError:
         return kind(f"ONNX op '{self.node.op_type}' at node '{self.name}' (opset {self.opset}): {message}")
 
-    # ---- emitting IR --------------------------------------------------------------------------------------------
-    def emit(self, op: str, inputs: list[str], outputs: list[str] | int = 1, **attrs: Any) -> list[str]:
-        """Add one IR node and infer it at once (folding it when its inputs are constant).
-        `outputs` is a list of names or a count of fresh names."""
-        if isinstance(outputs, int):
-            outputs = [self.graph.fresh(f"{self.name}:{op}:{k}") for k in range(outputs)]
-        for o in outputs:
-            self.graph.values.setdefault(o, Value(o, (), np.dtype(np.float32)))
-        taken = any(n.name == self.name for n in self.graph.nodes)
-        name = self.graph.fresh(f"{self.name}/{op}" if taken or op == "Transpose" else self.name)
-        node = Node(op, name, list(inputs), list(outputs), attrs)
-        self.graph.nodes.append(node)
-        try:
-            folded = infer_node(self.graph, node)
-        except LiteError as e:
-            raise self.error(e.args[0], type(e)) from e
-        if folded:
-            self.graph.remove_node(node)
-        return outputs
-
-    def emit1(self, op: str, inputs: list[str], output: str | None = None, **attrs: Any) -> str:
-        return self.emit(op, inputs, [output] if output else 1, **attrs)[0]
-
-    def add_const(self, array: np.ndarray, hint: str = "const") -> str:
-        return self.graph.add_const(array, f"{self.name}/{hint}")
-
+    # ---- emitting IR (layout helpers; `emit` and friends come from EmitContext) --------------------------------
     def to_nhwc(self, x: str) -> str:
         return self.emit1("Transpose", [x], perm=list(NCHW_TO_NHWC))
 

@@ -34,11 +34,13 @@ def channel_layout(shape: tuple[int, ...], count: int, axis: int) -> tuple[int, 
 
 
 def quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, lo: int, hi: int, out: np.ndarray) -> None:
-    """out = clamp(rint(x / scale) + zp, lo, hi), computed in float32."""
+    """out = clamp(rint(x / scale) + zp, lo, hi), computed in float32. Infinities saturate; NaN becomes `lo`
+    (fmax/fmin pass over NaN, where a plain clip would leave it for an undefined integer cast)."""
     q = np.divide(x, scale.astype(np.float32), dtype=np.float32)
     np.rint(q, out=q)
     q += zero_point.astype(np.float32)
-    np.clip(q, lo, hi, out=q)
+    np.fmax(q, lo, out=q)
+    np.fmin(q, hi, out=q)
     np.copyto(out, q, casting="unsafe")
 
 

@@ -1,0 +1,199 @@
+"""Walk subgraph 0 of a TFLite model in order and apply one importer rule per operator.
+
+TFLite is NHWC already, so layout-bound ops are emitted directly on its tensors (no transposes), and graph
+inputs and outputs keep TFLite's layout. Tensor names come from the file (made unique); graph inputs and outputs
+take the names their signature def gives them when there is one.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from converter.frontends.tflite import rules  # noqa: F401  (registers every importer rule)
+from converter.frontends.tflite.reader import ModelRecord, OperatorRecord, Quantization, TensorRecord, read_model
+from converter.frontends.tflite.registry import IMPORTERS, QUANT, ImportContext, dequantized
+from converter.ir import Graph, Value
+from lite.dtypes import DataType, from_numpy
+from lite.status import InputTensorError, LiteError, NotSupportedError
+from schema import fb
+
+QUANTIZED_TYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.int32))
+# Builtins that need what this runtime does not have yet; refused with the reason.
+REFUSED = {
+    "WHILE": "control flow (subgraph bodies) is not supported",
+    "IF": "control flow (subgraph bodies) is not supported",
+    "CALL_ONCE": "control flow (subgraph bodies) is not supported",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "recurrent ops are not supported",
+    "BIDIRECTIONAL_SEQUENCE_LSTM": "recurrent ops are not supported",
+    "UNIDIRECTIONAL_SEQUENCE_RNN": "recurrent ops are not supported",
+    "LSTM": "recurrent ops are not supported",
+}
+
+
+def supported_ops() -> list[str]:
+    return sorted(IMPORTERS)
+
+
+def quant_params(q: Quantization, bits: int) -> list[Any]:
+    params = []
+    for scale, zero_point in zip(q.scale, q.zero_point):
+        p = fb.QuantParamT()
+        p.scale, p.zeroPoint, p.numBits, p.narrowRange, p.inited = float(scale), int(zero_point), bits, False, True
+        params.append(p)
+    return params
+
+
+def _value(t: TensorRecord, name: str, keep_uint8: bool = False) -> Value:
+    """The IR value of a TFLite tensor: quantized integer tensors carry their params. A quantized uint8 tensor
+    becomes int8 with values and zero point shifted by -128 (the same reals, so the same integer arithmetic on
+    our int8 kernels) unless `keep_uint8` (graph inputs and outputs keep TFLite's type)."""
+    shifted = t.dtype == np.uint8 and t.quant is not None and not keep_uint8
+    data = None if t.data is None else (t.data.astype(np.int16) - 128).astype(np.int8) if shifted else t.data
+    value = Value(name, t.shape, np.dtype(np.int8) if shifted else t.dtype, data)
+    if t.quant is not None and t.dtype in QUANTIZED_TYPES:
+        q = Quantization(t.quant.scale, t.quant.zero_point - 128, t.quant.axis) if shifted else t.quant
+        value.quant_params = quant_params(q, t.dtype.itemsize * 8)
+        value.quant_axis = q.axis if q.scale.size > 1 else 0
+    return value
+
+
+def _uint8_io(t: TensorRecord) -> bool:
+    return t.dtype == np.uint8 and t.quant is not None
+
+
+def _unique_names(model: ModelRecord) -> list[str]:
+    names, seen = [], set()
+    for t in model.tensors:
+        name = model.names.get(t.index, t.name)
+        while name in seen:
+            name = f"{name}_{t.index}"
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+class _Importer:
+    def __init__(self, model: ModelRecord, input_shapes: dict[str, list[int]]):
+        self.model = model
+        self.names = _unique_names(model)
+        self.graph = Graph("graph")
+        self.ctx = ImportContext(self.graph)
+        self.floats: dict[str, str] = {}        # quantized tensor -> its dequantized float copy
+        for t in model.tensors:
+            if t.data is not None:
+                self.graph.values[self.names[t.index]] = _value(t, self.names[t.index])
+        for i in model.inputs:
+            name, value = self.names[i], _value(model.tensors[i], self.names[i], keep_uint8=True)
+            if name in input_shapes:
+                value.shape = tuple(int(d) for d in input_shapes.pop(name))
+            self.graph.values[name] = value
+            self.graph.inputs.append(name)
+        if input_shapes:
+            raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
+                                   f"(inputs: {self.graph.inputs})")
+        for i in model.inputs:
+            if _uint8_io(model.tensors[i]):
+                self.ctx.name = self.names[i]
+                self.names[i] = self.requantized(self.names[i], _value(model.tensors[i], self.names[i] + ":int8"))
+
+    def name_of(self, index: int) -> str:
+        return self.names[index] if index >= 0 else ""
+
+    def run(self) -> Graph:
+        for op in self.model.operators:
+            self.ctx.op, self.ctx.name = op, self.name_of(op.outputs[0]) if op.outputs else f"{op.op}_{op.index}"
+            self.import_op(op)
+        self.graph.outputs = [self.names[i] for i in self.model.outputs]
+        missing = [o for o in self.graph.outputs if o not in self.graph.values]
+        if missing:
+            raise NotSupportedError(f"TFLite graph output '{missing[0]}' is produced by no operator")
+        self.graph.prune()
+        return self.graph
+
+    def import_op(self, op: OperatorRecord) -> None:
+        ctx = self.ctx
+        if op.op.startswith("CUSTOM:") or op.op in REFUSED or op.op not in IMPORTERS:
+            reason = REFUSED.get(op.op, "custom ops are not supported" if op.op.startswith("CUSTOM:")
+                                 else "no importer rule for this builtin")
+            raise NotSupportedError(f"Unsupported TFLite op '{op.op}' at node '{ctx.name}' (operator {op.index}): "
+                                    f"{reason}")
+        inputs = [self.name_of(i) for i in op.inputs]
+        missing = [n for n in inputs if n and n not in self.graph.values]
+        if missing:
+            raise NotSupportedError(f"TFLite op '{op.op}' at node '{ctx.name}' reads '{missing[0]}', which is not "
+                                    f"produced before it")
+        outputs = [self.name_of(i) for i in op.outputs]
+        uint8_outputs = [(k, name) for k, (i, name) in enumerate(zip(op.outputs, outputs))
+                         if i in self.model.outputs and _uint8_io(self.model.tensors[i])]
+        for k, name in uint8_outputs:
+            outputs[k] = self.graph.fresh(f"{name}:int8")
+        for i, name in zip(op.outputs, outputs):
+            self.graph.values[name] = _value(self.model.tensors[i], name)
+            self.graph.values[name].const = None
+        mode = QUANT[op.op]
+        quantized = [n for n in (*inputs, *outputs) if n and self.graph.values[n].quant_params]
+        data = next((n for n in inputs if n and self.graph.values[n].const is None), inputs[0] if inputs else "")
+        if mode == "same" and quantized and not self.same_params(data, outputs):
+            mode = "float"
+        if mode == "int8" and quantized and all(self.graph.values[n].const is not None for n in quantized):
+            mode = "float"          # only weights are quantized (a hybrid model): float math on dequantized weights
+        ctx.pass_quant = self.graph.values[data].quant_params if mode == "same" and quantized else []
+        try:
+            if mode == "float" and quantized:
+                self.run_in_float(op, inputs, outputs)
+            else:
+                ctx.inputs, ctx.outputs = inputs, outputs
+                IMPORTERS[op.op](ctx)
+        except LiteError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            raise ctx.error(f"cannot import: {e}") from e
+        finally:
+            ctx.pass_quant = []
+        for k, name in uint8_outputs:
+            self.requantized(outputs[k], _value(self.model.tensors[op.outputs[k]], name, keep_uint8=True))
+
+    def requantized(self, source: str, target: Value) -> str:
+        """`source` cast into `target` (uint8 <-> int8 with the same reals: exact through float32, as |q - zp|
+        <= 255 keeps (q - zp) * s / s within rounding of the integer); returns the target's name."""
+        self.graph.values[target.name] = target
+        real = self.ctx.emit1("QuantDTypeCast", [source], src_t=from_numpy(self.graph.values[source].dtype),
+                              dst_t=DataType.FLOAT32)
+        self.ctx.emit("QuantDTypeCast", [real], [target.name], src_t=DataType.FLOAT32, dst_t=from_numpy(target.dtype))
+        return target.name
+
+    def same_params(self, x: str, outputs: list[str]) -> bool:
+        a = self.graph.values[x].quant_params
+        return bool(a) and len(a) == 1 and all(
+            len(b) == 1 and (b[0].scale, b[0].zeroPoint) == (a[0].scale, a[0].zeroPoint)
+            for b in (self.graph.values[o].quant_params for o in outputs))
+
+    def float_input(self, name: str) -> str:
+        """A float copy of a quantized tensor: constants dequantized at once, activations by a QuantDTypeCast."""
+        value = self.graph.values[name]
+        if not value.quant_params or value.dtype == np.int32 and value.const is None:
+            return name
+        if name not in self.floats:
+            if value.const is not None:
+                self.floats[name] = self.ctx.add_const(dequantized(value), "dequantized")
+            else:
+                self.floats[name] = self.ctx.emit1("QuantDTypeCast", [name], src_t=from_numpy(value.dtype),
+                                                   dst_t=DataType.FLOAT32)
+        return self.floats[name]
+
+    def run_in_float(self, op: OperatorRecord, inputs: list[str], outputs: list[str]) -> None:
+        """The rule on dequantized inputs, its quantized outputs quantized back with their own params."""
+        ctx = self.ctx
+        ctx.inputs = [self.float_input(n) if n else "" for n in inputs]
+        ctx.outputs = [self.graph.fresh(f"{o}:float") if self.graph.values[o].quant_params else o for o in outputs]
+        IMPORTERS[op.op](ctx)
+        for name, produced in zip(outputs, ctx.outputs):
+            if produced != name:
+                ctx.emit("QuantDTypeCast", [produced], [name], src_t=DataType.FLOAT32,
+                         dst_t=from_numpy(self.graph.values[name].dtype))
+
+
+def import_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, source: str = "<buffer>") -> Graph:
+    """Build the IR of the `.tflite` model in `data`. `input_shapes` overrides graph input dims by input name."""
+    return _Importer(read_model(data, source), dict(input_shapes or {})).run()

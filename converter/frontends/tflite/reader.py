@@ -1,0 +1,270 @@
+"""Read a `.tflite` flatbuffer (schema version 3) into plain records before any rule looks at it.
+
+Python FlatBuffers has no verifier and reads lazily, so a truncated or corrupted file would fail at some random
+access deep inside a rule. Here every table the importer needs (operator codes, tensors, buffers, operators with
+their options, signature defs) is read eagerly in one guarded pass: any failure is a `GraphFileError` naming the
+file and what could not be read, and no rule ever touches the raw buffer. Vector lengths are bounded by the
+file size first, so garbage cannot ask for a giant allocation or a long loop.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tflite
+
+from converter.frontends.tflite.sparse import Sparsity, densify
+from lite.status import GraphFileError
+
+SCHEMA_VERSION = 3
+IDENTIFIER = b"TFL3"
+CUSTOM = tflite.BuiltinOperator.CUSTOM
+
+_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+_OPTIONS = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
+_OPTIONS2 = {v: k for k, v in vars(tflite.BuiltinOptions2).items() if not k.startswith("_")}
+DTYPES = {
+    tflite.TensorType.FLOAT32: np.float32, tflite.TensorType.FLOAT16: np.float16, tflite.TensorType.FLOAT64: np.float64,
+    tflite.TensorType.INT8: np.int8, tflite.TensorType.UINT8: np.uint8, tflite.TensorType.INT16: np.int16,
+    tflite.TensorType.UINT16: np.uint16, tflite.TensorType.INT32: np.int32, tflite.TensorType.UINT32: np.uint32,
+    tflite.TensorType.INT64: np.int64, tflite.TensorType.BOOL: np.bool_,
+}
+_TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
+
+
+@dataclass
+class Quantization:
+    """real = scale * (q - zero_point), per tensor (one value) or per channel along `axis`."""
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int
+
+
+@dataclass
+class TensorRecord:
+    index: int
+    name: str
+    shape: tuple[int, ...]           # -1 where shape_signature marks a dim unknown until run time
+    dtype: np.dtype
+    data: np.ndarray | None          # constants only, dense (sparse constants are densified here)
+    quant: Quantization | None
+    sparse: bool = False
+
+
+@dataclass
+class OperatorRecord:
+    index: int
+    op: str                          # builtin name ("CONV_2D"), or "CUSTOM:<custom_code>"
+    version: int
+    inputs: list[int]                # -1 marks an omitted optional input
+    outputs: list[int]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModelRecord:
+    version: int
+    tensors: list[TensorRecord]
+    operators: list[OperatorRecord]
+    inputs: list[int]
+    outputs: list[int]
+    names: dict[int, str]            # tensor index -> signature-def name of graph inputs and outputs
+    subgraphs: int
+
+
+class _Bounded:
+    """Vector lengths checked against the file size before they are used."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def count(self, n: int, what: str, itemsize: int = 4) -> int:
+        if not 0 <= n <= self.size // itemsize:
+            raise GraphFileError(f"{what} claims {n} entries in a {self.size}-byte file")
+        return n
+
+
+def read_options(table: Any, class_name: str) -> dict[str, Any]:
+    """Every scalar and vector field of an options table (`StrideW`, `SqueezeDims`, ...) as Python values."""
+    cls = getattr(importlib.import_module(f"tflite.{class_name}"), class_name)
+    options = cls()
+    options.Init(table.Bytes, table.Pos)
+    values: dict[str, Any] = {}
+    for name, method in inspect.getmembers(options, inspect.ismethod):
+        if (name.startswith(("_", "GetRootAs", "Init")) or name.endswith(("IsNone", "Length", "BufferHasIdentifier"))
+                or inspect.signature(method).parameters):
+            continue
+        value = method()
+        if name.endswith("AsNumpy"):
+            name, value = name[:-len("AsNumpy")], value if isinstance(value, np.ndarray) else np.zeros(0, np.int32)
+        values[name] = value.decode() if isinstance(value, bytes) else value
+    return values
+
+
+def _operator_name(code: Any) -> str:
+    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    if builtin == CUSTOM:
+        return f"CUSTOM:{(code.CustomCode() or b'').decode(errors='replace')}"
+    return _NAMES.get(builtin, f"BUILTIN_{builtin}")
+
+
+def _vector(method_owner: Any, name: str) -> np.ndarray:
+    value = getattr(method_owner, f"{name}AsNumpy")()
+    return value if isinstance(value, np.ndarray) else np.zeros(0, np.int64)
+
+
+def _quantization(tensor: Any) -> Quantization | None:
+    q = tensor.Quantization()
+    if q is None:
+        return None
+    scale, zero_point = _vector(q, "Scale"), _vector(q, "ZeroPoint")
+    if scale.size == 0:
+        return None
+    if zero_point.size == 0:
+        zero_point = np.zeros(scale.size, np.int64)
+    if zero_point.size != scale.size:
+        raise GraphFileError(f"tensor '{tensor.Name().decode(errors='replace')}' has {scale.size} scales and "
+                             f"{zero_point.size} zero points")
+    return Quantization(scale.astype(np.float64), zero_point.astype(np.int64), q.QuantizedDimension())
+
+
+def _buffer_bytes(model: Any, index: int, data: bytes, bounded: _Bounded) -> np.ndarray | None:
+    buffer = model.Buffers(index)
+    if buffer.Offset() > 1:                               # large models keep buffers after the flatbuffer
+        start, size = buffer.Offset(), buffer.Size()
+        if start + size > len(data):
+            raise GraphFileError(f"buffer {index} ends at byte {start + size}, past the end of the file")
+        return np.frombuffer(data, np.uint8, size, start)
+    if bounded.count(buffer.DataLength(), f"buffer {index}", 1) == 0:
+        return None
+    return buffer.DataAsNumpy()
+
+
+def _sparsity(sp: Any, bounded: _Bounded) -> Sparsity:
+    levels = []
+    for i in range(bounded.count(sp.DimMetadataLength(), "sparsity dim_metadata")):
+        dm = sp.DimMetadata(i)
+        segments = indices = None
+        if dm.Format() == tflite.DimensionType.SPARSE_CSR:
+            segments, indices = (_index_vector(t(), kind()) for t, kind in (
+                (dm.ArraySegments, dm.ArraySegmentsType), (dm.ArrayIndices, dm.ArrayIndicesType)))
+        levels.append((int(dm.DenseSize()), segments, indices))
+    return Sparsity(tuple(int(d) for d in _vector(sp, "TraversalOrder")), tuple(int(d) for d in _vector(sp, "BlockMap")),
+                    levels)
+
+
+def _index_vector(table: Any, kind: int) -> np.ndarray:
+    names = {tflite.SparseIndexVector.Int32Vector: "Int32Vector", tflite.SparseIndexVector.Uint16Vector:
+             "Uint16Vector", tflite.SparseIndexVector.Uint8Vector: "Uint8Vector"}
+    if kind not in names or table is None:
+        raise GraphFileError(f"sparse index vector of unknown type {kind}")
+    cls = getattr(tflite, names[kind])
+    vector = cls()
+    vector.Init(table.Bytes, table.Pos)
+    return _vector(vector, "Values").astype(np.int64)
+
+
+def _tensor(model: Any, t: Any, index: int, data: bytes, bounded: _Bounded) -> TensorRecord:
+    name = (t.Name() or b"").decode(errors="replace") or f"tensor_{index}"
+    if t.Type() not in DTYPES:
+        raise GraphFileError(f"tensor '{name}' has type {_TYPE_NAMES.get(t.Type(), t.Type())}, which is not "
+                             f"supported")
+    dtype = np.dtype(DTYPES[t.Type()])
+    shape = tuple(int(d) for d in _vector(t, "Shape"))
+    signature = tuple(int(d) for d in _vector(t, "ShapeSignature"))
+    if len(signature) == len(shape):
+        shape = tuple(-1 if s < 0 else d for d, s in zip(shape, signature))
+    if not 0 <= t.Buffer() < model.BuffersLength():
+        raise GraphFileError(f"tensor '{name}' refers to buffer {t.Buffer()} of {model.BuffersLength()}")
+    raw = _buffer_bytes(model, t.Buffer(), data, bounded)
+    array, sparse = None, t.Sparsity() is not None
+    if raw is not None:
+        if sparse:
+            values = np.frombuffer(raw.tobytes(), dtype)
+            array = densify(values, shape, _sparsity(t.Sparsity(), bounded), name)
+        else:
+            expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            if min(shape, default=0) < 0 or raw.size != expected:
+                raise GraphFileError(f"tensor '{name}' has {raw.size} bytes of data for shape {list(shape)} "
+                                     f"{dtype} ({expected} bytes)")
+            array = np.frombuffer(raw.tobytes(), dtype).reshape(shape)
+    return TensorRecord(index, name, shape, dtype, array, _quantization(t), sparse)
+
+
+def _operator(op: Any, index: int, codes: list[tuple[str, int]], bounded: _Bounded) -> OperatorRecord:
+    code = op.OpcodeIndex()
+    if not 0 <= code < len(codes):
+        raise GraphFileError(f"operator {index} uses operator code {code} of {len(codes)}")
+    options: dict[str, Any] = {}
+    for kinds, table, which in ((_OPTIONS, op.BuiltinOptions(), op.BuiltinOptionsType()),
+                                (_OPTIONS2, op.BuiltinOptions2(), op.BuiltinOptions2Type())):
+        if table is not None and which in kinds and kinds[which] != "NONE":
+            options.update(read_options(table, kinds[which]))
+    bounded.count(op.InputsLength(), f"operator {index} inputs")
+    bounded.count(op.OutputsLength(), f"operator {index} outputs")
+    return OperatorRecord(index, *codes[code], [int(i) for i in _vector(op, "Inputs")],
+                          [int(i) for i in _vector(op, "Outputs")], options)
+
+
+def _signature_names(model: Any, bounded: _Bounded) -> dict[int, str]:
+    """Names that the signature def of subgraph 0 gives its input and output tensors."""
+    names: dict[int, str] = {}
+    for i in range(bounded.count(model.SignatureDefsLength(), "signature defs")):
+        sig = model.SignatureDefs(i)
+        if sig.SubgraphIndex() != 0:
+            continue
+        for get, n in ((sig.Inputs, sig.InputsLength()), (sig.Outputs, sig.OutputsLength())):
+            for j in range(bounded.count(n, "signature tensors")):
+                names[get(j).TensorIndex()] = get(j).Name().decode(errors="replace")
+        break
+    return names
+
+
+def _check_header(data: bytes, source: str) -> Any:
+    if len(data) < 8:
+        raise GraphFileError(f"'{source}' is not a TFLite model: {len(data)} bytes")
+    if data[4:8] != IDENTIFIER:
+        raise GraphFileError(f"'{source}' is not a TFLite model: file identifier {data[4:8]!r}, expected "
+                             f"{IDENTIFIER!r}")
+    if struct.unpack_from("<I", data)[0] >= len(data):
+        raise GraphFileError(f"'{source}' is truncated: its root table lies past the end of the file")
+    return tflite.Model.GetRootAs(data, 0)
+
+
+def read_model(data: bytes, source: str = "<buffer>") -> ModelRecord:
+    """The records of subgraph 0 of a `.tflite` file (the main graph; other subgraphs are WHILE/IF bodies)."""
+    bounded = _Bounded(len(data))
+    try:
+        model = _check_header(data, source)
+        if model.Version() != SCHEMA_VERSION:
+            raise GraphFileError(f"'{source}' has TFLite schema version {model.Version()}; this converter reads "
+                                 f"version {SCHEMA_VERSION}")
+        codes = [(_operator_name(model.OperatorCodes(i)), model.OperatorCodes(i).Version())
+                 for i in range(bounded.count(model.OperatorCodesLength(), "operator codes"))]
+        subgraphs = bounded.count(model.SubgraphsLength(), "subgraphs")
+        if subgraphs == 0:
+            raise GraphFileError(f"'{source}' has no subgraph")
+        bounded.count(model.BuffersLength(), "buffers")
+        graph = model.Subgraphs(0)
+        tensors = [_tensor(model, graph.Tensors(i), i, data, bounded)
+                   for i in range(bounded.count(graph.TensorsLength(), "tensors"))]
+        operators = [_operator(graph.Operators(i), i, codes, bounded)
+                     for i in range(bounded.count(graph.OperatorsLength(), "operators"))]
+        for op in operators:
+            if any(not -1 <= t < len(tensors) for t in (*op.inputs, *op.outputs)):
+                raise GraphFileError(f"operator {op.index} ({op.op}) refers to a tensor index out of range")
+        inputs, outputs = ([int(i) for i in _vector(graph, n)] for n in ("Inputs", "Outputs"))
+        if any(not 0 <= t < len(tensors) for t in (*inputs, *outputs)):
+            raise GraphFileError(f"'{source}': a graph input or output index is out of range")
+        return ModelRecord(model.Version(), tensors, operators, inputs, outputs, _signature_names(model, bounded),
+                           subgraphs)
+    except GraphFileError as e:
+        if source in e.args[0]:
+            raise
+        raise GraphFileError(f"'{source}': {e.args[0]}") from None
+    except (IndexError, struct.error, ValueError, TypeError, UnicodeDecodeError, AttributeError) as e:
+        raise GraphFileError(f"'{source}' is truncated or corrupted: {type(e).__name__}: {e}") from None

@@ -1,0 +1,221 @@
+"""TFLite importer rules for shape and data-movement builtins: RESHAPE, SQUEEZE, EXPAND_DIMS, SLICE,
+STRIDED_SLICE, CONCATENATION, SPLIT, SPLIT_V, PACK, UNPACK, GATHER, TRANSPOSE, PAD, PADV2, MIRROR_PAD,
+RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR, CAST, SHAPE.
+
+Parameters that TFLite passes as int32 tensors (shape, axes, begin/end, paddings, sizes) must be constant (or
+computable from static shapes); they become our int64 parameter inputs or attributes. Data movement keeps int8
+tensors int8 when the output has the input's scale and zero point.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from converter.frontends.tflite.registry import ImportContext, tflite_op
+from lite.dtypes import from_numpy
+from schema import fb
+
+BIG = (1 << 63) - 1          # "to the end" for Slice (clamped to the dim, ONNX rules)
+
+
+def _ints(ctx: ImportContext, values: list[int], hint: str) -> str:
+    return ctx.add_const(np.array(values, np.int64), hint)
+
+
+def _axis(ctx: ImportContext, axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise ctx.error(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+@tflite_op("RESHAPE", quant="same")
+def reshape(ctx: ImportContext) -> None:
+    """The shape comes from input 1 when there is one, else from the options' new_shape."""
+    if ctx.input(1):
+        shape = ctx.int_list(ctx.input(1), "shape")
+    else:
+        shape = [int(d) for d in ctx.opt("NewShape", [])]
+    ctx.emit("Reshape", [ctx.input(0), _ints(ctx, shape, "shape")], ctx.outputs, allowzero=True)
+
+
+@tflite_op("SQUEEZE", quant="same")
+def squeeze(ctx: ImportContext) -> None:
+    """No squeeze_dims squeezes every dim of size 1."""
+    dims = [int(d) for d in ctx.opt("SqueezeDims", [])]
+    ctx.emit("Squeeze", [ctx.input(0), *([_ints(ctx, dims, "axes")] if dims else [])], ctx.outputs)
+
+
+@tflite_op("EXPAND_DIMS", quant="same")
+def expand_dims(ctx: ImportContext) -> None:
+    ctx.emit("Unsqueeze", [ctx.input(0), _ints(ctx, ctx.int_list(ctx.input(1), "axis"), "axes")], ctx.outputs)
+
+
+@tflite_op("SLICE", quant="same")
+def slice_(ctx: ImportContext) -> None:
+    """begin and size per axis; size -1 runs to the end."""
+    begin, size = ctx.int_list(ctx.input(1), "begin"), ctx.int_list(ctx.input(2), "size")
+    end = [BIG if s == -1 else b + s for b, s in zip(begin, size)]
+    ctx.emit("Slice", [ctx.input(0), _ints(ctx, begin, "starts"), _ints(ctx, end, "ends")], ctx.outputs)
+
+
+@tflite_op("STRIDED_SLICE", quant="same")
+def strided_slice(ctx: ImportContext) -> None:
+    """TF's strided slice with its masks: an ellipsis stands for the dims no other entry names, new_axis entries
+    insert a dim of size 1, shrink_axis entries take one element and drop the dim; `offset` makes end relative
+    to begin. Becomes Slice, then Squeeze (shrunk dims) and Unsqueeze (new dims) where needed."""
+    x = ctx.input(0)
+    rank = ctx.value(x).rank
+    begin, end, strides = (ctx.int_list(ctx.input(i), what) for i, what in ((1, "begin"), (2, "end"), (3, "strides")))
+    bit = {name: int(ctx.opt(name, 0)) for name in ("BeginMask", "EndMask", "EllipsisMask", "NewAxisMask",
+                                                    "ShrinkAxisMask")}
+
+    def has(mask: str, i: int) -> bool:
+        return bool(bit[mask] >> i & 1)
+
+    spec = len(begin)
+    consuming = sum(1 for i in range(spec) if not has("EllipsisMask", i) and not has("NewAxisMask", i))
+    starts, ends, axes, steps, shrunk, layout = [], [], [], [], [], []
+    dim = 0
+    for i in range(spec):
+        if has("EllipsisMask", i):
+            layout += ["keep"] * (rank - consuming)
+            dim += rank - consuming
+            continue
+        if has("NewAxisMask", i):
+            layout.append("new")
+            continue
+        b, e, s = begin[i], end[i] + (begin[i] if ctx.opt("Offset", False) else 0), strides[i]
+        if s == 0:
+            raise ctx.error(f"stride 0 at entry {i}")
+        if has("ShrinkAxisMask", i):
+            e, s = (BIG if b == -1 else b + 1), 1
+            shrunk.append(dim)
+        else:
+            b = (0 if s > 0 else BIG) if has("BeginMask", i) else b
+            e = (BIG if s > 0 else -BIG) if has("EndMask", i) else e
+            layout.append("keep")
+        starts.append(b), ends.append(e), axes.append(dim), steps.append(s)
+        dim += 1
+    if dim > rank:
+        raise ctx.error(f"{spec} slice entries for a rank-{rank} input")
+    layout += ["keep"] * (rank - dim)
+    new_axes = [i for i, kind in enumerate(layout) if kind == "new"]
+    y = ctx.emit1("Slice", [x, _ints(ctx, starts, "starts"), _ints(ctx, ends, "ends"), _ints(ctx, axes, "axes"),
+                            _ints(ctx, steps, "steps")], None if shrunk or new_axes else ctx.outputs[0])
+    if shrunk:
+        y = ctx.emit1("Squeeze", [y, _ints(ctx, shrunk, "axes")], None if new_axes else ctx.outputs[0])
+    if new_axes:
+        ctx.emit("Unsqueeze", [y, _ints(ctx, new_axes, "axes")], ctx.outputs)
+
+
+@tflite_op("CONCATENATION", quant="int8")
+def concatenation(ctx: ImportContext) -> None:
+    ctx.emit_fused("Concat", ctx.inputs, axis=int(ctx.opt("Axis", 0)), fused=False)
+
+
+@tflite_op("SPLIT", quant="same")
+def split(ctx: ImportContext) -> None:
+    """Inputs: axis, x; num_splits equal parts."""
+    axis = ctx.int_list(ctx.input(0), "axis")[0]
+    ctx.emit("Split", [ctx.input(1)], ctx.outputs, axis=axis)
+
+
+@tflite_op("SPLIT_V", quant="same")
+def split_v(ctx: ImportContext) -> None:
+    """Inputs: x, size_splits (one may be -1: the rest), axis."""
+    x = ctx.input(0)
+    shape = ctx.value(x).shape
+    axis = _axis(ctx, ctx.int_list(ctx.input(2), "axis")[0], len(shape))
+    sizes = ctx.int_list(ctx.input(1), "size_splits")
+    if sizes.count(-1) == 1:
+        sizes[sizes.index(-1)] = shape[axis] - (sum(sizes) + 1)
+    ctx.emit("Split", [x, _ints(ctx, sizes, "split")], ctx.outputs, axis=axis)
+
+
+@tflite_op("PACK", quant="same")
+def pack(ctx: ImportContext) -> None:
+    rank = ctx.value(ctx.input(0)).rank + 1
+    axis = _axis(ctx, int(ctx.opt("Axis", 0)), rank)
+    parts = [ctx.emit1("Unsqueeze", [x, _ints(ctx, [axis], "axes")]) for x in ctx.inputs]
+    ctx.emit("Concat", parts, ctx.outputs, axis=axis)
+
+
+@tflite_op("UNPACK", quant="same")
+def unpack(ctx: ImportContext) -> None:
+    x = ctx.input(0)
+    axis = _axis(ctx, int(ctx.opt("Axis", 0)), ctx.value(x).rank)
+    parts = ctx.emit("Split", [x], len(ctx.outputs), axis=axis)
+    for part, out in zip(parts, ctx.outputs):
+        ctx.emit("Squeeze", [part, _ints(ctx, [axis], "axes")], [out])
+
+
+@tflite_op("GATHER", quant="same")
+def gather(ctx: ImportContext) -> None:
+    if int(ctx.opt("BatchDims", 0)):
+        raise ctx.error("batch_dims is not supported")
+    ctx.emit("Gather", [ctx.input(0), ctx.input(1)], ctx.outputs, axis=int(ctx.opt("Axis", 0)))
+
+
+@tflite_op("TRANSPOSE", quant="same")
+def transpose(ctx: ImportContext) -> None:
+    ctx.emit("Transpose", [ctx.input(0)], ctx.outputs, perm=ctx.int_list(ctx.input(1), "perm"))
+
+
+def _pads(ctx: ImportContext) -> str:
+    """TFLite's [rank, 2] paddings as our [begins..., ends...]."""
+    paddings = np.asarray(ctx.require_const(ctx.input(1), "paddings"), np.int64).reshape(-1, 2)
+    return _ints(ctx, [int(p) for p in paddings.T.ravel()], "pads")
+
+
+@tflite_op("PAD", "PADV2", quant="same")
+def pad(ctx: ImportContext) -> None:
+    """Zero padding (PAD; the zero point for int8), or the constant input 2 (PADV2)."""
+    value = [ctx.emit1("Reshape", [ctx.input(2), _ints(ctx, [], "scalar")])] if ctx.input(2) else []
+    ctx.emit("Pad", [ctx.input(0), _pads(ctx), *value], ctx.outputs, mode=fb.PaddingFill.CONSTANT)
+
+
+@tflite_op("MIRROR_PAD", quant="same")
+def mirror_pad(ctx: ImportContext) -> None:
+    if int(ctx.opt("Mode", 0)) != 0:
+        raise ctx.error("SYMMETRIC mirror padding is not supported (only REFLECT)")
+    ctx.emit("Pad", [ctx.input(0), _pads(ctx)], ctx.outputs, mode=fb.PaddingFill.REFLECT)
+
+
+def _resize(ctx: ImportContext, mode: int, **attrs: int) -> None:
+    """Inputs: x NHWC, size [new_h, new_w]; the batch and channel dims are kept."""
+    x = ctx.input(0)
+    size = ctx.int_list(ctx.input(1), "size")
+    sizes = ctx.emit1("Concat", [ctx.emit1("Shape", [x], start=0, end=1), _ints(ctx, size, "size"),
+                                 ctx.emit1("Shape", [x], start=3, end=4)], axis=0)
+    ctx.emit("Resize", [x, "", "", sizes], ctx.outputs, mode=mode, **attrs)
+
+
+@tflite_op("RESIZE_BILINEAR")
+def resize_bilinear(ctx: ImportContext) -> None:
+    C = fb.CoordinateTransform
+    transform = (C.ALIGN_CORNERS if ctx.opt("AlignCorners", False) else
+                 C.HALF_PIXEL if ctx.opt("HalfPixelCenters", False) else C.ASYMMETRIC)
+    _resize(ctx, fb.ResizeMode.LINEAR, coordinate_transform=transform)
+
+
+@tflite_op("RESIZE_NEAREST_NEIGHBOR", quant="same")
+def resize_nearest_neighbor(ctx: ImportContext) -> None:
+    """TFLite: round(x * (in - 1) / (out - 1)) with align_corners, else floor((x + 0.5 * half_pixel) * in / out)."""
+    C, R = fb.CoordinateTransform, fb.NearestRounding
+    if ctx.opt("AlignCorners", False):
+        attrs = dict(coordinate_transform=C.ALIGN_CORNERS, nearest_rounding=R.ROUND_PREFER_CEIL)
+    elif ctx.opt("HalfPixelCenters", False):
+        attrs = dict(coordinate_transform=C.TF_HALF_PIXEL_FOR_NN, nearest_rounding=R.FLOOR)
+    else:
+        attrs = dict(coordinate_transform=C.ASYMMETRIC, nearest_rounding=R.FLOOR)
+    _resize(ctx, fb.ResizeMode.NEAREST, **attrs)
+
+
+@tflite_op("CAST")
+def cast(ctx: ImportContext) -> None:
+    ctx.emit("Cast", [ctx.input(0)], ctx.outputs, to=from_numpy(ctx.value(ctx.outputs[0]).dtype))
+
+
+@tflite_op("SHAPE")
+def shape(ctx: ImportContext) -> None:
+    dims = ctx.emit1("Shape", [ctx.input(0)])
+    ctx.emit("Cast", [dims], ctx.outputs, to=from_numpy(ctx.value(ctx.outputs[0]).dtype))

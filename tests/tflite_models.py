@@ -1,0 +1,202 @@
+"""Build `.tflite` files in tests with the schema's flatc-generated builders (the `tflite` package), and run
+them through LiteRT's Interpreter (the oracle) and through our converter and runtime."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import flatbuffers
+import numpy as np
+import pytest
+import tflite
+
+import lite
+from converter import convert_tflite
+
+TYPES = {np.dtype(np.float32): tflite.TensorType.FLOAT32, np.dtype(np.float16): tflite.TensorType.FLOAT16,
+         np.dtype(np.int32): tflite.TensorType.INT32, np.dtype(np.int64): tflite.TensorType.INT64,
+         np.dtype(np.int8): tflite.TensorType.INT8, np.dtype(np.uint8): tflite.TensorType.UINT8,
+         np.dtype(np.int16): tflite.TensorType.INT16, np.dtype(np.bool_): tflite.TensorType.BOOL}
+
+
+def _module(name: str) -> Any:
+    return importlib.import_module(f"tflite.{name}")
+
+
+def table(b: flatbuffers.Builder, name: str, **fields: Any) -> int:
+    """One table through its generated `<Name>Start` / `<Name>Add<Field>` / `<Name>End` functions. Field
+    values are scalars, or offsets already built (strings, vectors, tables)."""
+    m = _module(name)
+    getattr(m, f"{name}Start")(b)
+    for key, value in fields.items():
+        getattr(m, f"{name}Add{key}")(b, value)
+    return getattr(m, f"{name}End")(b)
+
+
+def vector(b: flatbuffers.Builder, values: Any, dtype: Any = np.int32) -> int:
+    return b.CreateNumpyVector(np.ascontiguousarray(values, dtype).ravel())
+
+
+def offsets(b: flatbuffers.Builder, items: list[int]) -> int:
+    b.StartVector(4, len(items), 4)
+    for item in reversed(items):
+        b.PrependUOffsetTRelative(item)
+    return b.EndVector()
+
+
+@dataclass
+class Sparse:
+    """A sparse constant: traversal order, block map, and per level (dense_size, segments, indices)."""
+    values: np.ndarray
+    traversal_order: list[int]
+    block_map: list[int]
+    levels: list[tuple[int, list[int] | None, list[int] | None]]
+
+
+@dataclass
+class TFLiteModel:
+    """A one-subgraph TFLite model under construction: tensors, constants and operators by index."""
+    tensors: list[dict] = field(default_factory=list)
+    buffers: list[np.ndarray | None] = field(default_factory=lambda: [None])
+    operators: list[dict] = field(default_factory=list)
+    codes: list[tuple[int, str | None]] = field(default_factory=list)
+
+    def tensor(self, shape, dtype=np.float32, name: str | None = None, data: np.ndarray | None = None,
+               scale=None, zero_point=None, axis: int = 0, sparse: Sparse | None = None,
+               signature: list[int] | None = None) -> int:
+        buffer = 0
+        if data is not None or sparse is not None:
+            raw = (sparse.values if sparse is not None else np.asarray(data, dtype)).astype(dtype)
+            self.buffers.append(raw)
+            buffer = len(self.buffers) - 1
+        self.tensors.append(dict(shape=list(shape), dtype=np.dtype(dtype), name=name or f"t{len(self.tensors)}",
+                                 buffer=buffer, scale=scale, zero_point=zero_point, axis=axis, sparse=sparse,
+                                 signature=signature))
+        return len(self.tensors) - 1
+
+    def const(self, array: np.ndarray, dtype=None, **kw: Any) -> int:
+        array = np.asarray(array)
+        return self.tensor(array.shape, dtype or array.dtype, data=array, **kw)
+
+    def op(self, code: str, inputs: list[int], outputs: list[int], options: str | None = None,
+           custom: str | None = None, **fields: Any) -> None:
+        key = (getattr(tflite.BuiltinOperator, code), custom)
+        if key not in self.codes:
+            self.codes.append(key)
+        self.operators.append(dict(code=self.codes.index(key), inputs=inputs, outputs=outputs, options=options,
+                                   fields=fields))
+
+    # ---- serialisation ------------------------------------------------------------------------------------------
+    def _quantization(self, b: flatbuffers.Builder, t: dict) -> int | None:
+        if t["scale"] is None:
+            return None
+        scale = np.atleast_1d(np.asarray(t["scale"], np.float32))
+        zp = np.broadcast_to(np.atleast_1d(np.asarray(0 if t["zero_point"] is None else t["zero_point"], np.int64)),
+                             scale.shape)
+        s, z = vector(b, scale, np.float32), vector(b, zp, np.int64)
+        return table(b, "QuantizationParameters", Scale=s, ZeroPoint=z, QuantizedDimension=t["axis"])
+
+    def _sparsity(self, b: flatbuffers.Builder, sp: Sparse) -> int:
+        levels = []
+        for dense_size, segments, indices in sp.levels:
+            if segments is None:
+                levels.append(table(b, "DimensionMetadata", Format=tflite.DimensionType.DENSE, DenseSize=dense_size))
+                continue
+            seg = table(b, "Int32Vector", Values=vector(b, segments))
+            ind = table(b, "Int32Vector", Values=vector(b, indices))
+            levels.append(table(b, "DimensionMetadata", Format=tflite.DimensionType.SPARSE_CSR,
+                                ArraySegmentsType=tflite.SparseIndexVector.Int32Vector, ArraySegments=seg,
+                                ArrayIndicesType=tflite.SparseIndexVector.Int32Vector, ArrayIndices=ind))
+        order, block = vector(b, sp.traversal_order), vector(b, sp.block_map)
+        return table(b, "SparsityParameters", TraversalOrder=order, BlockMap=block, DimMetadata=offsets(b, levels))
+
+    def _tensor(self, b: flatbuffers.Builder, t: dict) -> int:
+        fields = dict(Shape=vector(b, t["shape"]), Name=b.CreateString(t["name"]), Type=TYPES[t["dtype"]],
+                      Buffer=t["buffer"])
+        if t["signature"] is not None:
+            fields["ShapeSignature"] = vector(b, t["signature"])
+        quant = self._quantization(b, t)
+        if quant is not None:
+            fields["Quantization"] = quant
+        if t["sparse"] is not None:
+            fields["Sparsity"] = self._sparsity(b, t["sparse"])
+        return table(b, "Tensor", **fields)
+
+    def _operator(self, b: flatbuffers.Builder, op: dict) -> int:
+        fields: dict[str, Any] = dict(OpcodeIndex=op["code"], Inputs=vector(b, op["inputs"]),
+                                      Outputs=vector(b, op["outputs"]))
+        if op["options"] is not None:
+            values = {k: vector(b, v) if isinstance(v, (list, tuple, np.ndarray)) else v
+                      for k, v in op["fields"].items()}
+            fields["BuiltinOptions"] = table(b, op["options"], **values)
+            fields["BuiltinOptionsType"] = getattr(tflite.BuiltinOptions, op["options"])
+        return table(b, "Operator", **fields)
+
+    def build(self, inputs: list[int], outputs: list[int], signature: dict[str, list[str]] | None = None,
+              version: int = 3) -> bytes:
+        """The file; `signature` {"inputs": names, "outputs": names} adds a signature def for subgraph 0."""
+        b = flatbuffers.Builder(1024)
+        buffers = []
+        for data in self.buffers:
+            buffers.append(table(b, "Buffer", **({} if data is None else {"Data": vector(b, data.reshape(-1).view(np.uint8),
+                                                                                         np.uint8)})))
+        tensors = [self._tensor(b, t) for t in self.tensors]
+        ops = [self._operator(b, op) for op in self.operators]
+        graph = table(b, "SubGraph", Tensors=offsets(b, tensors), Inputs=vector(b, inputs),
+                      Outputs=vector(b, outputs), Operators=offsets(b, ops), Name=b.CreateString("main"))
+        codes = []
+        for builtin, custom in self.codes:
+            extra = {"CustomCode": b.CreateString(custom)} if custom else {}
+            codes.append(table(b, "OperatorCode", BuiltinCode=builtin, DeprecatedBuiltinCode=min(builtin, 127),
+                               Version=1, **extra))
+        fields = dict(Version=version, OperatorCodes=offsets(b, codes), Subgraphs=offsets(b, [graph]),
+                      Buffers=offsets(b, buffers), Description=b.CreateString("test"))
+        if signature:
+            maps = {}
+            for kind, indices in (("inputs", inputs), ("outputs", outputs)):
+                maps[kind] = offsets(b, [table(b, "TensorMap", Name=b.CreateString(n), TensorIndex=i)
+                                         for n, i in zip(signature[kind], indices)])
+            sig = table(b, "SignatureDef", Inputs=maps["inputs"], Outputs=maps["outputs"],
+                        SignatureKey=b.CreateString("serving_default"), SubgraphIndex=0)
+            fields["SignatureDefs"] = offsets(b, [sig])
+        b.Finish(table(b, "Model", **fields), file_identifier=b"TFL3")
+        return bytes(b.Output())
+
+
+# ---- running ----------------------------------------------------------------------------------------------------
+def litert_interpreter():
+    return pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is the oracle")
+
+
+def run_litert(data: bytes, feeds: list[np.ndarray], threads: int = 2) -> list[np.ndarray]:
+    """Outputs of LiteRT's Interpreter with its builtin kernels (no XNNPACK delegate), in graph output order;
+    inputs fed in graph input order."""
+    module = litert_interpreter()
+    interpreter = module.Interpreter(model_content=data, num_threads=threads, experimental_op_resolver_type=
+                                     module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    for detail, x in zip(interpreter.get_input_details(), feeds):
+        if list(detail["shape"]) != list(x.shape):
+            interpreter.resize_tensor_input(detail["index"], list(x.shape))
+    interpreter.allocate_tensors()
+    for detail, x in zip(interpreter.get_input_details(), feeds):
+        interpreter.set_tensor(detail["index"], x)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
+
+
+def session_of(data: bytes, input_shapes: dict[str, list[int]] | None = None) -> lite.LiteSession:
+    buf = convert_tflite(data, input_shapes)
+    return lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=2))
+
+
+def run_ours(data: bytes, feeds: list[np.ndarray]) -> list[np.ndarray]:
+    session = session_of(data)
+    inputs = session.GetInputs()
+    changed = [(t, list(x.shape)) for t, x in zip(inputs, feeds) if t.shape() != list(x.shape)]
+    if changed:
+        session.Resize([t for t, _ in changed], [s for _, s in changed])
+    for t, x in zip(session.GetInputs(), feeds):
+        t.set_data(x)
+    session.RunGraph()
+    return [t.numpy() for t in session.GetOutputs().values()]
