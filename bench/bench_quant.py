@@ -230,7 +230,7 @@ def latency(buffers: dict[str, bytes], x: np.ndarray, rounds: int) -> dict[str, 
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER", "PERCENTILE")
+METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER", "PERCENTILE", "MSE")
 ORT_METHODS = ("MinMax", "Percentile", "Entropy")
 LOW_BITS = ((7, 7), (6, 8), (4, 8), (8, 4))
 

@@ -219,6 +219,28 @@ def test_relu6_outputs_and_graph_outputs_keep_their_observed_extremes(method):
     assert clipped["input"][1] < extremes["input"][1]
 
 
+def fake_quant_mse(x: np.ndarray, lo: float, hi: float, bits: int) -> float:
+    """Mean squared error of x after rounding to 2^bits levels on [lo, hi] (0 included), written here."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    step = (hi - lo) / (2 ** bits - 1)
+    zero = np.round(-lo / step)
+    q = np.clip(np.round(x / step) + zero, 0, 2 ** bits - 1)
+    return float(np.mean(((q - zero) * step - x) ** 2))
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_mse_threshold_is_near_the_best_clip_by_brute_force(relu):
+    x = RNG.standard_t(3, 200_000)
+    x = np.maximum(x, 0) if relu else x
+    obs = observers.MSEObserver(bits=4)
+    obs.update(x)
+    lo, hi = obs.range()
+    candidates = np.linspace(0.05, 1, 200) * np.abs(x).max()
+    best = min(fake_quant_mse(x, max(x.min(), -t), min(x.max(), t), 4) for t in candidates)
+    assert fake_quant_mse(x, lo, hi, 4) <= best * 1.03
+    assert fake_quant_mse(x, lo, hi, 4) < 0.5 * fake_quant_mse(x, x.min(), x.max(), 4)
+
+
 def test_percentile_threshold_of_abs_values():
     x = RNG.uniform(-1, 1, 1_000_000)
     lo, hi = _range(PercentileObserver(), x)
