@@ -14,8 +14,8 @@ import numpy as np
 from converter.ir import Graph
 from converter.quant.debug import graph_outputs, outputs_sqnr
 from converter.quant.full_quant import full_quantize, int8_nodes
-from converter.quant.weights import WEIGHT_INPUT
 from lite.serialize import write_atomic
+from lite.traits import traits
 
 Ranges = dict[str, tuple[float, float]]
 
@@ -25,7 +25,7 @@ def layer_sensitivity(float_graph: Graph, ranges: Ranges, activation_bits: int, 
     """One row per weighted layer that can run in int8, in graph order: node, op, sqnr_db of the outputs with
     only that layer (its input and output ranges) quantized."""
     reference = graph_outputs(float_graph, samples)
-    layers = [n for n in int8_nodes(float_graph, ranges) if n.op in WEIGHT_INPUT]
+    layers = [n for n in int8_nodes(float_graph, ranges) if traits(n.op).weight_input is not None]
     rows = []
     for i, node in enumerate(layers, 1):
         own = {v: ranges[v] for v in (node.inputs[0], node.outputs[0])}
