@@ -136,9 +136,6 @@ def run(opts: SimpleNamespace) -> str:
     _require(opts, "fmk", "modelFile", "outputFile")
     if opts.fmk not in ("ONNX", "TFLITE"):
         raise NotSupportedError(f"--fmk={opts.fmk}: only ONNX and TFLITE models are supported")
-    unsupported = _unsupported(opts)
-    if unsupported:
-        raise NotSupportedError(f"{', '.join(unsupported)}: not supported yet")
     shapes = parse_input_shapes(opts.inputShape)
     train_params, quant_config = _train_params(opts), _quant_config(opts)
     key = _encrypt_key(opts)
