@@ -263,18 +263,17 @@ jstring as_string(JNIEnv *env, PyObject *result) {
 
 void as_void(PyObject *result) { Py_XDECREF(result); }
 
-/* The integers of a list, or NULL (exception thrown); `*count` gets the length. */
-static long long *integers(JNIEnv *env, PyObject *list, jsize *count) {
-    Py_ssize_t n = PyList_Check(list) ? PyList_GET_SIZE(list) : -1;
+/* The integers of a list `result` (stolen), or NULL with an exception thrown; `*count` gets the length. */
+static long long *integers(JNIEnv *env, PyObject *result, jsize *count) {
+    if (!result) return NULL;
+    Py_ssize_t n = PyList_Check(result) ? PyList_GET_SIZE(result) : -1;
     long long *values = n >= 0 ? malloc(sizeof(long long) * (size_t)(n ? n : 1)) : NULL;
-    if (!values) {
-        throw_lite(env, RET_ERROR, "expected a list of integers");
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) values[i] = PyLong_AsLongLong(PyList_GET_ITEM(list, i));
-    if (PyErr_Occurred()) {
+    for (Py_ssize_t i = 0; values && i < n; i++) values[i] = PyLong_AsLongLong(PyList_GET_ITEM(result, i));
+    Py_DECREF(result);
+    if (!values || PyErr_Occurred()) {
         free(values);
-        throw_python_error(env);
+        if (PyErr_Occurred()) throw_python_error(env);
+        else throw_lite(env, RET_ERROR, "expected a list of integers");
         return NULL;
     }
     *count = (jsize)n;
@@ -282,10 +281,8 @@ static long long *integers(JNIEnv *env, PyObject *list, jsize *count) {
 }
 
 jlongArray as_long_array(JNIEnv *env, PyObject *result) {
-    if (!result) return NULL;
     jsize n = 0;
     long long *values = integers(env, result, &n);
-    Py_DECREF(result);
     jlongArray out = values ? (*env)->NewLongArray(env, n) : NULL;
     if (out) (*env)->SetLongArrayRegion(env, out, 0, n, (const jlong *)values);
     free(values);
@@ -293,14 +290,12 @@ jlongArray as_long_array(JNIEnv *env, PyObject *result) {
 }
 
 jintArray as_int_array(JNIEnv *env, PyObject *result) {
-    if (!result) return NULL;
     jsize n = 0;
     long long *values = integers(env, result, &n);
-    Py_DECREF(result);
-    jintArray out = values ? (*env)->NewIntArray(env, n) : NULL;
-    jint *narrow = out ? (jint *)values : NULL;        /* narrowed in place: jint is no wider than long long */
+    jint *narrow = (jint *)values;          /* narrowed in place: element i is read before it is overwritten */
     for (jsize i = 0; narrow && i < n; i++) narrow[i] = (jint)values[i];
-    if (narrow) (*env)->SetIntArrayRegion(env, out, 0, n, narrow);
+    jintArray out = values ? (*env)->NewIntArray(env, n) : NULL;
+    if (out) (*env)->SetIntArrayRegion(env, out, 0, n, narrow);
     free(values);
     return out;
 }
@@ -345,13 +340,22 @@ PyObject *py_long_list(JNIEnv *env, jlongArray values) {
         return NULL;
     }
     jsize n = (*env)->GetArrayLength(env, values);
-    PyObject *out = PyList_New(n);
-    if (!out) throw_python_error(env);
-    for (jsize i = 0; out && i < n; i++) {
-        jlong value;
-        (*env)->GetLongArrayRegion(env, values, i, 1, &value);
-        PyList_SET_ITEM(out, i, PyLong_FromLongLong((long long)value));
-    }
+    jlong *items = (*env)->GetLongArrayElements(env, values, NULL);
+    PyObject *out = items ? PyList_New(n) : NULL;
+    for (jsize i = 0; out && i < n; i++) PyList_SET_ITEM(out, i, PyLong_FromLongLong((long long)items[i]));
+    if (items) (*env)->ReleaseLongArrayElements(env, values, items, JNI_ABORT);
+    if (items && !out) throw_python_error(env);
+    return out;
+}
+
+/* One row of dims as a list of ints (GIL held). */
+static PyObject *py_int_list(JNIEnv *env, jintArray row) {
+    jsize n = (*env)->GetArrayLength(env, row);
+    jint *items = (*env)->GetIntArrayElements(env, row, NULL);
+    PyObject *out = items ? PyList_New(n) : NULL;
+    for (jsize i = 0; out && i < n; i++) PyList_SET_ITEM(out, i, PyLong_FromLong(items[i]));
+    if (items) (*env)->ReleaseIntArrayElements(env, row, items, JNI_ABORT);
+    if (items && !out) throw_python_error(env);
     return out;
 }
 
@@ -365,24 +369,13 @@ PyObject *py_dims(JNIEnv *env, jobjectArray rows) {
     if (!out) throw_python_error(env);
     for (jsize i = 0; out && i < n; i++) {
         jintArray row = (jintArray)(*env)->GetObjectArrayElement(env, rows, i);
-        if (!row) {
-            Py_DECREF(out);
-            throw_lite(env, RET_PARAM_INVALID, "a row of the dims argument is null");
-            return NULL;
-        }
-        jsize m = (*env)->GetArrayLength(env, row);
-        PyObject *dims = PyList_New(m);
+        PyObject *dims = row ? py_int_list(env, row) : NULL;
+        if (!row) throw_lite(env, RET_PARAM_INVALID, "a row of the dims argument is null");
+        if (row) (*env)->DeleteLocalRef(env, row);
         if (!dims) {
-            Py_DECREF(out);
-            throw_python_error(env);
-            return NULL;
+            Py_CLEAR(out);
+            break;
         }
-        for (jsize j = 0; j < m; j++) {
-            jint value;
-            (*env)->GetIntArrayRegion(env, row, j, 1, &value);
-            PyList_SET_ITEM(dims, j, PyLong_FromLong(value));
-        }
-        (*env)->DeleteLocalRef(env, row);
         PyList_SET_ITEM(out, i, dims);
     }
     return out;

@@ -3,6 +3,7 @@ package com.mindspore.lite;
 import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.function.LongFunction;
 
 /**
  * A graph tensor of a session. Data crosses in one copy between a Java array (or a direct ByteBuffer) and the
@@ -24,111 +25,74 @@ public class MSTensor extends NativeObject {
         return owner;
     }
 
-    public int[] getShape() {
+    /** `call` with the live handle, serialised on the session, this tensor kept reachable until it returns. */
+    private <T> T locked(LongFunction<T> call) {
         synchronized (owner) {
             try {
-                return getShape(handle());
+                return call.apply(handle());
             } finally {
                 Reference.reachabilityFence(this);
             }
         }
+    }
+
+    public int[] getShape() {
+        return locked(tensor -> getShape(tensor));
     }
 
     /** The MindSpore TypeId, see {@link DataType}. */
     public int getDataType() {
-        synchronized (owner) {
-            try {
-                return getDataType(handle());
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        return locked(tensor -> getDataType(tensor));
     }
 
     /** A copy of the raw bytes, in native byte order. */
     public byte[] getByteData() {
-        synchronized (owner) {
-            try {
-                return getByteData(handle());
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        return locked(tensor -> getByteData(tensor));
     }
 
     public float[] getFloatData() {
-        synchronized (owner) {
-            try {
-                return getFloatData(handle());
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        return locked(tensor -> getFloatData(tensor));
     }
 
     public int[] getIntData() {
-        synchronized (owner) {
-            try {
-                return getIntData(handle());
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        return locked(tensor -> getIntData(tensor));
     }
 
     public long[] getLongData() {
-        synchronized (owner) {
-            try {
-                return getLongData(handle());
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        return locked(tensor -> getLongData(tensor));
     }
 
     /** Raw bytes in native byte order, exactly {@link #size()} of them. */
     public void setData(byte[] data) {
         required(data, "setData: data");
-        synchronized (owner) {
-            try {
-                setByteData(handle(), data, 0, data.length);
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        locked(tensor -> {
+            setByteData(tensor, data, 0, data.length);
+            return null;
+        });
     }
 
     public void setData(float[] data) {
         required(data, "setData: data");
-        synchronized (owner) {
-            try {
-                setFloatData(handle(), data, 0, data.length);
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        locked(tensor -> {
+            setFloatData(tensor, data, 0, data.length);
+            return null;
+        });
     }
 
     public void setData(int[] data) {
         required(data, "setData: data");
-        synchronized (owner) {
-            try {
-                setIntData(handle(), data, 0, data.length);
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        locked(tensor -> {
+            setIntData(tensor, data, 0, data.length);
+            return null;
+        });
     }
 
     public void setData(long[] data) {
         required(data, "setData: data");
-        synchronized (owner) {
-            try {
-                setLongData(handle(), data, 0, data.length);
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        locked(tensor -> {
+            setLongData(tensor, data, 0, data.length);
+            return null;
+        });
     }
 
     /**
@@ -137,57 +101,35 @@ public class MSTensor extends NativeObject {
      */
     public void setData(ByteBuffer data) {
         required(data, "setData: data");
-        synchronized (owner) {
-            try {
-                long handle = handle();
-                if (data.order() != ByteOrder.nativeOrder() && itemSize(handle) > 1) {
-                    throw new LiteException(LiteException.RET_PARAM_INVALID, "setData: tensor '" + tensorName(handle)
-                                            + "' needs a ByteBuffer in native byte order (ByteOrder.nativeOrder())");
-                }
-                if (data.isDirect()) {
-                    setBufferData(handle, data, data.position(), data.remaining());
-                } else if (data.hasArray()) {
-                    setByteData(handle, data.array(), data.arrayOffset() + data.position(), data.remaining());
-                } else {
-                    byte[] copy = new byte[data.remaining()];
-                    data.duplicate().get(copy);
-                    setByteData(handle, copy, 0, copy.length);
-                }
-            } finally {
-                Reference.reachabilityFence(this);
+        locked(handle -> {
+            if (data.order() != ByteOrder.nativeOrder() && itemSize(handle) > 1) {
+                throw new LiteException(LiteException.RET_PARAM_INVALID, "setData: tensor '" + tensorName(handle)
+                                        + "' needs a ByteBuffer in native byte order (ByteOrder.nativeOrder())");
             }
-        }
+            if (data.isDirect()) {
+                setBufferData(handle, data, data.position(), data.remaining());
+            } else if (data.hasArray()) {
+                setByteData(handle, data.array(), data.arrayOffset() + data.position(), data.remaining());
+            } else {
+                byte[] copy = new byte[data.remaining()];
+                data.duplicate().get(copy);
+                setByteData(handle, copy, 0, copy.length);
+            }
+            return null;
+        });
     }
 
     /** Bytes of data. */
     public long size() {
-        synchronized (owner) {
-            try {
-                return size(handle());
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        return locked(tensor -> size(tensor));
     }
 
     public int elementsNum() {
-        synchronized (owner) {
-            try {
-                return elementsNum(handle());
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        return locked(tensor -> elementsNum(tensor));
     }
 
     public String tensorName() {
-        synchronized (owner) {
-            try {
-                return tensorName(handle());
-            } finally {
-                Reference.reachabilityFence(this);
-            }
-        }
+        return locked(tensor -> tensorName(tensor));
     }
 
     private static native int[] getShape(long tensor);
