@@ -35,10 +35,13 @@ class Build:
         self.jar = root / "mindspore-lite-java.jar"
         self.library = root / "libmindspore-lite-jni.so"
 
-    def java(self, main: str, *args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
-        """Run a Java program with this checkout's Python package; its stdout (fails with its stderr)."""
+    def java(self, main: str, *args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None,
+             python: str | None = sys.executable) -> str:
+        """Run a Java program with this checkout's Python package (by default; `env` replaces the environment,
+        `python` names the interpreter by system property); its stdout (fails with its stderr)."""
         classpath = os.pathsep.join(str(p) for p in (self.jar, self.root / "examples", self.root / "tests"))
-        command = ["java", f"-Dmindspore.lite.python={sys.executable}", "-cp", classpath, main, *map(str, args)]
+        prop = [f"-Dmindspore.lite.python={python}"] if python else []
+        command = ["java", *prop, "-cp", classpath, main, *map(str, args)]
         done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=cwd,
                               env=env if env is not None else {**os.environ, "PYTHONPATH": str(REPO)})
         assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
@@ -234,3 +237,11 @@ def test_the_embedded_python_finds_the_installed_package_through_site(build, tmp
     out = build.java("JniCheck", "info", env=env, cwd=tmp_path)
     assert f"lite={installed}" in out
     assert f"executable={sys.executable}" in out
+
+
+def test_the_interpreter_can_be_a_venv_named_by_the_environment(build, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    out = build.java("JniCheck", "info", env={**os.environ, "MSLITE_PYTHON": str(venv / "bin" / "python")},
+                     python=None)
+    assert f"executable={venv / 'bin' / 'python'} prefix={venv} " in out
