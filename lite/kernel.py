@@ -2,6 +2,15 @@
 
 A kernel is MindSpore's/TFLite's Prepare + Eval split: `infer` runs at compile time (shape rule, parameter
 checks, anything precomputable), `run` only computes into the preallocated output arrays it is given.
+
+Shapes known only at run time (MindSpore's RET_INFER_INVALID): a shape rule reads every value it needs with
+`self.known(spec, what)`. At compile time a value that is not known yet (a graph input, or computed by a node
+that runs) raises `InferInvalidError`; the compiler then marks the node, and everything downstream of it, as
+dynamic. Dynamic nodes are inferred again at every `RunGraph`, with each input's current value in
+`spec.value`, so the same `infer` + `run` serve both. An op whose output shape depends on its data (NonZero,
+Unique, TopK with a tensor k, NonMaxSuppression) does the same: `infer` reads the data with `self.known(x,
+"x")`, computes the result (keeping it on `self`, so `run` only copies it out) and returns its shape. Such a
+node is static only when its data is a constant, and then it is folded.
 """
 from __future__ import annotations
 
@@ -13,7 +22,7 @@ import numpy as np
 
 from lite import dtypes
 from lite.model import NodeDef
-from lite.status import InferShapeError, LiteError, NotSupportedError
+from lite.status import InferInvalidError, InferShapeError, LiteError, NotSupportedError
 
 ANY = -1   # registry wildcard: the kernel handles every data type
 
@@ -73,10 +82,13 @@ class Kernel(ABC):
         return kind(f"{self.node.op} node '{self.node.name}': {message}")
 
     def known(self, spec: TensorSpec | None, what: str) -> np.ndarray:
-        """The compile-time value of a parameter input (Reshape's shape, Slice's starts, ...)."""
-        if spec is None or spec.value is None:
+        """The value of a parameter input (Reshape's shape, Slice's starts, ...) or of data an output shape
+        depends on; raises InferInvalidError while it is not known yet (see the module docstring)."""
+        if spec is None:
+            raise self.error(f"{what} is missing", NotSupportedError)
+        if spec.value is None:
             raise self.error(f"{what} must be known before running (a constant or computed from shapes)",
-                             NotSupportedError)
+                             InferInvalidError)
         return spec.value
 
 

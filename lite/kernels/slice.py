@@ -1,8 +1,8 @@
 """Slice: x[starts:ends:steps] along `axes`, with ONNX's clamping rules. Any dtype.
 
-inputs: x, starts, ends, axes? (default 0..len(starts)-1), steps? (default 1), all 1-D ints known at compile
-time. Negative starts/ends count from the end; out-of-range values (INT64_MAX / INT64_MIN sentinels included)
-are clamped; negative steps walk backwards.
+inputs: x, starts, ends, axes? (default 0..len(starts)-1), steps? (default 1), all 1-D ints (read at run time
+when they are run-time values). Negative starts/ends count from the end; out-of-range values (INT64_MAX /
+INT64_MIN sentinels included) are clamped; negative steps walk backwards.
 """
 from __future__ import annotations
 
