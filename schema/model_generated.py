@@ -109,6 +109,12 @@ class DepthToSpaceMode(object):
     CRD = 1
 
 
+class CastRounding(object):
+    UP = 0
+    NEAREST = 1
+    DOWN = 2
+
+
 class Primitive(object):
     NONE = 0
     Activation = 1
@@ -4419,11 +4425,31 @@ class Cast(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return 0
 
+    # Cast
+    def Saturate(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+    # Cast
+    def RoundMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
 def CastStart(builder):
-    builder.StartObject(1)
+    builder.StartObject(3)
 
 def CastAddTo(builder, to):
     builder.PrependInt32Slot(0, to, 0)
+
+def CastAddSaturate(builder, saturate):
+    builder.PrependBoolSlot(1, saturate, 1)
+
+def CastAddRoundMode(builder, roundMode):
+    builder.PrependInt8Slot(2, roundMode, 0)
 
 def CastEnd(builder):
     return builder.EndObject()
@@ -4436,8 +4462,12 @@ class CastT(object):
     def __init__(
         self,
         to = 0,
+        saturate = True,
+        roundMode = 0,
     ):
         self.to = to  # type: int
+        self.saturate = saturate  # type: bool
+        self.roundMode = roundMode  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -4461,11 +4491,15 @@ class CastT(object):
         if cast is None:
             return
         self.to = cast.To()
+        self.saturate = cast.Saturate()
+        self.roundMode = cast.RoundMode()
 
     # CastT
     def Pack(self, builder):
         CastStart(builder)
         CastAddTo(builder, self.to)
+        CastAddSaturate(builder, self.saturate)
+        CastAddRoundMode(builder, self.roundMode)
         cast = CastEnd(builder)
         return cast
 
@@ -4667,14 +4701,24 @@ class QuantDTypeCast(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return 0
 
+    # QuantDTypeCast
+    def Saturate(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
 def QuantDTypeCastStart(builder):
-    builder.StartObject(2)
+    builder.StartObject(3)
 
 def QuantDTypeCastAddSrcT(builder, srcT):
     builder.PrependInt32Slot(0, srcT, 0)
 
 def QuantDTypeCastAddDstT(builder, dstT):
     builder.PrependInt32Slot(1, dstT, 0)
+
+def QuantDTypeCastAddSaturate(builder, saturate):
+    builder.PrependBoolSlot(2, saturate, 1)
 
 def QuantDTypeCastEnd(builder):
     return builder.EndObject()
@@ -4688,9 +4732,11 @@ class QuantDTypeCastT(object):
         self,
         srcT = 0,
         dstT = 0,
+        saturate = True,
     ):
         self.srcT = srcT  # type: int
         self.dstT = dstT  # type: int
+        self.saturate = saturate  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -4715,12 +4761,14 @@ class QuantDTypeCastT(object):
             return
         self.srcT = quantDtypeCast.SrcT()
         self.dstT = quantDtypeCast.DstT()
+        self.saturate = quantDtypeCast.Saturate()
 
     # QuantDTypeCastT
     def Pack(self, builder):
         QuantDTypeCastStart(builder)
         QuantDTypeCastAddSrcT(builder, self.srcT)
         QuantDTypeCastAddDstT(builder, self.dstT)
+        QuantDTypeCastAddSaturate(builder, self.saturate)
         quantDtypeCast = QuantDTypeCastEnd(builder)
         return quantDtypeCast
 

@@ -161,3 +161,31 @@ def test_negative_dimension_at_run_time_is_infer_error_naming_the_node() -> None
     with pytest.raises(lite.InferShapeError, match="'to_target'") as e:
         session.RunGraph()
     assert e.value.status == lite.RET_INFER_ERR
+
+
+def test_non_max_suppression_then_gather_matches_onnxruntime_over_runs() -> None:
+    """How many boxes NonMaxSuppression keeps depends on the scores; the kept boxes are gathered by index."""
+    nodes = [
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou"], ["selected"], name="nms"),
+        helper.make_node("Gather", ["selected", "two"], ["index"], name="pick_index", axis=1),
+        helper.make_node("Squeeze", ["boxes", "zero"], ["flat_boxes"]),
+        helper.make_node("Gather", ["flat_boxes", "index"], ["kept"], name="gather_boxes", axis=0),
+    ]
+    inits = [_i64("max_out", 10), numpy_helper.from_array(np.array([0.5], np.float32), "iou"),
+             numpy_helper.from_array(np.array(2, np.int64), "two"), _i64("zero", 0)]
+    model = _model(nodes, [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 6, 4]),
+                           helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 6])], ["kept"], inits)
+    session = session_for(model)
+    rng = np.random.default_rng(2)
+    corners = rng.uniform(0, 4, (1, 6, 2)).astype(np.float32)
+    boxes = np.concatenate([corners, corners + rng.uniform(0.5, 3, (1, 6, 2)).astype(np.float32)], axis=2)
+    counts = set()
+    for seed in range(4):
+        feeds = {"boxes": boxes, "scores": np.random.default_rng(seed).uniform(size=(1, 1, 6)).astype(np.float32)}
+        if seed == 3:
+            feeds["boxes"] = np.tile(boxes[:, :1], (1, 6, 1))       # six equal boxes: one is kept
+        ours, expected = run_lite(session, feeds), run_ort(model, feeds)
+        assert ours["kept"].shape == expected["kept"].shape
+        np.testing.assert_array_equal(ours["kept"], expected["kept"])
+        counts.add(expected["kept"].shape[0])
+    assert len(counts) > 1

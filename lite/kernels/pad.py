@@ -81,6 +81,8 @@ declare("Pad", layout=Layout(PER_AXIS, per_axis=((1, BEGIN_END),)), same_quant=T
 
 @register("Pad")
 class PadKernel(Kernel):
+    native_dtypes = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x = inputs[0]
         pads = [int(p) for p in self.known(inputs[1] if len(inputs) > 1 else None, "pads").ravel()]

@@ -32,6 +32,7 @@ def normalize_axes(kernel: Kernel, axes: Iterable[int], rank: int, what: str = "
 
 class NewShapeKernel(Kernel):
     """Base of the shape-only ops: subclasses give the output shape, this class does the rest."""
+    native_dtypes = True
     inplace = True
 
     @abstractmethod

@@ -28,6 +28,8 @@ def axis_slice(dim: int, start: int, end: int, step: int) -> slice:
 
 @register("Slice")
 class SliceKernel(Kernel):
+    native_dtypes = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x = inputs[0]
         inputs = list(inputs) + [None] * (5 - len(inputs))

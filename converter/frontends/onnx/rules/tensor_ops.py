@@ -154,16 +154,28 @@ def dropout(ctx: ImportContext) -> None:
         ctx.emit("ConstantOfShape", [ctx.emit1("Shape", [x])], [ctx.outputs[1]], data_type=mask_type, value=1.0)
 
 
+CAST_ROUNDINGS = {"up": fb.CastRounding.UP, "nearest": fb.CastRounding.NEAREST, "down": fb.CastRounding.DOWN}
+
+
+def _cast_attrs(ctx: ImportContext) -> dict:
+    """saturate (float8 targets, opset 19+) and round_mode (float8e8m0 targets, opset 24+)."""
+    mode = ctx.attr("round_mode", "up")
+    if mode not in CAST_ROUNDINGS:
+        raise ctx.error(f"round_mode '{mode}' is not supported")
+    return {"saturate": bool(ctx.attr("saturate", 1)), "round_mode": CAST_ROUNDINGS[mode]}
+
+
 @onnx_op("Cast")
 def cast(ctx: ImportContext) -> None:
-    ctx.emit("Cast", [ctx.input(0)], ctx.outputs, to=_onnx_type_id(ctx, ctx.attr("to"), "Cast to"))
+    ctx.emit("Cast", [ctx.input(0)], ctx.outputs, to=_onnx_type_id(ctx, ctx.attr("to"), "Cast to"),
+             **_cast_attrs(ctx))
 
 
 @onnx_op("CastLike")
 def cast_like(ctx: ImportContext) -> None:
     dtype = ctx.value(ctx.input(1)).dtype
     to = _type_id(ctx, dtype, f"CastLike to {dtype}")
-    ctx.emit("Cast", [ctx.input(0)], ctx.outputs, to=to)
+    ctx.emit("Cast", [ctx.input(0)], ctx.outputs, to=to, **_cast_attrs(ctx))
 
 
 @onnx_op("Shape")
