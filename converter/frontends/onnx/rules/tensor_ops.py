@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 
 from converter.frontends.onnx.registry import ImportContext, onnx_op
 from lite import dtypes
+from lite.kernels.pad import spread_pads
 from lite.status import LiteError
 from schema import fb
 
@@ -254,23 +255,23 @@ def pad(ctx: ImportContext) -> None:
         value = ctx.add_const(np.array(ctx.attr("value", 0.0), np.float32), "value")
     else:
         pads, value = ctx.input(1), _unless_empty(ctx, ctx.input(2))
-        if ctx.input(3):
-            pads = ctx.add_const(_full_pads(ctx, ctx.require_const(pads, "pads with axes"),
-                                            ctx.require_const(ctx.input(3), "axes")), "pads")
+        axes = ctx.input(3)
+        if axes and ctx.const(pads) is not None and ctx.const(axes) is not None:   # spread now: one form
+            pads = ctx.add_const(_full_pads(ctx, ctx.const(pads), ctx.const(axes)), "pads")
+        elif axes:
+            ctx.emit("Pad", [x, pads, value, axes], ctx.outputs, mode=PAD_MODES[mode])
+            return
     ctx.emit("Pad", _trim([x, pads, value]), ctx.outputs, mode=PAD_MODES[mode])
 
 
 def _full_pads(ctx: ImportContext, pads: np.ndarray, axes: np.ndarray) -> np.ndarray:
     """Pads for the listed `axes` ([begins..., ends...]) spread over all axes of the input."""
     rank = ctx.value(ctx.input(0)).rank
-    axes = _axes(ctx, [int(a) for a in axes.ravel()], rank)
-    pads = pads.ravel()
-    if pads.size != 2 * len(axes):
-        raise ctx.error(f"pads has {pads.size} values for {len(axes)} axes")
-    full = np.zeros(2 * rank, np.int64)
-    full[axes] = pads[:len(axes)]
-    full[[a + rank for a in axes]] = pads[len(axes):]
-    return full
+    try:
+        return np.array(spread_pads([int(p) for p in pads.ravel()], _axes(ctx, [int(a) for a in axes.ravel()],
+                                                                          rank), rank), np.int64)
+    except ValueError as e:
+        raise ctx.error(str(e)) from None
 
 
 @onnx_op("Resize", "Upsample")
