@@ -89,6 +89,13 @@ class NearestRounding(object):
     ROUND_PREFER_CEIL = 1
     FLOOR = 2
     CEIL = 3
+    BY_SCALES = 4
+
+
+class AspectPolicy(object):
+    STRETCH = 0
+    NOT_LARGER = 1
+    NOT_SMALLER = 2
 
 
 class ArgMode(object):
@@ -4122,8 +4129,42 @@ class Resize(object):
             return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
         return 0.0
 
+    # Resize
+    def Axes(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Resize
+    def AxesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Resize
+    def AxesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Resize
+    def AxesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        return o == 0
+
+    # Resize
+    def AspectPolicy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
 def ResizeStart(builder):
-    builder.StartObject(6)
+    builder.StartObject(8)
 
 def ResizeAddMode(builder, mode):
     builder.PrependInt8Slot(0, mode, 0)
@@ -4143,10 +4184,23 @@ def ResizeAddExcludeOutside(builder, excludeOutside):
 def ResizeAddExtrapolationValue(builder, extrapolationValue):
     builder.PrependFloat32Slot(5, extrapolationValue, 0.0)
 
+def ResizeAddAxes(builder, axes):
+    builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(axes), 0)
+
+def ResizeStartAxesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def ResizeAddAspectPolicy(builder, aspectPolicy):
+    builder.PrependInt8Slot(7, aspectPolicy, 0)
+
 def ResizeEnd(builder):
     return builder.EndObject()
 
 
+try:
+    from typing import List
+except:
+    pass
 
 class ResizeT(object):
 
@@ -4159,6 +4213,8 @@ class ResizeT(object):
         cubicCoeffA = -0.75,
         excludeOutside = False,
         extrapolationValue = 0.0,
+        axes = None,
+        aspectPolicy = 0,
     ):
         self.mode = mode  # type: int
         self.coordinateTransform = coordinateTransform  # type: int
@@ -4166,6 +4222,8 @@ class ResizeT(object):
         self.cubicCoeffA = cubicCoeffA  # type: float
         self.excludeOutside = excludeOutside  # type: bool
         self.extrapolationValue = extrapolationValue  # type: float
+        self.axes = axes  # type: Optional[List[int]]
+        self.aspectPolicy = aspectPolicy  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -4194,9 +4252,25 @@ class ResizeT(object):
         self.cubicCoeffA = resize.CubicCoeffA()
         self.excludeOutside = resize.ExcludeOutside()
         self.extrapolationValue = resize.ExtrapolationValue()
+        if not resize.AxesIsNone():
+            if np is None:
+                self.axes = []
+                for i in range(resize.AxesLength()):
+                    self.axes.append(resize.Axes(i))
+            else:
+                self.axes = resize.AxesAsNumpy()
+        self.aspectPolicy = resize.AspectPolicy()
 
     # ResizeT
     def Pack(self, builder):
+        if self.axes is not None:
+            if np is not None and type(self.axes) is np.ndarray:
+                axes = builder.CreateNumpyVector(self.axes)
+            else:
+                ResizeStartAxesVector(builder, len(self.axes))
+                for i in reversed(range(len(self.axes))):
+                    builder.PrependInt32(self.axes[i])
+                axes = builder.EndVector()
         ResizeStart(builder)
         ResizeAddMode(builder, self.mode)
         ResizeAddCoordinateTransform(builder, self.coordinateTransform)
@@ -4204,6 +4278,9 @@ class ResizeT(object):
         ResizeAddCubicCoeffA(builder, self.cubicCoeffA)
         ResizeAddExcludeOutside(builder, self.excludeOutside)
         ResizeAddExtrapolationValue(builder, self.extrapolationValue)
+        if self.axes is not None:
+            ResizeAddAxes(builder, axes)
+        ResizeAddAspectPolicy(builder, self.aspectPolicy)
         resize = ResizeEnd(builder)
         return resize
 

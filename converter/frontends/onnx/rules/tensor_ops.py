@@ -26,6 +26,8 @@ COORDINATE_TRANSFORMS = {
     "tf_half_pixel_for_nn": fb.CoordinateTransform.TF_HALF_PIXEL_FOR_NN,
     "half_pixel_symmetric": fb.CoordinateTransform.HALF_PIXEL_SYMMETRIC,
 }
+ASPECT_POLICIES = {"stretch": fb.AspectPolicy.STRETCH, "not_larger": fb.AspectPolicy.NOT_LARGER,
+                   "not_smaller": fb.AspectPolicy.NOT_SMALLER}
 NEAREST_ROUNDINGS = {"round_prefer_floor": fb.NearestRounding.ROUND_PREFER_FLOOR,
                      "round_prefer_ceil": fb.NearestRounding.ROUND_PREFER_CEIL,
                      "floor": fb.NearestRounding.FLOOR, "ceil": fb.NearestRounding.CEIL}
@@ -281,9 +283,10 @@ def resize(ctx: ImportContext) -> None:
         raise ctx.error(f"mode '{mode}' is not supported")
     if ctx.node.op_type == "Upsample" or ctx.opset < 11:
         scales, sizes = _legacy_scales(ctx), ""
-        attrs = _legacy_resize_attrs(ctx, mode, scales)
+        attrs = _legacy_resize_attrs(mode)
     else:
-        (scales, sizes), attrs = _resize_inputs(ctx), _resize_attrs(ctx)
+        scales, sizes, attrs = *_resize_inputs(ctx), _resize_attrs(ctx)
+        attrs.update(_run_time_axes(ctx, scales, sizes))
     ctx.emit("Resize", _trim([ctx.input(0), "", scales, sizes]), ctx.outputs, mode=RESIZE_MODES[mode], **attrs)
 
 
@@ -294,15 +297,12 @@ def _legacy_scales(ctx: ImportContext) -> str:
     return ctx.input(1)
 
 
-def _legacy_resize_attrs(ctx: ImportContext, mode: str, scales: str) -> dict:
+def _legacy_resize_attrs(mode: str) -> dict:
     """Upsample and Resize-10: asymmetric coordinates, and nearest rounding that floors when upsampling and
-    ceils when downsampling (onnxruntime's behaviour)."""
+    ceils when downsampling (onnxruntime's behaviour), decided by the kernel from the scales."""
     attrs = {"coordinate_transform": fb.CoordinateTransform.ASYMMETRIC}
     if mode == "nearest":
-        values = ctx.require_const(scales, "scales of nearest Upsample / Resize-10")
-        if np.any(values > 1) and np.any(values < 1):
-            raise ctx.error(f"scales {values.tolist()} both up- and downsample, which needs per-axis rounding")
-        attrs["nearest_rounding"] = fb.NearestRounding.CEIL if np.any(values < 1) else fb.NearestRounding.FLOOR
+        attrs["nearest_rounding"] = fb.NearestRounding.BY_SCALES
     return attrs
 
 
@@ -335,7 +335,9 @@ def _resize_inputs(ctx: ImportContext) -> tuple[str, str]:
     rank = ctx.value(x).rank
     axes = _axes(ctx, list(ctx.attr("axes", range(rank))), rank)
     which, name = ("sizes", sizes) if sizes else ("scales", scales)
-    values = ctx.require_const(name, f"{which} with axes or keep_aspect_ratio_policy").ravel()
+    if ctx.const(name) is None:
+        return scales, sizes            # the kernel spreads them (_run_time_axes)
+    values = ctx.const(name).ravel()
     if values.size != len(axes):
         raise ctx.error(f"{which} has {values.size} values for {len(axes)} axes")
     if not sizes:
@@ -346,6 +348,17 @@ def _resize_inputs(ctx: ImportContext) -> tuple[str, str]:
     if policy == "stretch":
         return "", _dims_vector(ctx, x, out)
     return _keep_aspect_ratio(ctx, x, out, policy)
+
+
+def _run_time_axes(ctx: ImportContext, scales: str, sizes: str) -> dict:
+    """Resize's `axes` and aspect policy, for the kernel to apply to scales / sizes known only at run time."""
+    name = sizes or scales
+    if not name or ctx.const(name) is not None or not (ctx.has_attr("axes") or sizes):
+        return {}
+    rank = ctx.value(ctx.input(0)).rank
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    return {"axes": _axes(ctx, list(ctx.attr("axes", range(rank))), rank),
+            "aspect_policy": ASPECT_POLICIES[policy]}
 
 
 def _keep_aspect_ratio(ctx: ImportContext, x: str, sizes: dict[int, int], policy: str) -> tuple[str, str]:
