@@ -343,7 +343,7 @@ def qlinear_conv(ctx: ImportContext) -> None:
 @onnx_op("QLinearMatMul")
 def qlinear_matmul(ctx: ImportContext) -> None:
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (ctx.input(i) for i in range(8))
-    if ctx.value(a_s).dtype != np.float32:
-        raise ctx.error(f"scales of type {ctx.value(a_s).dtype} are not supported (float32 only)")
+    a_s, b_s, y_s = (s if ctx.value(s).dtype == np.float32 else ctx.emit1("Cast", [s], to=DataType.FLOAT32)
+                     for s in (a_s, b_s, y_s))    # float16 scales: the requantization runs in float32
     acc = _integer_matmul(ctx, a, a_zp, b, b_zp)
     _requantize_float(ctx, acc, a_s, b_s, y_s, y_zp, ctx.value(acc).rank - 1)
