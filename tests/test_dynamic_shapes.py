@@ -189,3 +189,16 @@ def test_non_max_suppression_then_gather_matches_onnxruntime_over_runs() -> None
         np.testing.assert_array_equal(ours["kept"], expected["kept"])
         counts.add(expected["kept"].shape[0])
     assert len(counts) > 1
+
+
+def test_nonzero_then_gather_matches_onnxruntime_over_runs() -> None:
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             helper.make_node("Squeeze", ["nz", "zero"], ["index"]),
+             helper.make_node("Gather", ["x", "index"], ["y"], name="gather", axis=0)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])], ["y"], [_i64("zero", 0)])
+    session = session_for(model)
+    for x in ([0, 2, 0, 3, 0, 0], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0], [0, 2, 0, 3, 0, 0]):
+        feeds = {"x": np.array(x, np.float32)}
+        ours, expected = run_lite(session, feeds), run_ort(model, feeds)
+        assert ours["y"].shape == expected["y"].shape
+        np.testing.assert_array_equal(ours["y"], expected["y"])
