@@ -1,18 +1,20 @@
-"""Post-training quantization accuracy, latency and size (issue 4 item 6), beside onnxruntime's quantize_static.
+"""Post-training quantization accuracy, latency and size, beside onnxruntime's quantize_static.
 
     python bench/bench_quant.py [--epochs 3] [--eval 120] [--calib 32] [--method KL] [--rounds 30]
 
+AaWw: a-bit activations, w-bit weights.
 (a) MNIST: a LeNet-5 trained here with PyTorch on the real MNIST (`../shared/datasets/mnist`), converted, and
-    quantized to A8W8 / A7W7 / A6W6 with and without bias correction (calibration: 1,000 training images);
-    test accuracy on the 10,000 test images and logit SQNR against the float model.
+    quantized to A8W8 / A7W7 / A6W8 / A4W8 / A8W4 with and without bias correction (calibration: 1,000
+    training images); test accuracy on the 10,000 test images and logit SQNR against the float model.
 (b) EfficientNet-Lite0 (`../shared/models/efficientnet_lite0.onnx`, real ImageNet weights): random crops and
     flips of scikit-image photos, evaluation and calibration drawn from disjoint photos. Against our float
     model: top-1 agreement (all inputs, and those where the float top-1 probability is >= 0.5), mean logit SQNR
-    (dB, per input) and mean KL(float softmax || quantized softmax). Bias correction is shown as the converter
-    applies it (kept only when the calibration outputs' SQNR does not fall) and forced. onnxruntime's
-    `quantize_static` (QDQ, per-channel, int8 activations and weights, MinMax) is calibrated on the same inputs
-    and scored against the same float reference (onnxruntime's own float model). The float model's sensitivity
-    to input noise is measured alongside.
+    (dB, per input) and mean KL(float softmax || quantized softmax), for every calibration method at A8W8 and
+    `--method` at the lower bit widths. Bias correction is shown as the converter applies it (kept only when
+    the calibration outputs' SQNR does not fall) and, once, forced. onnxruntime's `quantize_static` (QDQ,
+    per-channel, int8 activations and weights; MinMax, Percentile and Entropy calibration) is calibrated on the
+    same inputs and scored against the same float reference (onnxruntime's own float model). The float
+    model's sensitivity to input noise is measured alongside.
 (c) int8 vs float latency in our runtime (batch 1, 2 threads, interleaved rounds, median) and `.ms` file size.
 The markdown report is printed and written atomically to `bench/results/quantization.md`.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -53,7 +56,7 @@ CALIB_PHOTOS = ("astronaut", "immunohistochemistry", "retina", "grass", "gravel"
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
-BITS = ((8, 8), (7, 7), (6, 6))
+BITS = ((8, 8), (7, 7), (6, 8), (4, 8), (8, 4))
 
 
 def session(buf: bytes) -> lite.LiteSession:
@@ -192,7 +195,8 @@ def agreement(reference: np.ndarray, other: np.ndarray) -> Agreement:
                      float(sqnr.mean()), float(kl.mean()))
 
 
-def ort_quantized(model: onnx.ModelProto, calib: list[np.ndarray]) -> bytes:
+def ort_quantized(model: onnx.ModelProto, calib: list[np.ndarray], method: str = "MinMax") -> bytes:
+    """onnxruntime's quantize_static: QDQ, per-channel int8 weights, int8 activations, calibrator `method`."""
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
 
@@ -209,7 +213,7 @@ def ort_quantized(model: onnx.ModelProto, calib: list[np.ndarray]) -> bytes:
         onnx.save(model, src)
         quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=CalibrationMethod.MinMax)
+                        calibrate_method=CalibrationMethod[method])
         return Path(dst).read_bytes()
 
 
@@ -227,7 +231,30 @@ def latency(buffers: dict[str, bytes], x: np.ndarray, rounds: int) -> dict[str, 
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int) -> tuple[list[str], list[str]]:
+METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER", "PERCENTILE", "MSE")
+ORT_METHODS = ("MinMax", "Percentile", "Entropy")
+LOW_BITS = ((7, 7), (6, 8), (4, 8), (8, 4))
+
+
+def ours_variants(method: str) -> list[tuple[str, QuantConfig]]:
+    """Every calibration method at A8W8 alone and with (checked) bias correction; `method` at lower bits
+    (A7W7 with bias correction too)."""
+    rows = []
+    for m in METHODS:
+        rows += [(f"ours A8W8, {m}", QuantConfig(method=m)),
+                 (f"ours A8W8, {m} + bias correction", QuantConfig(method=m, bias_correction=True))]
+    for a, w in LOW_BITS:
+        cfg = QuantConfig(activation_bits=a, weight_bits=w, method=method)
+        rows.append((f"ours A{a}W{w}, {method}", cfg))
+        if (a, w) == (7, 7):
+            rows.append((f"ours A{a}W{w}, {method} + bias correction", replace(cfg, bias_correction=True)))
+    return rows
+
+
+def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int,
+                       only: str = "") -> tuple[list[str], list[str]]:
+    """(b) and (c); `only` (a regex) keeps the rows whose quantizer it matches, and latency when it matches
+    "latency" (to split a run over several processes)."""
     model = onnx.load(str(EFFICIENTNET))
     evals, calib = crops(EVAL_PHOTOS, n_eval, 1), crops(CALIB_PHOTOS, n_calib, 2)
     samples = [{"input": x} for x in calib]
@@ -236,43 +263,54 @@ def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int) -> t
     fsess = session(float_buf)
     ref = np.concatenate([run(fsess, x) for x in evals])
     variants: dict[str, bytes] = {}
-    split_float = split_activations(copy.deepcopy(float_graph))
-    for a, w in ((8, 8), (7, 7)):
-        cfg = QuantConfig(activation_bits=a, weight_bits=w, method=method)
-        plain = quantize(copy.deepcopy(float_graph), cfg, samples)
-        variants[f"ours A{a}W{w}"] = to_bytes(plain)
-        variants[f"ours A{a}W{w} + bias correction (converter: kept if calibration SQNR does not fall)"] = to_bytes(
-            quantize(copy.deepcopy(float_graph), replace(cfg, bias_correction=True), samples))
-        correct_biases(split_float, plain, samples)
-        variants[f"ours A{a}W{w} + bias correction, forced"] = to_bytes(plain)
-    variants["ours A8W8, REMOVAL_OUTLIER"] = to_bytes(quantize(copy.deepcopy(float_graph), QuantConfig(
-        method="REMOVAL_OUTLIER"), samples))
+    for name, cfg in ours_variants(method):
+        if only and not re.search(only, name):
+            continue
+        variants[name] = to_bytes(quantize(copy.deepcopy(float_graph), cfg, samples))
+        if name == f"ours A8W8, {method}":
+            forced = quantize(copy.deepcopy(float_graph), cfg, samples)
+            correct_biases(split_activations(copy.deepcopy(float_graph)), forced, samples)
+            variants[f"ours A8W8, {method} + bias correction, forced"] = to_bytes(forced)
     rows = []
     for name, buf in variants.items():
         s = session(buf)
         r = agreement(ref, np.concatenate([run(s, x) for x in evals]))
-        rows.append(f"| {name} | {r.top1:.1f} | {r.top1_confident:.1f} | {r.sqnr_db:.2f} | {r.kl:.4f} |")
+        rows.append(f"| {name} | {r.top1:.1f} | {r.top1_confident:.1f} | {r.sqnr_db:.2f} | {r.kl:.4f} | "
+                    f"{len(buf):,} |")
     ort_float = ort_session(model.SerializeToString())
-    ort_int8 = ort_session(ort_quantized(model, calib))
     ort_ref = np.concatenate([ort_float.run(None, {"input": x})[0] for x in evals])
-    r = agreement(ort_ref, np.concatenate([ort_int8.run(None, {"input": x})[0] for x in evals]))
-    rows.append(f"| onnxruntime quantize_static (QDQ, per-channel, MinMax) | {r.top1:.1f} | {r.top1_confident:.1f} "
-                f"| {r.sqnr_db:.2f} | {r.kl:.4f} |")
+    for ort_method in ORT_METHODS:
+        if only and not re.search(only, f"onnxruntime {ort_method}"):
+            continue
+        ort_buf = ort_quantized(model, calib, ort_method)
+        ort_int8 = ort_session(ort_buf)
+        r = agreement(ort_ref, np.concatenate([ort_int8.run(None, {"input": x})[0] for x in evals]))
+        rows.append(f"| onnxruntime quantize_static (QDQ, per-channel, {ort_method}) | {r.top1:.1f} | "
+                    f"{r.top1_confident:.1f} | {r.sqnr_db:.2f} | {r.kl:.4f} | {len(ort_buf):,} (ONNX) |")
     confident = int((softmax(ref.astype(np.float64)).max(1) >= 0.5).sum())
     accuracy = [f"## (b) EfficientNet-Lite0, {n_eval} evaluation crops/flips of {len(EVAL_PHOTOS)} photos "
                 f"({confident} with float top-1 probability >= 0.5), calibrated on {n_calib} crops of "
-                f"{len(CALIB_PHOTOS)} other photos, activation method {method}", "",
+                f"{len(CALIB_PHOTOS)} other photos", "",
+                "Bias correction as the converter applies it: kept only when the calibration outputs' SQNR does "
+                "not fall (its decision is on stderr); \"forced\" keeps it regardless.", "",
                 "| quantizer | top-1 agreement % | top-1 agreement % (float p >= 0.5) | mean logit SQNR dB | "
-                "mean softmax KL |", "|---|---|---|---|---|", *rows]
-    int8_buf = variants["ours A8W8"]
+                "mean softmax KL | file bytes |", "|---|---|---|---|---|---|", *rows]
+    if only and not re.search(only, "latency"):
+        return accuracy, []
+    int8_buf = to_bytes(quantize(copy.deepcopy(float_graph), QuantConfig(method=method), samples))
     ms = latency({"float32": float_buf, "int8": int8_buf}, evals[0], rounds)
-    speed = ["## (c) EfficientNet-Lite0 in our runtime: int8 (A8W8) vs float32", "",
+    speed = [f"## (c) EfficientNet-Lite0 in our runtime: int8 (A8W8, {method}) vs float32", "",
              "| model | latency ms (batch 1, median) | file bytes |", "|---|---|---|",
              f"| float32 | {ms['float32']:.1f} | {len(float_buf):,} |",
              f"| int8 | {ms['int8']:.1f} | {len(int8_buf):,} |",
-             f"| int8 / float32 | {ms['int8'] / ms['float32']:.2f}x | {len(int8_buf) / len(float_buf):.3f}x |"]
+             f"| int8 / float32 | {ms['int8'] / ms['float32']:.2f}x | {len(int8_buf) / len(float_buf):.3f}x |",
+             "", f"Load average after the rounds: {load_average()}"]
     noise = noise_sensitivity(fsess, evals, ref)
     return accuracy + ["", *noise], speed
+
+
+def load_average() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def noise_sensitivity(fsess: lite.LiteSession, evals: list[np.ndarray], ref: np.ndarray) -> list[str]:
@@ -292,17 +330,24 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--eval", type=int, default=120)
     ap.add_argument("--calib", type=int, default=32)
-    ap.add_argument("--method", default="KL")
+    ap.add_argument("--method", default="KL", choices=METHODS)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--skip-mnist", action="store_true")
+    ap.add_argument("--skip-efficientnet", action="store_true")
+    ap.add_argument("--only", default="", help="regex: EfficientNet rows (and 'latency', which brings the "
+                    "noise sensitivity too) to measure")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="markdown report path")
     args = ap.parse_args()
-    accuracy, speed = bench_efficientnet(args.eval, args.calib, args.method, args.rounds)
+    start_load = load_average()
+    accuracy, speed = ([], []) if args.skip_efficientnet else bench_efficientnet(
+        args.eval, args.calib, args.method, args.rounds, args.only)
     mnist = [] if args.skip_mnist else bench_mnist(args.epochs)
-    text = "\n".join(["# Post-training quantization", "", "Generated by `bench/bench_quant.py`.", "",
+    text = "\n".join(["# Post-training quantization", "", "Generated by `bench/bench_quant.py`; load average at "
+                      f"the start {start_load}, at the end {load_average()}.", "",
                       *mnist, "", *accuracy, "", *speed, ""])
     print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(RESULTS, text.encode())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.out, text.encode())
 
 
 if __name__ == "__main__":

@@ -48,9 +48,13 @@ def convert_tflite(data: bytes, input_shapes: dict[str, list[int]] | None = None
 
 
 def convert(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,
-            disabled_passes: Iterable[str] = ()) -> bytes:
-    """An ONNX model as `.ms` bytes."""
-    return to_bytes(to_graph(model, input_shapes, disabled_passes))
+            disabled_passes: Iterable[str] = (), fp16: bool = False) -> bytes:
+    """An ONNX model as `.ms` bytes; `fp16` stores its float weights as float16 (`--fp16=on`)."""
+    graph = to_graph(model, input_shapes, disabled_passes)
+    if fp16:
+        from converter.quant.fp16 import store_float16
+        graph = store_float16(graph)
+    return to_bytes(graph)
 
 
 def convert_for_training(model: onnx.ModelProto, params: TrainParams,
@@ -62,11 +66,12 @@ def convert_for_training(model: onnx.ModelProto, params: TrainParams,
 def convert_file(model_file: str | os.PathLike, output_file: str | os.PathLike,
                  input_shapes: dict[str, list[int]] | None = None, train_params: TrainParams | None = None,
                  quant_config: QuantConfig | None = None, encrypt_key: str | bytes | None = None,
-                 integrity: bool = False, fmk: str = "ONNX") -> str:
+                 integrity: bool = False, fmk: str = "ONNX", fp16: bool = False) -> str:
     """Convert `model_file` (`fmk` "ONNX" or "TFLITE"; training and quantization take ONNX models) — for
-    training when `train_params` is given, quantized when `quant_config` is — and
-    write `<output_file>.ms` atomically, AES-GCM encrypted with `encrypt_key` or with a SHA-256 integrity footer
-    when `integrity` is set (`lite.protect`); returns the written path."""
+    training when `train_params` is given, quantized when `quant_config` is, with float16 weights when `fp16`
+    is (float ONNX inference only) — and write `<output_file>.ms` atomically, AES-GCM encrypted with
+    `encrypt_key` or with a SHA-256 integrity footer when `integrity` is set (`lite.protect`); returns the
+    written path."""
     out = os.fspath(output_file)
     if not out.endswith(".ms"):
         out += ".ms"
@@ -80,7 +85,7 @@ def convert_file(model_file: str | os.PathLike, output_file: str | os.PathLike,
     elif quant_config is not None:
         data = convert_quantized(load_onnx(model_file), quant_config, input_shapes)
     else:
-        data = convert(load_onnx(model_file), input_shapes)
+        data = convert(load_onnx(model_file), input_shapes, fp16=fp16)
     if encrypt_key is not None:
         data = protect.encrypt(data, encrypt_key)
     elif integrity:

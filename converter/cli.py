@@ -10,7 +10,7 @@ Prints `CONVERT RESULT SUCCESS:0`, or the error (naming the file, op, node and o
 `CONVERT RESULT FAILED:<status> <meaning>`; returns the MindSpore status (0 on success, negative on failure).
 `--encryptKey` writes the model AES-GCM encrypted (the runtime needs the key: `Model.Load(path, dec_key=...)`),
 `--integrity=true` appends a SHA-256 footer that the runtime checks (see `lite.protect`).
-`--fp16=on` is recognised and refused with RET_NOT_SUPPORT.
+`--fp16=on` stores float weights as float16 (float inference models only).
 """
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ FLAGS = (
     Flag("inputShape", "graph input shapes, e.g. \"input:1,3,224,224;mask:1,10\""),
     Flag("inputDataType", "graph input data type of a quantized model", choices=DATA_TYPES),
     Flag("outputDataType", "graph output data type of a quantized model", choices=DATA_TYPES),
-    Flag("fp16", "store weights as float16 (not supported yet)", default="off", choices=("on", "off")),
+    Flag("fp16", "store float weights as float16 (half the file; computed in float32)", default="off",
+         choices=("on", "off")),
     Flag("trainModel", "convert to a training model (docs/training.md)", bool, False),
     Flag("loss", "training loss: softmax_cross_entropy|mse|bce_with_logits|smooth_l1"),
     Flag("optimizer", "training optimizer: sgd|momentum|adam"),
@@ -65,11 +66,6 @@ def _require(opts: SimpleNamespace, *names: str) -> None:
     for name in names:
         if not getattr(opts, name):
             raise UsageError(f"--{name} is required")
-
-
-def _unsupported(opts: SimpleNamespace) -> list[str]:
-    """The requested features this converter does not have, spelled as their flags."""
-    return ["--fp16=on"] if opts.fp16 == "on" else []
 
 
 def _encrypt_key(opts: SimpleNamespace) -> bytes | None:
@@ -140,15 +136,17 @@ def run(opts: SimpleNamespace) -> str:
     _require(opts, "fmk", "modelFile", "outputFile")
     if opts.fmk not in ("ONNX", "TFLITE"):
         raise NotSupportedError(f"--fmk={opts.fmk}: only ONNX and TFLITE models are supported")
-    unsupported = _unsupported(opts)
-    if unsupported:
-        raise NotSupportedError(f"{', '.join(unsupported)}: not supported yet")
     shapes = parse_input_shapes(opts.inputShape)
     train_params, quant_config = _train_params(opts), _quant_config(opts)
     key = _encrypt_key(opts)
+    fp16 = opts.fp16 == "on"
+    if fp16 and (train_params or quant_config or opts.fmk != "ONNX"):
+        other = "--trainModel" if train_params else "--quantType" if quant_config else f"--fmk={opts.fmk}"
+        raise UsageError(f"--fp16=on cannot be combined with {other}: it stores the weights of float ONNX "
+                         "inference models")
     try:
         return convert_file(opts.modelFile, opts.outputFile, shapes, train_params, quant_config, key,
-                            opts.integrity, opts.fmk)
+                            opts.integrity, opts.fmk, fp16)
     except OSError as e:
         raise LiteError(f"cannot write '{opts.outputFile}': {e.strerror or e}") from e
 

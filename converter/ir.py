@@ -28,6 +28,7 @@ class Value:
     quant_params: list[Any] = field(default_factory=list)  # fb.QuantParamT: one, or one per channel
     quant_axis: int = 0
     source_perm: tuple[int, ...] = ()     # for weights stored transposed: the permutation back to the source
+    dynamic: bool = False    # computed by a node whose shapes are known only at run time: every dim is -1
 
     @property
     def rank(self) -> int:
@@ -65,6 +66,7 @@ class Graph:
         self.inputs: list[str] = []
         self.outputs: list[str] = []
         self.subgraphs: list[SubGraph] = []
+        self.source_types: dict[str, tuple[np.dtype, int]] = {}   # (dtype, rank) of values, from the source
         self._counter = itertools.count()
         self._issued: set[str] = set()
 

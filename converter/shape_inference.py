@@ -2,6 +2,11 @@
 
 Dims unknown until run time (a symbolic batch) are inferred under two different probe sizes: a dim that comes
 out equal under both is known, and a value (a folded shape computation) is folded only if both agree.
+
+A node whose shape rule needs a value known only at run time (`InferInvalidError`: a Reshape target that is a
+graph input, a NonZero count) makes its outputs, and every value downstream of it, dynamic: all dims -1, with
+the rank and dtype the source model's own type inference gives (else those of the node's first input). The
+runtime infers them again while running.
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from converter.ir import Graph, Node, Value
 from lite.compiler import fold_or_infer
 from lite.kernel import TensorSpec
 from lite.model import NodeDef
-from lite.status import InvalidOpAttrError
+from lite.status import InferInvalidError, InvalidOpAttrError
 from schema import attrs as op_attrs
 from schema import fb
 
@@ -40,14 +45,31 @@ def probe_specs(value: Value) -> tuple[TensorSpec, TensorSpec]:
     return value.probes
 
 
+def mark_dynamic(graph: Graph, node: Node) -> None:
+    """Make the outputs of `node` values whose shapes are known only at run time."""
+    x = next((graph.values[i] for i in node.inputs if i), None)
+    for name in node.outputs:
+        old = graph.values.get(name)
+        dtype, rank = graph.source_types.get(name, (x.dtype, x.rank) if x is not None else (np.float32, 0))
+        graph.values[name] = Value(name, (-1,) * rank, np.dtype(dtype), None, old.format if old else fb.Format.ND,
+                                   quant_params=old.quant_params if old else [], dynamic=True)
+
+
 def infer_node(graph: Graph, node: Node) -> bool:
     """Infer (and where possible fold) `node`; returns True when it was folded into constants."""
     nd = NodeDef(node.name, node.op, make_attrs(node.op, node.attrs), [], node.outputs)
+    if any(graph.values[i].dynamic for i in node.inputs if i):
+        mark_dynamic(graph, node)
+        return False
     probes = [probe_specs(graph.values[i]) if i else (None, None) for i in node.inputs]
     out_quant = [graph.values[o].quant_params if o in graph.values else [] for o in node.outputs]
-    first = fold_or_infer(nd, [p[0] for p in probes], out_quant)[0]
-    static = all(a is b or (a.shape == b.shape and a.value is None and b.value is None) for a, b in probes)
-    runs = [first, first if static else fold_or_infer(nd, [p[1] for p in probes], out_quant)[0]]
+    try:
+        first = fold_or_infer(nd, [p[0] for p in probes], out_quant)[0]
+        static = all(a is b or (a.shape == b.shape and a.value is None and b.value is None) for a, b in probes)
+        runs = [first, first if static else fold_or_infer(nd, [p[1] for p in probes], out_quant)[0]]
+    except InferInvalidError:
+        mark_dynamic(graph, node)
+        return False
     folded = bool(node.outputs)
     for name, a, b in zip(node.outputs, *runs):
         same_value = (a.value is not None and b.value is not None and a.value.shape == b.value.shape

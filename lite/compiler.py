@@ -2,21 +2,27 @@
 
 The same node evaluation serves the converter (folding shape subgraphs offline) and the runtime (folding what
 depends only on input shapes, again after every `Resize`), so there is one shape rule per op.
+
+Nodes whose shape rule needs a value known only at run time (`InferInvalidError`, MindSpore's
+RET_INFER_INVALID), and every node downstream of them, form the dynamic part: static nodes never read its
+tensors, so the static steps run first, exactly as planned for a fully static graph, and the dynamic part
+(`DynamicPart`) then infers, allocates from its own pool and runs node by node.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from lite import dtypes
 from lite import kernels as _kernels  # noqa: F401  (registers every kernel)
 from lite.kernel import Kernel, TensorSpec, create_kernel
-from lite.memory_plan import Buffer, plan
+from lite.memory_plan import Buffer, RunPool, plan
 from lite.model import Model, NodeDef, SubGraphDef
-from lite.status import InferShapeError, LiteError, MemoryFailedError, OpExecuteError
+from lite.status import (InferInvalidError, InferShapeError, LiteError, MemoryFailedError, NotSupportedError,
+                         OpExecuteError)
 
 MAX_ARENA_BYTES = 16 << 30
 
@@ -63,15 +69,30 @@ def evaluate(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None],
         raise MemoryFailedError(f"{node.op} node '{node.name}' would fold into {size} bytes of constants")
     arrays = [np.empty(s.shape, s.dtype) for s in outs]
     scratch = [np.zeros(s.shape, s.dtype) for s in kernel.scratch()]
-    values = [s.value if s is not None else None for s in inputs]
+    execute(kernel, node, [s.value if s is not None else None for s in inputs], arrays, scratch,
+            " while folding constants")
+    return [TensorSpec(s.shape, s.dtype, a, s.quant) for s, a in zip(outs, arrays)]
+
+
+def execute(kernel: Kernel, node: NodeDef, inputs: Sequence[np.ndarray | None], outputs: list[np.ndarray],
+            scratch: list[np.ndarray], when: str = "") -> None:
+    """Bind and run a kernel outside the prebound steps; failures other than LiteErrors name the node."""
     try:
-        kernel.bind(values, arrays, scratch)
-        kernel.run(values, arrays)
+        kernel.bind(inputs, outputs, scratch)
+        kernel.run(inputs, outputs)
     except LiteError:
         raise
     except Exception as e:
-        raise OpExecuteError(f"{node.op} node '{node.name}' failed while folding constants: {e}") from e
-    return [TensorSpec(s.shape, s.dtype, a, s.quant) for s, a in zip(outs, arrays)]
+        raise OpExecuteError(f"{node.op} node '{node.name}' failed{when}: {e}") from e
+
+
+def infer_quantized(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+    """`infer_node`, with the outputs carrying the kernel's output quantization parameters."""
+    outs = infer_node(kernel, node, inputs)
+    for spec, quant in zip(outs, kernel.out_quant):
+        if spec.quant is None and quant:
+            spec.quant = quant
+    return outs
 
 
 def fold_or_infer(node: NodeDef, inputs: Sequence[TensorSpec | None],
@@ -83,10 +104,7 @@ def fold_or_infer(node: NodeDef, inputs: Sequence[TensorSpec | None],
     kernel = select_kernel(node, inputs)
     if out_quant is not None:
         kernel.out_quant = [list(q) for q in out_quant]
-    outs = infer_node(kernel, node, inputs)
-    for spec, quant in zip(outs, kernel.out_quant):
-        if spec.quant is None and quant:
-            spec.quant = quant
+    outs = infer_quantized(kernel, node, inputs)
     if not kernel.foldable:
         return outs, kernel
     if outs and all(s.value is not None for s in outs):
@@ -119,11 +137,14 @@ class Placement:
 
 @dataclass
 class ExecutionPlan:
+    """`specs` and `arrays` by tensor index (None for the dynamic part's tensors, whose arrays change from run
+    to run: `dynamic.arrays` has the latest); `steps` are the static nodes, prebound."""
     specs: list[TensorSpec | None]
     arrays: list[np.ndarray | None]
     steps: list[Step]
     arena: np.ndarray
     placements: list[Placement] = field(default_factory=list)
+    dynamic: "DynamicPart | None" = None
 
     @property
     def arena_bytes(self) -> int:
@@ -151,9 +172,21 @@ def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]], part: 
         check_memory(math.prod(specs[i].shape) * specs[i].dtype.itemsize,
                      f"graph input '{t.name}' ({list(specs[i].shape)})")
     pending: list[tuple[NodeDef, Kernel]] = []
+    dynamic: list[NodeDef] = []
+    later: set[int] = set()                 # tensors of the dynamic part
     for node in graph.nodes:
         inputs = [specs[i] if i >= 0 else None for i in node.inputs]
-        outs, kernel = fold_or_infer(node, inputs, [model.tensors[t].quant_params for t in node.outputs])
+        try:
+            if later.intersection(node.inputs):
+                raise InferInvalidError("")
+            outs, kernel = fold_or_infer(node, inputs, [model.tensors[t].quant_params for t in node.outputs])
+        except InferInvalidError:
+            if external.keys() & set(node.outputs):
+                raise NotSupportedError(f"{node.op} node '{node.name}' writes a variable, but its shapes are "
+                                        f"known only while running") from None
+            dynamic.append(node)
+            later.update(node.outputs)
+            continue
         for t, spec in zip(node.outputs, outs):
             if t in external and (spec.shape != external[t].shape or spec.dtype != external[t].dtype):
                 raise InferShapeError(f"{node.op} node '{node.name}' produces {list(spec.shape)} "
@@ -162,16 +195,21 @@ def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]], part: 
             specs[t] = spec
         if kernel is not None:
             pending.append((node, kernel))
-    return _bind(graph, specs, pending, external)
+    read_later = {i for node in dynamic for i in node.inputs if i >= 0 and i not in later}
+    result = _bind(graph, specs, pending, external, read_later)
+    if dynamic:
+        result.dynamic = DynamicPart(model, dynamic, result, set(graph.outputs))
+    return result
 
 
 def _bind(graph: Model | SubGraphDef, specs: list[TensorSpec | None], pending: list[tuple[NodeDef, Kernel]],
-          external: dict[int, np.ndarray]) -> ExecutionPlan:
+          external: dict[int, np.ndarray], read_later: set[int]) -> ExecutionPlan:
+    """The static part's plan; `read_later` tensors are read by the dynamic part, so they live to the end."""
     end = len(pending)
     group = {}                          # tensor -> representative tensor of its shared buffer
     first: dict[int, int] = {}
     last: dict[int, int] = {}
-    keep = set(graph.inputs) | set(graph.outputs)
+    keep = set(graph.inputs) | set(graph.outputs) | read_later
     for i in graph.inputs:
         if i not in external:
             first[i], last[i] = 0, end
@@ -224,3 +262,78 @@ def _bind(graph: Model | SubGraphDef, specs: list[TensorSpec | None], pending: l
         kernel.bind(ins, outs, scratch_arrays.get(s, []))
         steps.append(Step(node, kernel, ins, outs, list(node.inputs), list(node.outputs)))
     return ExecutionPlan(specs, arrays, steps, arena, placements)
+
+
+class DynamicPart:
+    """The nodes whose shapes are known only while running, in graph order. Each `run` infers every node
+    with the current values of its inputs, takes its outputs from a `RunPool` (memory reused while shapes
+    repeat) and runs it; `arrays` then holds every tensor of the part. Kernels are chosen once per input
+    data type and kept."""
+
+    def __init__(self, model: Model, nodes: list[NodeDef], static: ExecutionPlan, outputs: set[int]):
+        self.model = model
+        self.nodes = nodes
+        self.static = static
+        self.arrays: dict[int, np.ndarray] = {}
+        self.specs: dict[int, TensorSpec] = {}
+        self.last: dict[int, int] = {}      # tensor -> the last node (index into `nodes`) reading it
+        for s, node in enumerate(nodes):
+            for i in node.inputs:
+                if i in self.last:
+                    self.last[i] = max(self.last[i], s)
+            for t in node.outputs:
+                self.last[t] = len(nodes) if t in outputs else s
+        self.kernels: dict[tuple[int, np.dtype, bool], Kernel] = {}
+        self.pool = RunPool(MAX_ARENA_BYTES)
+
+    def spec(self, i: int) -> TensorSpec | None:
+        """Tensor `i` as the shape rules see it now: its spec with its current value."""
+        if i < 0:
+            return None
+        if i in self.specs:
+            s, value = self.specs[i], self.arrays[i]
+        else:
+            s, value = self.static.specs[i], self.static.arrays[i]
+        return TensorSpec(s.shape, s.dtype, value, s.quant, s.quant_axis)
+
+    def kernel(self, s: int, inputs: Sequence[TensorSpec | None]) -> Kernel:
+        first = next((x for x in inputs if x is not None), None)
+        key = (s, None if first is None else first.dtype, bool(first is not None and first.quant))
+        if key not in self.kernels:
+            node = self.nodes[s]
+            kernel = select_kernel(node, inputs)
+            kernel.out_quant = [list(self.model.tensors[t].quant_params) for t in node.outputs]
+            self.kernels[key] = kernel
+        return self.kernels[key]
+
+    def take(self, node: NodeDef, spec: TensorSpec, first: int, last: int) -> np.ndarray:
+        block = self.pool.take(spec.nbytes, first, last)
+        if block is None:
+            raise MemoryFailedError(f"{node.op} node '{node.name}' needs {spec.nbytes} bytes for shape "
+                                    f"{list(spec.shape)} at run time, over the {self.pool.limit}-byte limit")
+        return block.view(spec.dtype).reshape(spec.shape)
+
+    def run(self, before: Callable | None = None, after: Callable | None = None,
+            wrap: Callable | None = None) -> bool:
+        """Infer, allocate and run every node; False when a callback stopped the run. `before`/`after` get
+        `wrap(node, input_ids, inputs, output_ids, outputs)`'s arguments, as for the static steps."""
+        self.pool.begin()
+        for s, node in enumerate(self.nodes):
+            inputs = [self.spec(i) for i in node.inputs]
+            kernel = self.kernel(s, inputs)
+            outs = infer_quantized(kernel, node, inputs)
+            arrays = [self.take(node, spec, s, self.last[t]) for t, spec in zip(node.outputs, outs)]
+            scratch = [self.take(node, spec, s, s) for spec in kernel.scratch()]
+            for work in scratch:
+                work.fill(0)
+            values = [x.value if x is not None else None for x in inputs]
+            for t, spec, array in zip(node.outputs, outs, arrays):
+                self.specs[t], self.arrays[t] = TensorSpec(spec.shape, spec.dtype, None, spec.quant), array
+            args = wrap(node, node.inputs, values, node.outputs, arrays) if wrap else None
+            if before is not None and before(*args) is False:
+                return False
+            execute(kernel, node, values, arrays, scratch)
+            if after is not None and after(*args) is False:
+                return False
+        self.pool.finish()
+        return True

@@ -2,6 +2,15 @@
 
 A kernel is MindSpore's/TFLite's Prepare + Eval split: `infer` runs at compile time (shape rule, parameter
 checks, anything precomputable), `run` only computes into the preallocated output arrays it is given.
+
+Shapes known only at run time (MindSpore's RET_INFER_INVALID): a shape rule reads every value it needs with
+`self.known(spec, what)`. At compile time a value that is not known yet (a graph input, or computed by a node
+that runs) raises `InferInvalidError`; the compiler then marks the node, and everything downstream of it, as
+dynamic. Dynamic nodes are inferred again at every `RunGraph`, with each input's current value in
+`spec.value`, so the same `infer` + `run` serve both. An op whose output shape depends on its data (NonZero,
+Unique, TopK with a tensor k, NonMaxSuppression) does the same: `infer` reads the data with `self.known(x,
+"x")`, computes the result (keeping it on `self`, so `run` only copies it out) and returns its shape. Such a
+node is static only when its data is a constant, and then it is folded.
 """
 from __future__ import annotations
 
@@ -13,7 +22,7 @@ import numpy as np
 
 from lite import dtypes
 from lite.model import NodeDef
-from lite.status import InferShapeError, LiteError, NotSupportedError
+from lite.status import InferInvalidError, InferShapeError, LiteError, NotSupportedError
 
 ANY = -1   # registry wildcard: the kernel handles every data type
 
@@ -45,6 +54,7 @@ class Kernel(ABC):
 
     inplace: bool = False    # output 0 may share input 0's memory when input 0 dies here
     foldable: bool = True    # may be evaluated at compile time when all its inputs are known
+    native_dtypes: bool = False   # runs on float16/bfloat16/float8 as stored (data movement, casts)
 
     def __init__(self, node: NodeDef):
         self.node = node
@@ -73,10 +83,13 @@ class Kernel(ABC):
         return kind(f"{self.node.op} node '{self.node.name}': {message}")
 
     def known(self, spec: TensorSpec | None, what: str) -> np.ndarray:
-        """The compile-time value of a parameter input (Reshape's shape, Slice's starts, ...)."""
-        if spec is None or spec.value is None:
+        """The value of a parameter input (Reshape's shape, Slice's starts, ...) or of data an output shape
+        depends on; raises InferInvalidError while it is not known yet (see the module docstring)."""
+        if spec is None:
+            raise self.error(f"{what} is missing", NotSupportedError)
+        if spec.value is None:
             raise self.error(f"{what} must be known before running (a constant or computed from shapes)",
-                             NotSupportedError)
+                             InferInvalidError)
         return spec.value
 
 
@@ -110,9 +123,65 @@ def kernel_for(op: str, type_id: int, quantized: bool = False) -> type[Kernel] |
     return next((_REGISTRY[k] for k in keys if k in _REGISTRY), None)
 
 
+class Float32Compute(Kernel):
+    """A float32 kernel run on float16 / bfloat16 / float8 tensors (`narrow`): inputs of that type are widened
+    into float32 buffers (constants once, at compile time), the float32 kernel computes, and its float32
+    outputs are rounded back to `narrow`. One rounding per op, as computing in float32 and storing the
+    narrow type does (MindSpore Lite's fp32 fallback of fp16 models)."""
+
+    def __init__(self, inner: Kernel, narrow: np.dtype):
+        super().__init__(inner.node)
+        self.inner, self.narrow = inner, np.dtype(narrow)
+        self.foldable = inner.foldable
+
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        wide = [TensorSpec(s.shape, np.dtype(np.float32), None if s.value is None else s.value.astype(np.float32))
+                if s is not None and s.dtype == self.narrow else s for s in inputs]
+        self.widened = [k for k, (s, w) in enumerate(zip(inputs, wide)) if s is not w]
+        self.wide_inputs = wide
+        outs = self.inner.infer(wide)
+        self.narrowed = [k for k, o in enumerate(outs) if o.dtype == np.float32]
+        self.wide_outputs = outs
+        return [TensorSpec(o.shape, self.narrow, None if o.value is None else o.value.astype(self.narrow), o.quant)
+                if k in self.narrowed else o for k, o in enumerate(outs)]
+
+    def scratch(self) -> list[TensorSpec]:
+        buffers = [self.wide_inputs[k] for k in self.widened if self.wide_inputs[k].value is None]
+        return self.inner.scratch() + [TensorSpec(s.shape, s.dtype) for s in buffers] + \
+            [TensorSpec(self.wide_outputs[k].shape, np.dtype(np.float32)) for k in self.narrowed]
+
+    def bind(self, inputs, outputs, scratch) -> None:
+        own = len(self.inner.scratch())
+        buffers = iter(scratch[own:])
+        self.ins = list(inputs)
+        self.copy_in = []
+        for k in self.widened:
+            value = self.wide_inputs[k].value
+            self.ins[k] = value if value is not None else next(buffers)
+            if value is None:
+                self.copy_in.append(k)
+        self.outs = list(outputs)
+        for k in self.narrowed:
+            self.outs[k] = next(buffers)
+        self.inner.bind(self.ins, self.outs, scratch[:own])
+
+    def run(self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray]) -> None:
+        for k in self.copy_in:
+            np.copyto(self.ins[k], inputs[k], casting="unsafe")
+        self.inner.run(self.ins, self.outs)
+        for k in self.narrowed:
+            np.copyto(outputs[k], self.outs[k], casting="unsafe")
+
+
 def create_kernel(node: NodeDef, input_type: int, quantized: bool = False) -> Kernel:
-    """The kernel for `node` given the data type of its first input and whether that input is quantized."""
+    """The kernel for `node` given the data type of its first input and whether that input is quantized.
+    Narrow floats (float16, bfloat16, float8) run the float32 kernel through `Float32Compute`, except in
+    kernels that only move data (`native_dtypes`)."""
     cls = kernel_for(node.op, input_type, quantized)
+    if input_type in dtypes.NARROW_FLOATS and not quantized and not (cls is not None and cls.native_dtypes):
+        wide = kernel_for(node.op, dtypes.DataType.FLOAT32)
+        if wide is not None:
+            return Float32Compute(wide(node), dtypes.to_numpy(input_type))
     if cls is None:
         have = sorted({dtypes.type_name(t) + (" (quantized)" if q else "")
                        for (op, t, q) in _REGISTRY if op == node.op})

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Buffer:
@@ -41,3 +43,54 @@ def plan(buffers: list[Buffer], alignment: int = 64) -> tuple[list[int], int]:
         placed.append(i)
         total = max(total, at + need)
     return offsets, total
+
+
+class RunPool:
+    """Memory for the tensors whose sizes are known only while running (the dynamic part of a graph).
+
+    A run asks for its buffers in order with `take(size, first, last)`. While a run asks for exactly the
+    sizes and lifetimes of the run the pool was last planned for, every buffer is a view into the pool's
+    arena and nothing is allocated; from the first differing request on, the run gets fresh arrays, and
+    `finish` re-plans the arena for that run (growing it only when the new plan needs more bytes). So runs
+    of repeating shapes reuse one block of memory, and a shape change costs one re-plan.
+    """
+
+    def __init__(self, limit: int, alignment: int = 64):
+        self.limit = limit
+        self.alignment = alignment
+        self.arena = np.zeros(0, np.uint8)
+        self.layout: list[Buffer] = []      # the requests of the run the arena was planned for
+        self.offsets: list[int] = []
+        self.plans = 0                      # how many times the arena was (re)planned
+        self.allocations = 0                # arrays allocated outside the arena, over all runs
+        self.arena_allocations = 0          # how many times the arena itself was allocated
+        self.begin()
+
+    def begin(self) -> None:
+        self.requests: list[Buffer] = []
+        self.in_arena = True
+
+    def take(self, size: int, first: int, last: int) -> np.ndarray | None:
+        """`size` bytes for steps `first`..`last` of this run; None when they would break the memory limit."""
+        need = Buffer(size, first, last)
+        live = size + sum(b.size for b in self.requests if b.last >= first)
+        if live > self.limit:
+            return None
+        k = len(self.requests)
+        self.requests.append(need)
+        self.in_arena = self.in_arena and k < len(self.layout) and self.layout[k] == need
+        if self.in_arena:
+            return self.arena[self.offsets[k]:self.offsets[k] + size]
+        self.allocations += 1
+        return np.empty(size, np.uint8)
+
+    def finish(self) -> None:
+        """End a run: re-plan the arena when this run's requests differ from the planned ones."""
+        if self.requests != self.layout:
+            offsets, total = plan(self.requests, self.alignment)
+            if total > self.arena.nbytes:
+                self.arena = np.zeros(total, np.uint8)
+                self.arena_allocations += 1
+            self.layout, self.offsets = self.requests, offsets
+            self.plans += 1
+        self.begin()

@@ -11,7 +11,7 @@ import numpy as np
 from lite import dtypes
 from lite.protect import unwrap
 from lite.rewrites import topological_order
-from lite.status import GraphFileError, LiteError
+from lite.status import GraphFileError, LiteError, NotSupportedError
 from lite.traits import traits
 from lite.verify import verify_buffer
 from schema import NO_TENSOR, channel_quant, fb
@@ -170,7 +170,9 @@ def _read_tensor(index: int, t: Any) -> TensorDef:
         raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")
     try:
         dtype = dtypes.to_numpy(t.DataType())
-    except LiteError:
+    except LiteError as e:
+        if dtypes.is_known(t.DataType()):      # a type whose numpy dtype needs ml_dtypes
+            raise NotSupportedError(f"tensor '{name}': {e.args[0]}") from None
         raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
     data = None
     if t.NodeType() == fb.NodeType.VALUE:

@@ -12,7 +12,7 @@ import numpy as np
 from lite import dtypes
 from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
-from lite.model import Model, SubGraphDef
+from lite.model import Model, NodeDef, SubGraphDef
 from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, OpExecuteError,
                          ParamInvalidError, ReentrantError)
 from lite.tensor import MSTensor
@@ -93,12 +93,14 @@ class LiteSession:
         plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None)
         self._plan = plan
         self._node_io = None
+        self._dynamic_outputs = [i for i in self._graph.outputs if plan.specs[i] is None]
         for i in set(self._graph.inputs) | set(self._graph.outputs):
             t = self._model.tensors[i]
+            type_id = t.data_type if plan.specs[i] is None else dtypes.from_numpy(plan.specs[i].dtype)
             if i in self._tensors:
-                self._tensors[i]._rebind(plan.arrays[i])
+                self._tensors[i]._rebind(plan.arrays[i], type_id)
             else:
-                self._tensors[i] = MSTensor(t.name, dtypes.from_numpy(plan.specs[i].dtype), plan.arrays[i])
+                self._tensors[i] = MSTensor(t.name, type_id, plan.arrays[i])
 
     @property
     def model(self) -> Model | None:
@@ -156,8 +158,25 @@ class LiteSession:
         with blas_threads(self.context.thread_num):
             if before is None and after is None:
                 self._run_plain(plan)
+                if plan.dynamic is not None:
+                    self._run_dynamic(plan)
                 return RET_OK
-            return self._run_with_callbacks(plan, before, after)
+            status = self._run_with_callbacks(plan, before, after)
+            if status == RET_OK and plan.dynamic is not None:
+                status = self._run_dynamic(plan, before, after)
+            return status
+
+    def _run_dynamic(self, plan: ExecutionPlan, before: KernelCallBack | None = None,
+                     after: KernelCallBack | None = None) -> int:
+        """The dynamic part, after the static steps (which never read its tensors); the graph outputs it
+        computes are rebound to their new arrays."""
+        wrap = self._wrap_args if before is not None or after is not None else None
+        finished = plan.dynamic.run(before, after, wrap)
+        for i in self._dynamic_outputs:
+            if i in plan.dynamic.arrays:
+                array = plan.dynamic.arrays[i]
+                self._tensors[i]._rebind(array, dtypes.from_numpy(array.dtype))
+        return RET_OK if finished else RET_SUCCESS_EXIT
 
     def _run_plain(self, plan: ExecutionPlan) -> None:
         step = None
@@ -204,6 +223,11 @@ class LiteSession:
             self._in_callback = False
 
     def _callback_args(self, step) -> tuple[list[MSTensor], list[MSTensor], CallBackParam]:
+        return self._wrap_args(step.node, step.input_ids, step.inputs, step.output_ids, step.outputs)
+
+    def _wrap_args(self, node: NodeDef, input_ids: list[int], inputs: list[np.ndarray | None],
+                   output_ids: list[int], outputs: list[np.ndarray]
+                   ) -> tuple[list[MSTensor], list[MSTensor], CallBackParam]:
         tensors = self._model.tensors
 
         def wrap(ids: list[int], arrays: list[np.ndarray | None]) -> list[MSTensor]:
@@ -212,8 +236,7 @@ class LiteSession:
                              else None)
                     for i, a in zip(ids, arrays) if i >= 0 and a is not None]
 
-        return (wrap(step.input_ids, step.inputs), wrap(step.output_ids, step.outputs),
-                CallBackParam(step.node.name, step.node.op))
+        return wrap(input_ids, inputs), wrap(output_ids, outputs), CallBackParam(node.name, node.op)
 
     # ---- resize / threads ------------------------------------------------------------------------------------
     @exclusive

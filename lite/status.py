@@ -24,7 +24,8 @@ __all__ = [
     "RET_INFER_INVALID",
     "RET_INPUT_PARAM_INVALID",
     "GetErrorInfo", "LiteError", "GraphFileError", "NotSupportedError", "InvalidOpAttrError", "InputTensorError",
-    "InferShapeError", "ParamInvalidError", "OpExecuteError", "MemoryFailedError", "ReentrantError",
+    "InferShapeError", "InferInvalidError", "ParamInvalidError", "OpExecuteError", "MemoryFailedError",
+    "ReentrantError",
 ]
 
 RET_OK = 0
@@ -101,6 +102,12 @@ class GraphFileError(LiteError):
 class NotSupportedError(LiteError):
     """An op, dtype or attribute combination this runtime has no kernel for."""
     status = RET_NOT_SUPPORT
+
+
+class InferInvalidError(NotSupportedError):
+    """A shape rule needs a value that is known only while running (MindSpore's RET_INFER_INVALID): the
+    compiler runs such a node, and everything downstream of it, with run-time shape inference."""
+    status = RET_INFER_INVALID
 
 
 class InvalidOpAttrError(LiteError):

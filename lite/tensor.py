@@ -20,8 +20,12 @@ class MSTensor:
         self._array = array if array is not None else np.zeros((0,), dtypes.to_numpy(data_type))
         self._quant = quant_params or []
 
-    def _rebind(self, array: np.ndarray) -> None:
-        self._array = array
+    def _rebind(self, array: np.ndarray | None, data_type: int | None = None) -> None:
+        """Point at the session's new memory (after a compile, or a run that computed this tensor's shape);
+        None: not computed yet, an empty array."""
+        if data_type is not None:
+            self._type = data_type
+        self._array = array if array is not None else np.zeros((0,), dtypes.to_numpy(self._type))
 
     def tensor_name(self) -> str:
         return self._name

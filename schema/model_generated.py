@@ -91,6 +91,13 @@ class NearestRounding(object):
     ROUND_PREFER_CEIL = 1
     FLOOR = 2
     CEIL = 3
+    BY_SCALES = 4
+
+
+class AspectPolicy(object):
+    STRETCH = 0
+    NOT_LARGER = 1
+    NOT_SMALLER = 2
 
 
 class ArgMode(object):
@@ -109,6 +116,12 @@ class ScatterReduction(object):
 class DepthToSpaceMode(object):
     DCR = 0
     CRD = 1
+
+
+class CastRounding(object):
+    UP = 0
+    NEAREST = 1
+    DOWN = 2
 
 
 class WindowKind(object):
@@ -4186,14 +4199,48 @@ class Resize(object):
         return 0.0
 
     # Resize
-    def Antialias(self):
+    def Axes(self, j):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Resize
+    def AxesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Resize
+    def AxesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Resize
+    def AxesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        return o == 0
+
+    # Resize
+    def AspectPolicy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # Resize
+    def Antialias(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
         if o != 0:
             return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
         return False
 
 def ResizeStart(builder):
-    builder.StartObject(7)
+    builder.StartObject(9)
 
 def ResizeAddMode(builder, mode):
     builder.PrependInt8Slot(0, mode, 0)
@@ -4213,13 +4260,26 @@ def ResizeAddExcludeOutside(builder, excludeOutside):
 def ResizeAddExtrapolationValue(builder, extrapolationValue):
     builder.PrependFloat32Slot(5, extrapolationValue, 0.0)
 
+def ResizeAddAxes(builder, axes):
+    builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(axes), 0)
+
+def ResizeStartAxesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def ResizeAddAspectPolicy(builder, aspectPolicy):
+    builder.PrependInt8Slot(7, aspectPolicy, 0)
+
 def ResizeAddAntialias(builder, antialias):
-    builder.PrependBoolSlot(6, antialias, 0)
+    builder.PrependBoolSlot(8, antialias, 0)
 
 def ResizeEnd(builder):
     return builder.EndObject()
 
 
+try:
+    from typing import List
+except:
+    pass
 
 class ResizeT(object):
 
@@ -4232,6 +4292,8 @@ class ResizeT(object):
         cubicCoeffA = -0.75,
         excludeOutside = False,
         extrapolationValue = 0.0,
+        axes = None,
+        aspectPolicy = 0,
         antialias = False,
     ):
         self.mode = mode  # type: int
@@ -4240,6 +4302,8 @@ class ResizeT(object):
         self.cubicCoeffA = cubicCoeffA  # type: float
         self.excludeOutside = excludeOutside  # type: bool
         self.extrapolationValue = extrapolationValue  # type: float
+        self.axes = axes  # type: Optional[List[int]]
+        self.aspectPolicy = aspectPolicy  # type: int
         self.antialias = antialias  # type: bool
 
     @classmethod
@@ -4269,10 +4333,26 @@ class ResizeT(object):
         self.cubicCoeffA = resize.CubicCoeffA()
         self.excludeOutside = resize.ExcludeOutside()
         self.extrapolationValue = resize.ExtrapolationValue()
+        if not resize.AxesIsNone():
+            if np is None:
+                self.axes = []
+                for i in range(resize.AxesLength()):
+                    self.axes.append(resize.Axes(i))
+            else:
+                self.axes = resize.AxesAsNumpy()
+        self.aspectPolicy = resize.AspectPolicy()
         self.antialias = resize.Antialias()
 
     # ResizeT
     def Pack(self, builder):
+        if self.axes is not None:
+            if np is not None and type(self.axes) is np.ndarray:
+                axes = builder.CreateNumpyVector(self.axes)
+            else:
+                ResizeStartAxesVector(builder, len(self.axes))
+                for i in reversed(range(len(self.axes))):
+                    builder.PrependInt32(self.axes[i])
+                axes = builder.EndVector()
         ResizeStart(builder)
         ResizeAddMode(builder, self.mode)
         ResizeAddCoordinateTransform(builder, self.coordinateTransform)
@@ -4280,6 +4360,9 @@ class ResizeT(object):
         ResizeAddCubicCoeffA(builder, self.cubicCoeffA)
         ResizeAddExcludeOutside(builder, self.excludeOutside)
         ResizeAddExtrapolationValue(builder, self.extrapolationValue)
+        if self.axes is not None:
+            ResizeAddAxes(builder, axes)
+        ResizeAddAspectPolicy(builder, self.aspectPolicy)
         ResizeAddAntialias(builder, self.antialias)
         resize = ResizeEnd(builder)
         return resize
@@ -4502,11 +4585,31 @@ class Cast(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return 0
 
+    # Cast
+    def Saturate(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+    # Cast
+    def RoundMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
 def CastStart(builder):
-    builder.StartObject(1)
+    builder.StartObject(3)
 
 def CastAddTo(builder, to):
     builder.PrependInt32Slot(0, to, 0)
+
+def CastAddSaturate(builder, saturate):
+    builder.PrependBoolSlot(1, saturate, 1)
+
+def CastAddRoundMode(builder, roundMode):
+    builder.PrependInt8Slot(2, roundMode, 0)
 
 def CastEnd(builder):
     return builder.EndObject()
@@ -4519,8 +4622,12 @@ class CastT(object):
     def __init__(
         self,
         to = 0,
+        saturate = True,
+        roundMode = 0,
     ):
         self.to = to  # type: int
+        self.saturate = saturate  # type: bool
+        self.roundMode = roundMode  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -4544,11 +4651,15 @@ class CastT(object):
         if cast is None:
             return
         self.to = cast.To()
+        self.saturate = cast.Saturate()
+        self.roundMode = cast.RoundMode()
 
     # CastT
     def Pack(self, builder):
         CastStart(builder)
         CastAddTo(builder, self.to)
+        CastAddSaturate(builder, self.saturate)
+        CastAddRoundMode(builder, self.roundMode)
         cast = CastEnd(builder)
         return cast
 
@@ -4750,14 +4861,24 @@ class QuantDTypeCast(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return 0
 
+    # QuantDTypeCast
+    def Saturate(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
 def QuantDTypeCastStart(builder):
-    builder.StartObject(2)
+    builder.StartObject(3)
 
 def QuantDTypeCastAddSrcT(builder, srcT):
     builder.PrependInt32Slot(0, srcT, 0)
 
 def QuantDTypeCastAddDstT(builder, dstT):
     builder.PrependInt32Slot(1, dstT, 0)
+
+def QuantDTypeCastAddSaturate(builder, saturate):
+    builder.PrependBoolSlot(2, saturate, 1)
 
 def QuantDTypeCastEnd(builder):
     return builder.EndObject()
@@ -4771,9 +4892,11 @@ class QuantDTypeCastT(object):
         self,
         srcT = 0,
         dstT = 0,
+        saturate = True,
     ):
         self.srcT = srcT  # type: int
         self.dstT = dstT  # type: int
+        self.saturate = saturate  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -4798,12 +4921,14 @@ class QuantDTypeCastT(object):
             return
         self.srcT = quantDtypeCast.SrcT()
         self.dstT = quantDtypeCast.DstT()
+        self.saturate = quantDtypeCast.Saturate()
 
     # QuantDTypeCastT
     def Pack(self, builder):
         QuantDTypeCastStart(builder)
         QuantDTypeCastAddSrcT(builder, self.srcT)
         QuantDTypeCastAddDstT(builder, self.dstT)
+        QuantDTypeCastAddSaturate(builder, self.saturate)
         quantDtypeCast = QuantDTypeCastEnd(builder)
         return quantDtypeCast
 

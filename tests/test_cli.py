@@ -119,15 +119,6 @@ def test_unsupported_fmk(lenet_file, tmp_path, capsys):
     assert "CONVERT RESULT FAILED:-7" in captured.out and "only ONNX" in captured.err
 
 
-@pytest.mark.parametrize("flag", ["--fp16=on"])
-def test_unsupported_features_are_refused(flag, lenet_file, tmp_path, capsys):
-    assert main(convert_args(lenet_file, tmp_path / "out", flag)) == lite.RET_NOT_SUPPORT
-    captured = capsys.readouterr()
-    assert "CONVERT RESULT FAILED:-7" in captured.out
-    assert flag.split("=")[0] in captured.err and "not supported yet" in captured.err
-    assert not (tmp_path / "out.ms").exists()
-
-
 @pytest.mark.parametrize("flag", ["--trainModel=false", "--fp16=off", "--inputDataType=FLOAT32",
                                   "--outputDataType=FLOAT"])
 def test_float_inference_settings_are_accepted(flag, lenet_file, tmp_path):

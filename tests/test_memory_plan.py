@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import models
-from lite.memory_plan import Buffer, plan
+from lite.memory_plan import Buffer, RunPool, plan
 from tests.util import session_for, small_cnn
 
 
@@ -61,3 +61,25 @@ def test_plan_is_smaller_than_keeping_every_tensor() -> None:
 def test_in_place_ops_share_their_input_buffer() -> None:
     session = session_for(models.build("resnet18", num_classes=10, input_size=32), thread_num=1)
     assert any(len(p.tensors) > 1 for p in session._plan.placements)
+
+
+def test_run_pool_serves_a_repeated_run_from_its_arena() -> None:
+    pool = RunPool(limit=1 << 20)
+    requests = [(256, 0, 1), (512, 1, 2), (128, 2, 3)]
+    first = [pool.take(*r) for r in requests]
+    pool.finish()
+    assert pool.plans == 1 and pool.allocations == 3
+    second = [pool.take(*r) for r in requests]
+    pool.finish()
+    assert pool.plans == 1 and pool.allocations == 3          # nothing new
+    assert all(np.shares_memory(b, pool.arena) for b in second)
+    assert not any(np.shares_memory(a, pool.arena) for a in first)
+    offsets, total = plan([Buffer(*r) for r in requests])
+    assert pool.arena.nbytes == total
+
+
+def test_run_pool_refuses_live_bytes_over_its_limit() -> None:
+    pool = RunPool(limit=1000)
+    assert pool.take(600, 0, 1) is not None
+    assert pool.take(600, 1, 1) is None                        # 1200 bytes alive at step 1
+    assert pool.take(600, 2, 2) is not None                    # the first one died at step 1

@@ -18,14 +18,16 @@ from converter.ir import Graph, Node, Value
 from converter.quant import QuantConfig, parse_config, quantize
 from converter.quant import bias_correction
 from converter.quant.bias_correction import correct_biases, correct_biases_if_better
-from converter.quant.calibration import load_calibration
+from converter.quant.calibration import calibrate, load_calibration
 from converter.quant.debug import Agreement, output_sqnr
-from converter.quant.full_quant import full_quantize
+from converter.quant.full_quant import full_quantize, split_activations
+from converter.quant import observers
 from converter.quant.observers import (KLObserver, MaxMinObserver, PercentileObserver, RemovalOutlierObserver,
                                        kl_threshold)
 from converter.quant.qparams import activation_param
 from converter.quant.weights import quantize_weight
 from lite.status import ParamInvalidError
+from schema import fb
 from tests.util import run_lite, run_ort, small_cnn
 
 RNG = np.random.default_rng(7)
@@ -118,14 +120,22 @@ def test_removal_outlier_ignores_a_lone_extreme():
     assert -1.01 < lo < -0.99 and 0.99 < hi < 1.01
 
 
+def test_removal_outlier_covers_every_batch():
+    """One sample per batch: a brighter sample widens the range (an average of per-batch extremes would
+    clip it to 2)."""
+    lo, hi = _range(RemovalOutlierObserver(), RNG.uniform(-1, 1, 100_000), RNG.uniform(-3, 3, 100_000))
+    assert -3.01 < lo < -2.99 and 2.99 < hi < 3.01
+
+
 def test_histogram_grows_by_merging_bins_exactly():
     obs = KLObserver()
-    first = np.arange(0, 1024.25, 0.25)            # max 1024 -> bin width 0.5
+    first = np.arange(0, 1024, 0.25)               # max 1023.75 (mid last bin) -> bin width 0.5
     second = -np.arange(0, 3000.0, 0.75)           # max 2999.25 -> the range grows 4x, width 2
     obs.update(first)
     obs.update(second)
-    expected = np.bincount((np.abs(np.concatenate([first, second])) // 2).astype(int), minlength=2048)
-    assert obs.width == 2.0
+    values = np.abs(np.concatenate([first, second]))
+    expected = np.bincount((values[values != 0] // 2).astype(int), minlength=2048)
+    assert obs.width == 2.0 and obs.zeros == 2
     np.testing.assert_array_equal(obs.hist, expected)
 
 
@@ -162,6 +172,73 @@ def test_kl_clips_a_long_tail():
     x = np.concatenate([RNG.standard_normal(50_000), [60.0, -60.0]])
     lo, hi = _range(KLObserver(), x)
     assert 2 < hi < 20 and -20 < lo < -2
+
+
+def test_kl_of_a_relu_output_uses_every_level_and_ignores_exact_zeros(monkeypatch):
+    """A ReLU output: 70 % exact zeros, the rest half-normal. Its asymmetric 6-bit range has 64 levels on
+    [0, T]; the zeros are exact whatever T. The threshold is the reference search over the non-zero values'
+    histogram with 64 levels (with the zeros in the first bin, the search clips at about 1 sigma)."""
+    monkeypatch.setattr(observers, "BINS", 256)
+    x = np.abs(RNG.standard_normal(200_000)) * (RNG.random(200_000) < 0.3)
+    obs = KLObserver(bits=6)
+    obs.update(x)
+    nonzero = x[x != 0]
+    width = nonzero.max() / 255.5                   # the maximum falls in the middle of the last bin
+    hist = np.bincount((nonzero / width).astype(int), minlength=256)
+    assert obs.range() == (0.0, pytest.approx(reference_kl_threshold(hist.tolist(), 64) * width))
+    assert obs.range()[1] > 2.5
+
+
+def relu6_chain() -> onnx.ModelProto:
+    """input [1, 4, 30, 30] -> Conv -> Clip(0, 6) -> Conv -> output `y`."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for n, s in (("w1", (4, 4, 1, 1)), ("w2", (3, 4, 1, 1)))]
+    inits += [numpy_helper.from_array(np.float32(v), n) for n, v in (("zero", 0.0), ("six", 6.0))]
+    nodes = [onnx.helper.make_node("Conv", ["input", "w1"], ["c1"], name="conv1"),
+             onnx.helper.make_node("Clip", ["c1", "zero", "six"], ["r1"], name="relu6"),
+             onnx.helper.make_node("Conv", ["r1", "w2"], ["y"], name="conv2")]
+    graph = onnx.helper.make_graph(nodes, "relu6_chain",
+                                   [onnx.helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [1, 4, 30, 30])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], inits)
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("method", ["KL", "REMOVAL_OUTLIER", "PERCENTILE"])
+def test_relu6_outputs_and_graph_outputs_keep_their_observed_extremes(method):
+    """Clipping methods leave clamp-bounded activations and graph outputs at min/max; the long-tailed input
+    is clipped."""
+    graph = split_activations(to_graph(relu6_chain()))
+    samples = [{"input": (RNG.standard_normal((1, 4, 30, 30)) * 3).astype(np.float32)} for _ in range(20)]
+    samples[3]["input"][0, 1, 2, 3] = samples[7]["input"][0, 2, 5, 1] = 80.0
+    clipped = {k: o.range() for k, o in calibrate(graph, samples, method, 8).items()}
+    extremes = {k: o.range() for k, o in calibrate(graph, samples, "MAX_MIN", 8).items()}
+    relu6 = next(n.outputs[0] for n in graph.nodes if n.attrs.get("activation") == fb.ActivationType.RELU6)
+    assert clipped[relu6] == extremes[relu6] and clipped[relu6][1] == 6.0
+    assert clipped["y"] == extremes["y"]
+    assert clipped["input"][1] < extremes["input"][1]
+
+
+def fake_quant_mse(x: np.ndarray, lo: float, hi: float, bits: int) -> float:
+    """Mean squared error of x after rounding to 2^bits levels on [lo, hi] (0 included), written here."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    step = (hi - lo) / (2 ** bits - 1)
+    zero = np.round(-lo / step)
+    q = np.clip(np.round(x / step) + zero, 0, 2 ** bits - 1)
+    return float(np.mean(((q - zero) * step - x) ** 2))
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_mse_threshold_is_near_the_best_clip_by_brute_force(relu):
+    x = RNG.standard_t(3, 200_000)
+    x = np.maximum(x, 0) if relu else x
+    obs = observers.MSEObserver(bits=4)
+    obs.update(x)
+    lo, hi = obs.range()
+    candidates = np.linspace(0.05, 1, 200) * np.abs(x).max()
+    best = min(fake_quant_mse(x, max(x.min(), -t), min(x.max(), t), 4) for t in candidates)
+    assert fake_quant_mse(x, lo, hi, 4) <= best * 1.03
+    assert fake_quant_mse(x, lo, hi, 4) < 0.5 * fake_quant_mse(x, x.min(), x.max(), 4)
 
 
 def test_percentile_threshold_of_abs_values():
@@ -391,6 +468,33 @@ def test_debug_report_lists_each_layer_in_json(tmp_path, capsys):
     assert layers["conv1"]["dtype"] == "int8" and layers["conv1"]["cosine"] > 0.99
     assert layers["softmax"]["dtype"] == "float32"
     assert "SQNR dB" in capsys.readouterr().out
+
+
+def test_debug_sensitivity_table_quantizes_one_layer_at_a_time(tmp_path, capsys):
+    """Each weighted layer's row is the output SQNR with that layer alone quantized. With 3-bit weights their
+    rounding dominates, so onnxruntime on the float model with only that layer's weights rounded by hand
+    (per-channel symmetric; batch norm scales channels, so rounding before or after folding agrees) gives the
+    same SQNR within the 8-bit activations' small share."""
+    path = tmp_path / "debug.json"
+    _, samples = quantized_small_cnn(debug_info_save_path=str(path), weight_bits=3)
+    table = (tmp_path / "debug_sensitivity.md").read_text()
+    rows = {line.split("|")[2].strip().split(" ")[0]: float(line.split("|")[4]) for line in table.splitlines()[2:]}
+    assert set(rows) == {"conv1", "conv2", "fc"}
+    model = small_cnn()
+    reference = [run_ort(model, x) for x in samples]
+    for layer, weight in (("conv1", "w1"), ("conv2", "w2"), ("fc", "fc_w")):
+        rounded = onnx.ModelProto()
+        rounded.CopyFrom(model)
+        init = next(i for i in rounded.graph.initializer if i.name == weight)
+        init.CopyFrom(numpy_helper.from_array(reference_dequantized(numpy_helper.to_array(init), 3), weight))
+        signal = noise = 0.0
+        for ref, x in zip(reference, samples):
+            out = run_ort(rounded, x)
+            signal += sum(float(np.sum(ref[k].astype(np.float64) ** 2)) for k in ref)
+            noise += sum(float(np.sum((ref[k].astype(np.float64) - out[k]) ** 2)) for k in ref)
+        assert abs(rows[layer] - 10 * math.log10(signal / noise)) < 1.5, layer
+    assert (tmp_path / "debug_sensitivity.png").read_bytes()[:4] == b"\x89PNG"
+    assert "only this layer int8" in capsys.readouterr().out
 
 
 def test_convert_quantized_reads_config_and_bin_calibration_files(tmp_path):

@@ -15,6 +15,7 @@ from converter.quant.calibration import calibrate, load_calibration
 from converter.quant.config import POST_TRAINING, WEIGHT_QUANT, QuantConfig, load_config, parse_config
 from converter.quant.debug import debug_report, format_report, write_report
 from converter.quant.full_quant import full_quantize, split_activations
+from converter.quant.sensitivity import layer_sensitivity, sensitivity_markdown, write_sensitivity
 from converter.quant.weights import weight_only_quantize
 
 __all__ = ["QuantConfig", "convert_quantized", "load_config", "make_config", "parse_config", "quantize",
@@ -45,7 +46,8 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     samples = calibration_inputs if calibration_inputs is not None else load_calibration(graph, config)
     float_graph = copy.deepcopy(split_activations(graph))
     observers = calibrate(float_graph, samples, config.method, config.activation_bits)
-    qgraph = full_quantize(graph, {k: o.range() for k, o in observers.items()}, config.activation_bits,
+    ranges = {k: o.range() for k, o in observers.items()}
+    qgraph = full_quantize(graph, ranges, config.activation_bits,
                            config.weight_bits, config.input_data_type, config.output_data_type)
     if config.bias_correction:
         qgraph = correct_biases_if_better(float_graph, qgraph, samples)
@@ -53,6 +55,9 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
         rows = debug_report(float_graph, qgraph, samples)
         print(format_report(rows))
         write_report(rows, config.debug_info_save_path)
+        sensitivity = layer_sensitivity(float_graph, ranges, config.activation_bits, config.weight_bits, samples)
+        print(sensitivity_markdown(sensitivity))
+        write_sensitivity(sensitivity, config.debug_info_save_path)
     return qgraph
 
 

@@ -18,6 +18,7 @@ from converter.quant.config import QuantConfig
 from converter.quant.observers import Observer, make_observer
 from lite import Context, LiteSession, MSTensor
 from lite.status import ParamInvalidError
+from schema import fb
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
@@ -145,13 +146,24 @@ def run_samples(session: LiteSession, samples: Iterable[dict[str, np.ndarray]],
             progress(i, len(samples), what)
 
 
+def unclipped(graph: Graph) -> set[str]:
+    """Activations that keep their observed extremes whatever the method: graph outputs (clipping logits
+    saturates the largest, deciding values) and outputs of a RELU6 clamp (bounded by design; values saturated
+    at 6 are information that a histogram's shape does not weigh)."""
+    bounded = {n.outputs[0] for n in graph.nodes if n.outputs and (
+        n.attrs.get("activation") == fb.ActivationType.RELU6
+        or (n.op == "Activation" and n.attrs.get("type") == fb.ActivationType.RELU6))}
+    return bounded | set(graph.outputs)
+
+
 def calibrate(graph: Graph, samples: list[dict[str, np.ndarray]], method: str, bits: int) -> dict[str, Observer]:
     """Run the float graph on every sample; one observer per float activation (graph inputs and node outputs)."""
     observers: dict[str, Observer] = {}
+    keep = unclipped(graph)
 
     def visit(name: str, array: np.ndarray) -> None:
         if array.dtype == np.float32:
-            observers.setdefault(name, make_observer(method, bits)).update(array)
+            observers.setdefault(name, make_observer("MAX_MIN" if name in keep else method, bits)).update(array)
 
     run_samples(session_for(graph), samples, visit)
     return observers

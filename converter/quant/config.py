@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from lite.status import ParamInvalidError
 
 POST_TRAINING, WEIGHT_QUANT = "PostTraining", "WeightQuant"
-METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER", "PERCENTILE")
+METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER", "PERCENTILE", "MSE")
 FULL_BITS, WEIGHT_ONLY_BITS = (2, 8), (1, 16)
 _OLD_METHODS = {"MAX_MIN": "MAX_MIN", "KL": "KL", "REMOVALOUTLIER": "REMOVAL_OUTLIER",
-                "REMOVAL_OUTLIER": "REMOVAL_OUTLIER", "PERCENTILE": "PERCENTILE"}
+                "REMOVAL_OUTLIER": "REMOVAL_OUTLIER", "PERCENTILE": "PERCENTILE", "MSE": "MSE"}
 
 
 @dataclass

@@ -1,8 +1,13 @@
 """Activation range observers: each sees every calibration batch of one tensor and proposes a float range.
 
-MAX_MIN keeps the extremes; REMOVAL_OUTLIER averages each batch's percentile extremes; KL and PERCENTILE read a
-2048-bin histogram of |x| (KL: TensorRT's threshold search over merged bins; PERCENTILE: the 99.99th
-percentile) and clip the observed range to [-T, T].
+MAX_MIN keeps the extremes. REMOVAL_OUTLIER keeps the extremes over batches of each batch's 0.01 % and 99.99 %
+percentiles (MindSpore averages them instead: calibration feeds one sample at a time, and the average of
+per-image extremes clips every image brighter than the average one). KL (TensorRT's threshold search over
+merged bins) and PERCENTILE (the 99.99th percentile) read a 2048-bin histogram of |x| over the whole
+calibration set, pick a threshold T and clip the observed range to [-T, T]; so does MSE (our own method: the T
+of least expected squared quantization error). Exact zeros stay out of the
+histogram (counted apart): the zero point represents them exactly whatever the range, and in a ReLU output
+their spike in the first bin would otherwise drive KL's threshold far down.
 """
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 BINS = 2048
-OUTLIER_PERCENT = 0.01        # REMOVAL_OUTLIER: per-batch percentiles (0.01 %, 99.99 %)
+OUTLIER_PERCENT = 0.01        # REMOVAL_OUTLIER: the lowest and highest 0.01 % of the values are dropped
 PERCENTILE = 99.99            # PERCENTILE: of |x| over the whole calibration set
 
 
@@ -36,19 +41,12 @@ class MaxMinObserver(Observer):
 
 
 class RemovalOutlierObserver(Observer):
-    """Mean over batches of the batch's (p, 100 - p) percentiles: single extreme values are ignored."""
-
-    def __init__(self, bits: int = 8):
-        super().__init__(bits)
-        self.sums, self.batches = np.zeros(2), 0
+    """The extremes over batches of each batch's (p, 100 - p) percentiles: values that are extreme within
+    their own sample are ignored, while the range still covers every sample."""
 
     def update(self, x: np.ndarray) -> None:
         if x.size:
-            self.sums += np.percentile(x, [OUTLIER_PERCENT, 100 - OUTLIER_PERCENT])
-            self.batches += 1
-
-    def range(self) -> tuple[float, float]:
-        return tuple(float(v) for v in self.sums / self.batches) if self.batches else (0.0, 0.0)
+            super().update(np.percentile(x, [OUTLIER_PERCENT, 100 - OUTLIER_PERCENT]))
 
 
 def merge_histogram(hist: np.ndarray, factor: int) -> np.ndarray:
@@ -61,22 +59,28 @@ def merge_histogram(hist: np.ndarray, factor: int) -> np.ndarray:
     return out
 
 
-class HistogramObserver(Observer, ABC):
-    """A BINS-bin histogram of |x| over [0, width * BINS); the range doubles (merging bin pairs) as needed."""
+class HistogramObserver(Observer):
+    """A BINS-bin histogram of |x| over [0, width * BINS) of the non-zero values; the range doubles (merging
+    bin pairs) as needed. Exact zeros are counted in `zeros`."""
 
     def __init__(self, bits: int = 8):
         super().__init__(bits)
         self.hist = np.zeros(BINS, np.int64)
         self.width = 0.0
+        self.zeros = 0
 
     def update(self, x: np.ndarray) -> None:
         if not x.size:
             return
         super().update(x)
         a = np.abs(x, dtype=np.float64).ravel()
+        a = a[a != 0]
+        self.zeros += x.size - a.size
+        if not a.size:
+            return
         top = float(a.max())
         if self.width == 0.0:
-            self.width = (top or 1e-8) / BINS
+            self.width = top / (BINS - 0.5)         # the first maximum falls inside the last bin
         factor = 1
         while top >= self.width * factor * BINS:
             factor *= 2
@@ -84,6 +88,10 @@ class HistogramObserver(Observer, ABC):
             self.hist = merge_histogram(self.hist, factor)
             self.width *= factor
         self.hist += np.bincount(np.minimum((a / self.width).astype(np.int64), BINS - 1), minlength=BINS)
+
+
+class ClipObserver(HistogramObserver, ABC):
+    """Clips the observed range to [-T, T] for a threshold T on |x|."""
 
     @abstractmethod
     def threshold(self) -> float:
@@ -139,19 +147,40 @@ def kl_threshold(hist: np.ndarray, width: float, levels: int) -> float:
     return best_i * width
 
 
-class KLObserver(HistogramObserver):
+class KLObserver(ClipObserver):
+    """Non-negative tensors (ReLU outputs) get all 2^bits levels of the asymmetric range on [0, T], signed ones
+    2^(bits-1) per side, and the search compares with that many levels."""
+
     def threshold(self) -> float:
-        return kl_threshold(self.hist, self.width, 2 ** (self.bits - 1))
+        levels = 2 ** self.bits if self.lo >= 0 else 2 ** (self.bits - 1)
+        return kl_threshold(self.hist, self.width, levels)
 
 
-class PercentileObserver(HistogramObserver):
+class PercentileObserver(ClipObserver):
     def threshold(self) -> float:
-        cdf = np.cumsum(self.hist) / self.hist.sum()
-        return (int(np.searchsorted(cdf, PERCENTILE / 100)) + 1) * self.width
+        """The smallest bin edge with at most (100 - PERCENTILE) % of all values (zeros included) above it."""
+        above = np.cumsum(self.hist[::-1])[::-1]          # above[i] = sum(hist[i:])
+        allowed = (self.zeros + above[0]) * (1 - PERCENTILE / 100)
+        return int(np.count_nonzero(above > allowed)) * self.width
+
+
+class MSEObserver(ClipObserver):
+    """The threshold with the least expected squared quantization error over the histogram: values inside the
+    range lose step^2 / 12 (uniform rounding error), values beyond it their distance to the bound; the step
+    is the clipped range over 2^bits - 1. Exact zeros cost nothing at any threshold."""
+
+    def threshold(self) -> float:
+        centers = (np.arange(BINS) + 0.5) * self.width
+        t = np.arange(1, BINS + 1) * self.width                         # candidate thresholds (bin edges)
+        step = (np.minimum(self.hi, t) - np.maximum(self.lo, -t)) / (2 ** self.bits - 1)
+        clipped = np.maximum(centers[None, :] - t[:, None], 0.0) ** 2
+        error = np.where(clipped > 0, clipped, step[:, None] ** 2 / 12) @ self.hist
+        return float(t[int(np.argmin(error))])
 
 
 OBSERVERS: dict[str, type[Observer]] = {"MAX_MIN": MaxMinObserver, "KL": KLObserver,
-                                        "REMOVAL_OUTLIER": RemovalOutlierObserver, "PERCENTILE": PercentileObserver}
+                                        "REMOVAL_OUTLIER": RemovalOutlierObserver, "PERCENTILE": PercentileObserver,
+                                        "MSE": MSEObserver}
 
 
 def make_observer(method: str, bits: int) -> Observer:

@@ -15,6 +15,8 @@ declare("Concat", layout=Layout(AXIS, all_inputs=True))
 
 @register("Concat")
 class ConcatKernel(Kernel):
+    native_dtypes = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         if not inputs or any(x is None for x in inputs):
             raise self.error("every input must be present")

@@ -33,6 +33,8 @@ def checked_indices(kernel: Kernel, indices: np.ndarray, dim: int,
 
 @register("Gather")
 class GatherKernel(Kernel):
+    native_dtypes = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         data, indices = inputs[0], inputs[1]
         if data.rank == 0:

@@ -14,6 +14,7 @@ declare("Identity", layout=Layout(ELEMENTWISE), noop=ALWAYS)
 
 @register("Identity")
 class IdentityKernel(Kernel):
+    native_dtypes = True
     inplace = True
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:

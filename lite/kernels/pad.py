@@ -1,6 +1,7 @@
 """Pad: grow (or, with negative pads, crop) every axis of `x`. Any dtype; layout-agnostic.
 
-inputs: x, pads (1-D ints [begin_0.., end_0..], 2 * rank of them), constant_value? (scalar, default 0).
+inputs: x, pads (1-D ints [begin_0.., end_0..], 2 * rank of them), constant_value? (scalar, default 0), axes?
+(1-D ints: pads then holds begins and ends of these axes only; the importer spreads constant ones itself).
 Modes: CONSTANT fills with the value, REFLECT mirrors without repeating the edge, EDGE repeats the edge,
 WRAP continues periodically. A run copies the surviving part of x once into the output, then writes only the
 borders: constant slabs, or, axis by axis, gathers from the part already written (the other modes are separable).
@@ -12,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
+from lite.kernels.reshape import normalize_axes
 from lite.status import InvalidOpAttrError
 from lite.traits import BEGIN_END, PER_AXIS, Layout, declare
 from schema import fb
@@ -79,11 +81,30 @@ def pad_gather(x: np.ndarray, out: np.ndarray, src: Index, dst: Index,
 declare("Pad", layout=Layout(PER_AXIS, per_axis=((1, BEGIN_END),)), same_quant=True)
 
 
+def spread_pads(pads: list[int], axes: list[int], rank: int) -> list[int]:
+    """Pads [begins..., ends...] given for (normalised) `axes` only, spread over all `rank` axes (others 0);
+    ValueError when the counts differ."""
+    if len(pads) != 2 * len(axes):
+        raise ValueError(f"pads has {len(pads)} values for {len(axes)} axes")
+    full = [0] * (2 * rank)
+    for k, a in enumerate(axes):
+        full[a], full[a + rank] = pads[k], pads[k + len(axes)]
+    return full
+
+
 @register("Pad")
 class PadKernel(Kernel):
+    native_dtypes = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x = inputs[0]
         pads = [int(p) for p in self.known(inputs[1] if len(inputs) > 1 else None, "pads").ravel()]
+        if len(inputs) > 3 and inputs[3] is not None:
+            axes = normalize_axes(self, self.known(inputs[3], "axes").ravel(), x.rank, "axes")
+            try:
+                pads = spread_pads(pads, axes, x.rank)
+            except ValueError as e:
+                raise self.error(str(e)) from None
         if len(pads) != 2 * x.rank:
             raise self.error(f"pads has {len(pads)} values, a rank-{x.rank} input needs {2 * x.rank}")
         begins, ends = pads[:x.rank], pads[x.rank:]

@@ -2,7 +2,7 @@
 
 These ops only change metadata, so they are computed in place: when the memory planner gives the output the
 input's buffer, `run` does nothing; otherwise it copies once. Parameter inputs (Reshape's shape, the axes of
-Squeeze / Unsqueeze) are read at compile time. Any dtype.
+Squeeze / Unsqueeze) are read at compile time, or at run time when they are run-time values. Any dtype.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def normalize_axes(kernel: Kernel, axes: Iterable[int], rank: int, what: str = "
 
 class NewShapeKernel(Kernel):
     """Base of the shape-only ops: subclasses give the output shape, this class does the rest."""
+    native_dtypes = True
     inplace = True
 
     @abstractmethod

@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from lite.kernel import Kernel, TensorSpec, register
+from lite.kernels.reshape import normalize_axes
 from lite.status import InvalidOpAttrError, NotSupportedError
 from lite.traits import BEGIN_END, ONE_PER_AXIS, PER_AXIS, Layout, declare
 from schema import fb
@@ -155,7 +156,10 @@ class ResizeKernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x = inputs[0]
         scales, sizes = (self._param(inputs, k, name) for k, name in ((2, "scales"), (3, "sizes")))
+        if self.attrs.axes is not None and len(self.attrs.axes):
+            scales, sizes = self._full_rank(x, scales, sizes)
         out_shape, scale = self._output(x, scales, sizes)
+        self.rounding = self._rounding(scale)
         a = self.attrs
         roi = self._roi(inputs, x.rank)
         if a.mode != Mode.NEAREST and x.dtype.kind != "f":
@@ -212,6 +216,40 @@ class ResizeKernel(Kernel):
         value = self.known(spec, what).ravel()
         return value if value.size else None
 
+    def _rounding(self, scales: list[float]) -> int:
+        """The nearest rounding, resolving BY_SCALES (ONNX Upsample / Resize-10 as onnxruntime runs them)."""
+        if self.attrs.nearest_rounding != Rounding.BY_SCALES:
+            return self.attrs.nearest_rounding
+        if any(s > 1 for s in scales) and any(s < 1 for s in scales):
+            raise self.error(f"scales {scales} both up- and downsample, which needs per-axis rounding",
+                             NotSupportedError)
+        return Rounding.CEIL if any(s < 1 for s in scales) else Rounding.FLOOR
+
+    def _full_rank(self, x: TensorSpec, scales: np.ndarray | None, sizes: np.ndarray | None
+                   ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(scales, sizes) for every axis from values given for `axes` only; with an aspect policy, one scale
+        for all listed axes (the smallest or largest of sizes / dims) and sizes rounded half up from it."""
+        axes = normalize_axes(self, list(self.attrs.axes), x.rank, "axes")
+        given = sizes if sizes is not None else scales
+        if given is None or given.size != len(axes):
+            raise self.error(f"{0 if given is None else given.size} scales or sizes for axes {axes}")
+        if sizes is None:
+            full = np.ones(x.rank, np.float64)
+            full[axes] = scales
+            return full, None
+        if self.attrs.aspect_policy == fb.AspectPolicy.STRETCH:
+            full = np.array(x.shape, np.int64)
+            full[axes] = sizes
+            return None, full
+        if min(x.shape[a] for a in axes) <= 0:
+            raise self.error("keep_aspect_ratio_policy needs non-empty resized dims")
+        ratios = [int(n) / x.shape[a] for a, n in zip(axes, sizes)]
+        scale = min(ratios) if self.attrs.aspect_policy == fb.AspectPolicy.NOT_LARGER else max(ratios)
+        full_scales, full_sizes = np.ones(x.rank, np.float64), np.array(x.shape, np.int64)
+        full_scales[axes] = scale
+        full_sizes[axes] = [int(scale * x.shape[a] + 0.5) for a in axes]
+        return full_scales, full_sizes
+
     def _output(self, x: TensorSpec, scales: np.ndarray | None, sizes: np.ndarray | None
                 ) -> tuple[list[int], list[float]]:
         """(output dims, per-axis coordinate scales) from the scales / sizes inputs."""
@@ -247,7 +285,7 @@ class ResizeKernel(Kernel):
         if a.antialias and a.mode != Mode.NEAREST and scale < 1:
             return antialias_taps(coords, in_len, scale, a.mode == Mode.CUBIC, a.cubic_coeff_a, a.exclude_outside)
         if a.mode == Mode.NEAREST:
-            return nearest_taps(coords, in_len, a.nearest_rounding)
+            return nearest_taps(coords, in_len, self.rounding)
         if a.mode == Mode.LINEAR:
             return linear_taps(coords, in_len)
         return cubic_taps(coords, in_len, a.cubic_coeff_a, a.exclude_outside)

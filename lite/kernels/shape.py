@@ -22,6 +22,8 @@ def dims_range(shape: Sequence[int], start: int, end: int) -> np.ndarray:
 
 @register("Shape")
 class ShapeKernel(Kernel):
+    native_dtypes = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         self.value = dims_range(inputs[0].shape, int(self.attrs.start), int(self.attrs.end))
         return [TensorSpec(self.value.shape, self.value.dtype, self.value)]
@@ -32,6 +34,8 @@ class ShapeKernel(Kernel):
 
 @register("ConstantOfShape")
 class ConstantOfShapeKernel(Kernel):
+    native_dtypes = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         shape = self.known(inputs[0], "shape")
         if shape.ndim != 1 or (shape.size and shape.min() < 0):

@@ -1,8 +1,8 @@
 """Slice: x[starts:ends:steps] along `axes`, with ONNX's clamping rules. Any dtype.
 
-inputs: x, starts, ends, axes? (default 0..len(starts)-1), steps? (default 1), all 1-D ints known at compile
-time. Negative starts/ends count from the end; out-of-range values (INT64_MAX / INT64_MIN sentinels included)
-are clamped; negative steps walk backwards.
+inputs: x, starts, ends, axes? (default 0..len(starts)-1), steps? (default 1), all 1-D ints (read at run time
+when they are run-time values). Negative starts/ends count from the end; out-of-range values (INT64_MAX /
+INT64_MIN sentinels included) are clamped; negative steps walk backwards.
 """
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ def axis_slice(dim: int, start: int, end: int, step: int) -> slice:
 
 @register("Slice")
 class SliceKernel(Kernel):
+    native_dtypes = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x = inputs[0]
         inputs = list(inputs) + [None] * (5 - len(inputs))

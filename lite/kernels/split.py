@@ -26,6 +26,8 @@ declare("Split", layout=Layout(AXIS))
 
 @register("Split")
 class SplitKernel(Kernel):
+    native_dtypes = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x = inputs[0]
         axis = normalize_axes(self, [self.attrs.axis], x.rank)[0]

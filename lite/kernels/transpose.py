@@ -15,6 +15,8 @@ declare("Transpose", noop=IDENTITY_PERM, same_quant=True)
 
 @register("Transpose")
 class TransposeKernel(Kernel):
+    native_dtypes = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x = inputs[0]
         perm = tuple(int(p) for p in self.attrs.perm) if self.attrs.perm is not None else ()

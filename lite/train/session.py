@@ -158,6 +158,10 @@ class TrainSession(LiteSession):
         plans = {name: compile_graph(self._model, {}, part, {**self._variables, **inputs,
                                                             **(grad_in if name == OPTIMIZER else self._grads)})
                  for name, part in self._parts.items()}
+        dynamic = next((p.dynamic.nodes[0] for p in plans.values() if p.dynamic is not None), None)
+        if dynamic is not None:
+            raise NotSupportedError(f"{dynamic.op} node '{dynamic.name}': training needs shapes known before "
+                                    f"running")
         self._inputs, self._plans, self._plan_io = inputs, plans, {}
         self._dropouts = [s.kernel for s in plans[GRADIENTS].steps
                           if draws_random(s.node)] if GRADIENTS in plans else []

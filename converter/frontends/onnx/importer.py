@@ -41,6 +41,24 @@ def _input_value(vi: onnx.ValueInfoProto, override: list[int] | None) -> Value:
     return Value(vi.name, dims, dtype)
 
 
+def _source_types(model: onnx.ModelProto) -> dict[str, tuple[np.dtype, int]]:
+    """(dtype, rank) of every value ONNX's own type inference can tell, for values whose shapes are known only
+    at run time; empty when the model defeats it."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:   # noqa: BLE001  (a best-effort hint: any failure leaves the fallback rule)
+        return {}
+    types = {}
+    for vi in [*inferred.graph.value_info, *inferred.graph.output]:
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tt.HasField("shape") and tt.elem_type:
+            try:
+                types[vi.name] = (np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)), len(tt.shape.dim))
+            except (KeyError, TypeError, ValueError):
+                continue
+    return types
+
+
 def import_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> Graph:
     """Build the IR of `model`. `input_shapes` overrides (or fixes unknown) graph input dims by input name."""
     input_shapes = dict(input_shapes or {})
@@ -63,6 +81,7 @@ def import_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | No
     if input_shapes:
         raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
                                f"(inputs: {graph.inputs})")
+    graph.source_types = _source_types(model)
     ctx = ImportContext(graph, opset)
     for index, node in enumerate(g.node):
         ctx.node, ctx.name = node, node.name or f"{node.op_type}_{index}"

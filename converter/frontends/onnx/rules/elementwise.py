@@ -53,13 +53,15 @@ _REDUCE = {
 def reduce(ctx: ImportContext) -> None:
     """Absent or empty axes reduce everything, or, with noop_with_empty_axes, make an identity."""
     mode, axes_input_from = _REDUCE[ctx.node.op_type]
-    if ctx.opset >= axes_input_from:
-        axes = ctx.require_const(ctx.input(1), "axes") if ctx.input(1) else None
-    else:
-        axes = ctx.attr("axes")
-    x, empty = ctx.input(0), axes is None or np.size(axes) == 0
+    x, keep_dims = ctx.input(0), bool(ctx.attr("keepdims", 1))
+    if ctx.opset >= axes_input_from and ctx.input(1) and ctx.const(ctx.input(1)) is None:   # run-time axes
+        ctx.emit("Reduce", [x, ctx.input(1)], ctx.outputs, mode=mode, keep_dims=keep_dims,
+                 noop_with_empty_axes=bool(ctx.attr("noop_with_empty_axes", 0)))
+        return
+    axes = ctx.const(ctx.input(1)) if ctx.opset >= axes_input_from else ctx.attr("axes")
+    empty = axes is None or np.size(axes) == 0
     if empty and ctx.attr("noop_with_empty_axes", 0):
         ctx.emit("Identity", [x], ctx.outputs)
         return
     inputs = [x] if empty else [x, ctx.add_const(np.asarray(axes, np.int64).reshape(-1), "axes")]
-    ctx.emit("Reduce", inputs, ctx.outputs, mode=mode, keep_dims=bool(ctx.attr("keepdims", 1)))
+    ctx.emit("Reduce", inputs, ctx.outputs, mode=mode, keep_dims=keep_dims)

@@ -20,15 +20,16 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
+from onnx import helper
 
 from converter.frontends.onnx.registry import NCHW_TO_NHWC, NHWC_TO_NCHW, ImportContext, onnx_op
 from converter.frontends.onnx.rules.nn import _checked_group, _kernel_shape, _spatial_dims, _window_attrs
 from converter.ir import Graph, Value
-from lite.dtypes import DataType, from_numpy
+from lite.dtypes import DataType, from_numpy, to_numpy
+from lite.kernels.int8.quant_cast import GENERAL_TYPES
 from schema import fb
 
 INTEGER_TYPES = {np.dtype(np.int8): 8, np.dtype(np.uint8): 8, np.dtype(np.int16): 16}
-ONNX_OUTPUT_DTYPES = {3: np.dtype(np.int8), 2: np.dtype(np.uint8), 5: np.dtype(np.int16)}
 OIHW_TO_OHWI = (0, 2, 3, 1)
 
 
@@ -56,21 +57,32 @@ def quant_params(scale: np.ndarray, zero_point: np.ndarray, bits: int = 8) -> li
     return params
 
 
+def _general_dtypes() -> set[np.dtype]:
+    """Quantized types only the general QuantDTypeCast form handles (uint16, 4-bit, 2-bit, float8, float4)."""
+    return {to_numpy(t) for t in GENERAL_TYPES}
+
+
 def _quant_dtype(ctx: ImportContext, zero_point: str) -> np.dtype:
-    """The quantized type: the zero point's, else opset 21's output_dtype, else uint8; int8/uint8/int16 only."""
+    """The quantized type: the zero point's, else opset 21's output_dtype, else uint8."""
     code = ctx.attr("output_dtype", 0)
-    dtype = ctx.value(zero_point).dtype if zero_point else ONNX_OUTPUT_DTYPES.get(code, np.dtype(np.uint8))
-    if code and code not in ONNX_OUTPUT_DTYPES:
-        raise ctx.error(f"output_dtype {code} is not supported (int8, uint8 and int16 only)")
-    if dtype not in INTEGER_TYPES:
-        raise ctx.error(f"quantized type {dtype} is not supported (int8, uint8 and int16 only)")
+    try:
+        dtype = ctx.value(zero_point).dtype if zero_point else \
+            np.dtype(helper.tensor_dtype_to_np_dtype(code)) if code else np.dtype(np.uint8)
+    except (KeyError, ValueError, TypeError):
+        raise ctx.error(f"output_dtype {code} is not supported") from None
+    if dtype not in INTEGER_TYPES and dtype not in _general_dtypes():
+        raise ctx.error(f"quantized type {dtype} is not supported")
     return np.dtype(dtype)
+
+
+def _general(ctx: ImportContext, quantized: np.dtype, real: np.dtype) -> bool:
+    """Whether only the general QuantDTypeCast form fits: a newer quantized type, blocked params, or a real
+    side other than float32."""
+    return quantized in _general_dtypes() or bool(ctx.attr("block_size", 0)) or real != np.float32
 
 
 def _axis(ctx: ImportContext, rank: int) -> int:
     """The `axis` attribute, normalised when it is valid for the rank."""
-    if ctx.attr("block_size", 0):
-        raise ctx.error("blocked quantization (block_size) is not supported")
     axis = int(ctx.attr("axis", 1))
     return axis % rank if -rank <= axis < rank else axis     # only per-axis params use it
 
@@ -103,18 +115,30 @@ def _const_q(ctx: ImportContext, array: np.ndarray, params: list[Any], hint: str
 
 def _general_cast(ctx: ImportContext, x: str, dst: np.dtype, scale: str, zero_point: str, axis: int,
                   output: str) -> None:
-    """QuantDTypeCast with scale / zero point as inputs, reshaped to broadcast along `axis` of x."""
-    rank = ctx.value(x).rank
+    """QuantDTypeCast with scale / zero point as inputs, reshaped to broadcast along `axis` of x, or, blocked
+    (block_size B), each of their entries repeated over B consecutive elements of that axis."""
+    rank, block = ctx.value(x).rank, int(ctx.attr("block_size", 0))
     params = []
     for name in (scale, zero_point):
         if not name:
             continue
         value = ctx.value(name)
-        if value.rank == 1 and rank > 1:
+        if block:
+            name = ctx.emit1("Gather", [name, _block_index(ctx, x, axis, block)], axis=axis)
+        elif value.rank == 1 and rank > 1:
             shape = ctx.add_const(np.array([-1 if i == axis else 1 for i in range(rank)], np.int64), "shape")
             name = ctx.emit1("Reshape", [name, shape])
         params.append(name)
-    ctx.emit("QuantDTypeCast", [x, *params], [output], src_t=from_numpy(ctx.value(x).dtype), dst_t=from_numpy(dst))
+    ctx.emit("QuantDTypeCast", [x, *params], [output], src_t=from_numpy(ctx.value(x).dtype), dst_t=from_numpy(dst),
+             saturate=bool(ctx.attr("saturate", 1)))
+
+
+def _block_index(ctx: ImportContext, x: str, axis: int, block: int) -> str:
+    """Gather indices repeating each blocked parameter over its `block` elements of x's `axis`."""
+    shape = ctx.value(x).shape
+    if not 0 <= axis < len(shape) or shape[axis] < 0:
+        raise ctx.error(f"blocked quantization needs a static axis {axis} of the input (shape {list(shape)})")
+    return ctx.add_const(np.arange(shape[axis], dtype=np.int64) // block, "block_index")
 
 
 # ---- QuantizeLinear / DequantizeLinear ------------------------------------------------------------------------
@@ -124,9 +148,7 @@ def quantize_linear(ctx: ImportContext) -> None:
     dtype = _quant_dtype(ctx, z)
     axis = _axis(ctx, ctx.value(x).rank)
     scale, zero_point = ctx.const(s), ctx.const(z) if z else np.zeros((), dtype)
-    if ctx.value(x).dtype != np.float32:
-        raise ctx.error(f"input is {ctx.value(x).dtype}: only float32 inputs are supported")
-    if scale is None or zero_point is None or scale.size > 1:
+    if _general(ctx, dtype, ctx.value(x).dtype) or scale is None or zero_point is None or scale.size > 1:
         _general_cast(ctx, x, dtype, s, z, axis, ctx.outputs[0])
         return
     params = quant_params(scale, zero_point, INTEGER_TYPES[dtype])
@@ -140,9 +162,12 @@ def quantize_linear(ctx: ImportContext) -> None:
 def dequantize_linear(ctx: ImportContext) -> None:
     x, s, z = ctx.input(0), ctx.input(1), ctx.input(2)
     value = ctx.value(x)
-    if value.dtype not in INTEGER_TYPES and value.dtype != np.int32:
-        raise ctx.error(f"quantized type {value.dtype} is not supported (int8, uint8, int16 and int32 only)")
     axis = _axis(ctx, value.rank)
+    if _general(ctx, value.dtype, ctx.value(s).dtype):
+        _general_cast(ctx, x, ctx.value(s).dtype, s, z, axis, ctx.outputs[0])
+        return
+    if value.dtype not in INTEGER_TYPES and value.dtype != np.int32:
+        raise ctx.error(f"quantized type {value.dtype} is not supported")
     q, scale, zero_point = ctx.const(x), ctx.const(s), ctx.const(z) if z else np.zeros((), value.dtype)
     if scale is None or zero_point is None or value.dtype == np.int32 and q is None:
         if value.dtype == np.int32:
@@ -318,7 +343,7 @@ def qlinear_conv(ctx: ImportContext) -> None:
 @onnx_op("QLinearMatMul")
 def qlinear_matmul(ctx: ImportContext) -> None:
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (ctx.input(i) for i in range(8))
-    if ctx.value(a_s).dtype != np.float32:
-        raise ctx.error(f"scales of type {ctx.value(a_s).dtype} are not supported (float32 only)")
+    a_s, b_s, y_s = (s if ctx.value(s).dtype == np.float32 else ctx.emit1("Cast", [s], to=DataType.FLOAT32)
+                     for s in (a_s, b_s, y_s))    # float16 scales: the requantization runs in float32
     acc = _integer_matmul(ctx, a, a_zp, b, b_zp)
     _requantize_float(ctx, acc, a_s, b_s, y_s, y_zp, ctx.value(acc).rank - 1)

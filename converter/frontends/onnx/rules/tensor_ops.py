@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 
 from converter.frontends.onnx.registry import ImportContext, onnx_op
 from lite import dtypes
+from lite.kernels.pad import spread_pads
 from lite.status import LiteError
 from schema import fb
 
@@ -26,6 +27,8 @@ COORDINATE_TRANSFORMS = {
     "half_pixel_symmetric": fb.CoordinateTransform.HALF_PIXEL_SYMMETRIC,
     "tf_crop_and_resize": fb.CoordinateTransform.TF_CROP_AND_RESIZE,
 }
+ASPECT_POLICIES = {"stretch": fb.AspectPolicy.STRETCH, "not_larger": fb.AspectPolicy.NOT_LARGER,
+                   "not_smaller": fb.AspectPolicy.NOT_SMALLER}
 NEAREST_ROUNDINGS = {"round_prefer_floor": fb.NearestRounding.ROUND_PREFER_FLOOR,
                      "round_prefer_ceil": fb.NearestRounding.ROUND_PREFER_CEIL,
                      "floor": fb.NearestRounding.FLOOR, "ceil": fb.NearestRounding.CEIL}
@@ -155,16 +158,28 @@ def dropout(ctx: ImportContext) -> None:
         ctx.emit("ConstantOfShape", [ctx.emit1("Shape", [x])], [ctx.outputs[1]], data_type=mask_type, value=1.0)
 
 
+CAST_ROUNDINGS = {"up": fb.CastRounding.UP, "nearest": fb.CastRounding.NEAREST, "down": fb.CastRounding.DOWN}
+
+
+def _cast_attrs(ctx: ImportContext) -> dict:
+    """saturate (float8 targets, opset 19+) and round_mode (float8e8m0 targets, opset 24+)."""
+    mode = ctx.attr("round_mode", "up")
+    if mode not in CAST_ROUNDINGS:
+        raise ctx.error(f"round_mode '{mode}' is not supported")
+    return {"saturate": bool(ctx.attr("saturate", 1)), "round_mode": CAST_ROUNDINGS[mode]}
+
+
 @onnx_op("Cast")
 def cast(ctx: ImportContext) -> None:
-    ctx.emit("Cast", [ctx.input(0)], ctx.outputs, to=_onnx_type_id(ctx, ctx.attr("to"), "Cast to"))
+    ctx.emit("Cast", [ctx.input(0)], ctx.outputs, to=_onnx_type_id(ctx, ctx.attr("to"), "Cast to"),
+             **_cast_attrs(ctx))
 
 
 @onnx_op("CastLike")
 def cast_like(ctx: ImportContext) -> None:
     dtype = ctx.value(ctx.input(1)).dtype
     to = _type_id(ctx, dtype, f"CastLike to {dtype}")
-    ctx.emit("Cast", [ctx.input(0)], ctx.outputs, to=to)
+    ctx.emit("Cast", [ctx.input(0)], ctx.outputs, to=to, **_cast_attrs(ctx))
 
 
 @onnx_op("Shape")
@@ -243,23 +258,23 @@ def pad(ctx: ImportContext) -> None:
         value = ctx.add_const(np.array(ctx.attr("value", 0.0), np.float32), "value")
     else:
         pads, value = ctx.input(1), _unless_empty(ctx, ctx.input(2))
-        if ctx.input(3):
-            pads = ctx.add_const(_full_pads(ctx, ctx.require_const(pads, "pads with axes"),
-                                            ctx.require_const(ctx.input(3), "axes")), "pads")
+        axes = ctx.input(3)
+        if axes and ctx.const(pads) is not None and ctx.const(axes) is not None:   # spread now: one form
+            pads = ctx.add_const(_full_pads(ctx, ctx.const(pads), ctx.const(axes)), "pads")
+        elif axes:
+            ctx.emit("Pad", [x, pads, value, axes], ctx.outputs, mode=PAD_MODES[mode])
+            return
     ctx.emit("Pad", _trim([x, pads, value]), ctx.outputs, mode=PAD_MODES[mode])
 
 
 def _full_pads(ctx: ImportContext, pads: np.ndarray, axes: np.ndarray) -> np.ndarray:
     """Pads for the listed `axes` ([begins..., ends...]) spread over all axes of the input."""
     rank = ctx.value(ctx.input(0)).rank
-    axes = _axes(ctx, [int(a) for a in axes.ravel()], rank)
-    pads = pads.ravel()
-    if pads.size != 2 * len(axes):
-        raise ctx.error(f"pads has {pads.size} values for {len(axes)} axes")
-    full = np.zeros(2 * rank, np.int64)
-    full[axes] = pads[:len(axes)]
-    full[[a + rank for a in axes]] = pads[len(axes):]
-    return full
+    try:
+        return np.array(spread_pads([int(p) for p in pads.ravel()], _axes(ctx, [int(a) for a in axes.ravel()],
+                                                                          rank), rank), np.int64)
+    except ValueError as e:
+        raise ctx.error(str(e)) from None
 
 
 @onnx_op("Resize", "Upsample")
@@ -269,9 +284,10 @@ def resize(ctx: ImportContext) -> None:
         raise ctx.error(f"mode '{mode}' is not supported")
     if ctx.node.op_type == "Upsample" or ctx.opset < 11:
         scales, sizes = _legacy_scales(ctx), ""
-        attrs = _legacy_resize_attrs(ctx, mode, scales)
+        attrs = _legacy_resize_attrs(mode)
     else:
-        (scales, sizes), attrs = _resize_inputs(ctx), _resize_attrs(ctx)
+        scales, sizes, attrs = *_resize_inputs(ctx), _resize_attrs(ctx)
+        attrs.update(_run_time_axes(ctx, scales, sizes))
     roi = _resize_roi(ctx) if ctx.opset >= 11 and ctx.node.op_type == "Resize" else ""
     ctx.emit("Resize", _trim([ctx.input(0), roi, scales, sizes]), ctx.outputs, mode=RESIZE_MODES[mode], **attrs)
 
@@ -301,15 +317,12 @@ def _legacy_scales(ctx: ImportContext) -> str:
     return ctx.input(1)
 
 
-def _legacy_resize_attrs(ctx: ImportContext, mode: str, scales: str) -> dict:
+def _legacy_resize_attrs(mode: str) -> dict:
     """Upsample and Resize-10: asymmetric coordinates, and nearest rounding that floors when upsampling and
-    ceils when downsampling (onnxruntime's behaviour)."""
+    ceils when downsampling (onnxruntime's behaviour), decided by the kernel from the scales."""
     attrs = {"coordinate_transform": fb.CoordinateTransform.ASYMMETRIC}
     if mode == "nearest":
-        values = ctx.require_const(scales, "scales of nearest Upsample / Resize-10")
-        if np.any(values > 1) and np.any(values < 1):
-            raise ctx.error(f"scales {values.tolist()} both up- and downsample, which needs per-axis rounding")
-        attrs["nearest_rounding"] = fb.NearestRounding.CEIL if np.any(values < 1) else fb.NearestRounding.FLOOR
+        attrs["nearest_rounding"] = fb.NearestRounding.BY_SCALES
     return attrs
 
 
@@ -341,7 +354,9 @@ def _resize_inputs(ctx: ImportContext) -> tuple[str, str]:
     rank = ctx.value(x).rank
     axes = _axes(ctx, list(ctx.attr("axes", range(rank))), rank)
     which, name = ("sizes", sizes) if sizes else ("scales", scales)
-    values = ctx.require_const(name, f"{which} with axes or keep_aspect_ratio_policy").ravel()
+    if ctx.const(name) is None:
+        return scales, sizes            # the kernel spreads them (_run_time_axes)
+    values = ctx.const(name).ravel()
     if values.size != len(axes):
         raise ctx.error(f"{which} has {values.size} values for {len(axes)} axes")
     if not sizes:
@@ -352,6 +367,17 @@ def _resize_inputs(ctx: ImportContext) -> tuple[str, str]:
     if policy == "stretch":
         return "", _dims_vector(ctx, x, out)
     return _keep_aspect_ratio(ctx, x, out, policy)
+
+
+def _run_time_axes(ctx: ImportContext, scales: str, sizes: str) -> dict:
+    """Resize's `axes` and aspect policy, for the kernel to apply to scales / sizes known only at run time."""
+    name = sizes or scales
+    if not name or ctx.const(name) is not None or not (ctx.has_attr("axes") or sizes):
+        return {}
+    rank = ctx.value(ctx.input(0)).rank
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    return {"axes": _axes(ctx, list(ctx.attr("axes", range(rank))), rank),
+            "aspect_policy": ASPECT_POLICIES[policy]}
 
 
 def _keep_aspect_ratio(ctx: ImportContext, x: str, sizes: dict[int, int], policy: str) -> tuple[str, str]:
