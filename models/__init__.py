@@ -2,8 +2,10 @@
 
 Every builder is ``builder(num_classes=..., input_size=..., in_channels=..., batch=1, seed=0) -> onnx.ModelProto``
 with graph input ``input`` (NCHW float32; ``batch=None`` gives a symbolic "N") and output ``logits``
-``[batch, num_classes]``. Only ``models.pretrained`` imports torch (to read a published checkpoint); see
-``models.torch_reference`` for the PyTorch executor.
+``[batch, num_classes]``. ``TASKS`` holds the detection and segmentation models of ``models.tasks``, built in
+PyTorch and exported with ``torch.onnx.export`` (same builder keywords; their outputs are described there). Only
+these and ``models.pretrained`` (to read a published checkpoint) import torch; see ``models.torch_reference`` for
+the PyTorch executor.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .classic import alexnet, lenet5
 from .efficientnet import efficientnet_b0, efficientnet_lite0
 from .mobilenet import mobilenet_v1, mobilenet_v2, mobilenet_v3_large, mobilenet_v3_small
 from .resnet import resnet18, resnet50
+from .tasks import tiny_unet, tiny_yolo
 
 ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "lenet5": lenet5,
@@ -32,13 +35,15 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "efficientnet_b0": efficientnet_b0,
     "efficientnet_lite0": efficientnet_lite0,
 }
+TASKS: dict[str, Callable[..., onnx.ModelProto]] = {"tiny_yolo": tiny_yolo, "tiny_unet": tiny_unet}
 
 
 def build(name: str, **kwargs: object) -> onnx.ModelProto:
-    """Build zoo model ``name`` with the builder's keyword arguments; ValueError for an unknown name."""
-    if name not in ZOO:
-        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(ZOO)}")
-    return ZOO[name](**kwargs)
+    """Build zoo or task model ``name`` with the builder's keyword arguments; ValueError for an unknown name."""
+    builders = ZOO | TASKS
+    if name not in builders:
+        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(builders)}")
+    return builders[name](**kwargs)
 
 
 def save(model: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
@@ -54,4 +59,4 @@ def save(model: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
         raise
 
 
-__all__ = ["ZOO", "build", "save", *ZOO]
+__all__ = ["ZOO", "TASKS", "build", "save", *ZOO, *TASKS]
