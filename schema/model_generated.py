@@ -34,12 +34,19 @@ class ActivationType(object):
     RELU6 = 3
     ELU = 4
     LEAKY_RELU = 5
+    SOFTSIGN = 8
+    SOFTPLUS = 9
     TANH = 10
+    SELU = 11
     HSWISH = 12
     HSIGMOID = 13
+    THRESHOLD_RELU = 14
     HARD_TANH = 16
     SWISH = 18
     GELU = 19
+    CELU = 22
+    MISH = 23
+    SHRINK = 24
 
 
 class PadMode(object):
@@ -61,6 +68,11 @@ class ReduceMode(object):
     MAX = 2
     MIN = 3
     PROD = 4
+    L1 = 5
+    L2 = 6
+    LOG_SUM = 7
+    LOG_SUM_EXP = 8
+    SUM_SQUARE = 9
 
 
 class PaddingFill(object):
@@ -128,6 +140,65 @@ class WindowKind(object):
     HANN = 0
     HAMMING = 1
     BLACKMAN = 2
+
+
+class CompareMode(object):
+    EQUAL = 0
+    GREATER = 1
+    GREATER_EQUAL = 2
+    LESS = 3
+    LESS_EQUAL = 4
+
+
+class BitwiseMode(object):
+    AND = 0
+    OR = 1
+    XOR = 2
+    NOT = 3
+    SHIFT_LEFT = 4
+    SHIFT_RIGHT = 5
+
+
+class FloatClassMode(object):
+    NAN = 0
+    INF = 1
+
+
+class UnaryMathMode(object):
+    FLOOR = 0
+    CEIL = 1
+    ROUND = 2
+    RECIPROCAL = 3
+    SIGN = 4
+    SIN = 5
+    COS = 6
+    TAN = 7
+    ASIN = 8
+    ACOS = 9
+    ATAN = 10
+    SINH = 11
+    COSH = 12
+    ASINH = 13
+    ACOSH = 14
+    ATANH = 15
+
+
+class CumulativeMode(object):
+    SUM = 0
+    PROD = 1
+
+
+class LossReduction(object):
+    NONE = 0
+    MEAN = 1
+    SUM = 2
+
+
+class RandomMode(object):
+    NORMAL = 0
+    UNIFORM = 1
+    BERNOULLI = 2
+    MULTINOMIAL = 3
 
 
 class Primitive(object):
@@ -247,6 +318,24 @@ class Primitive(object):
     MaxRoiPool = 113
     MaxUnpool = 114
     DeformConv = 115
+    Compare = 116
+    Bitwise = 117
+    Where = 118
+    FloatClass = 119
+    BitCast = 120
+    UnaryMath = 121
+    Mod = 122
+    Cumulative = 123
+    Einsum = 124
+    Det = 125
+    Hardmax = 126
+    GroupNorm = 127
+    GroupNormGrad = 128
+    UnaryMathGrad = 129
+    WhereGrad = 130
+    NLLLoss = 131
+    DynamicQuantizeLinear = 132
+    Random = 133
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -482,6 +571,42 @@ def PrimitiveCreator(unionType, table):
         return MaxUnpoolT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.DeformConv:
         return DeformConvT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Compare:
+        return CompareT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Bitwise:
+        return BitwiseT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Where:
+        return WhereT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.FloatClass:
+        return FloatClassT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.BitCast:
+        return BitCastT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.UnaryMath:
+        return UnaryMathT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Mod:
+        return ModT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Cumulative:
+        return CumulativeT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Einsum:
+        return EinsumT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Det:
+        return DetT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Hardmax:
+        return HardmaxT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.GroupNorm:
+        return GroupNormT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.GroupNormGrad:
+        return GroupNormGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.UnaryMathGrad:
+        return UnaryMathGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.WhereGrad:
+        return WhereGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.NLLLoss:
+        return NLLLossT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.DynamicQuantizeLinear:
+        return DynamicQuantizeLinearT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Random:
+        return RandomT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -2140,6 +2265,114 @@ class LayerNormT(object):
         return layerNorm
 
 
+class GroupNorm(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = GroupNorm()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsGroupNorm(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def GroupNormBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # GroupNorm
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # GroupNorm
+    def NumGroups(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # GroupNorm
+    def Epsilon(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1e-5
+
+    # GroupNorm
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+def GroupNormStart(builder):
+    builder.StartObject(3)
+
+def GroupNormAddNumGroups(builder, numGroups):
+    builder.PrependInt32Slot(0, numGroups, 0)
+
+def GroupNormAddEpsilon(builder, epsilon):
+    builder.PrependFloat32Slot(1, epsilon, 1e-5)
+
+def GroupNormAddAxis(builder, axis):
+    builder.PrependInt32Slot(2, axis, 1)
+
+def GroupNormEnd(builder):
+    return builder.EndObject()
+
+
+
+class GroupNormT(object):
+
+    # GroupNormT
+    def __init__(
+        self,
+        numGroups = 0,
+        epsilon = 1e-5,
+        axis = 1,
+    ):
+        self.numGroups = numGroups  # type: int
+        self.epsilon = epsilon  # type: float
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        groupNorm = GroupNorm()
+        groupNorm.Init(buf, pos)
+        return cls.InitFromObj(groupNorm)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, groupNorm):
+        x = GroupNormT()
+        x._UnPack(groupNorm)
+        return x
+
+    # GroupNormT
+    def _UnPack(self, groupNorm):
+        if groupNorm is None:
+            return
+        self.numGroups = groupNorm.NumGroups()
+        self.epsilon = groupNorm.Epsilon()
+        self.axis = groupNorm.Axis()
+
+    # GroupNormT
+    def Pack(self, builder):
+        GroupNormStart(builder)
+        GroupNormAddNumGroups(builder, self.numGroups)
+        GroupNormAddEpsilon(builder, self.epsilon)
+        GroupNormAddAxis(builder, self.axis)
+        groupNorm = GroupNormEnd(builder)
+        return groupNorm
+
+
 class Softmax(object):
     __slots__ = ['_tab']
 
@@ -3221,6 +3454,919 @@ class ErfT(object):
         ErfStart(builder)
         erf = ErfEnd(builder)
         return erf
+
+
+class UnaryMath(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = UnaryMath()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsUnaryMath(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def UnaryMathBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # UnaryMath
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # UnaryMath
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def UnaryMathStart(builder):
+    builder.StartObject(1)
+
+def UnaryMathAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 0)
+
+def UnaryMathEnd(builder):
+    return builder.EndObject()
+
+
+
+class UnaryMathT(object):
+
+    # UnaryMathT
+    def __init__(
+        self,
+        mode = 0,
+    ):
+        self.mode = mode  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        unaryMath = UnaryMath()
+        unaryMath.Init(buf, pos)
+        return cls.InitFromObj(unaryMath)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, unaryMath):
+        x = UnaryMathT()
+        x._UnPack(unaryMath)
+        return x
+
+    # UnaryMathT
+    def _UnPack(self, unaryMath):
+        if unaryMath is None:
+            return
+        self.mode = unaryMath.Mode()
+
+    # UnaryMathT
+    def Pack(self, builder):
+        UnaryMathStart(builder)
+        UnaryMathAddMode(builder, self.mode)
+        unaryMath = UnaryMathEnd(builder)
+        return unaryMath
+
+
+class Mod(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Mod()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsMod(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ModBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Mod
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Mod
+    def Fmod(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def ModStart(builder):
+    builder.StartObject(1)
+
+def ModAddFmod(builder, fmod):
+    builder.PrependBoolSlot(0, fmod, 0)
+
+def ModEnd(builder):
+    return builder.EndObject()
+
+
+
+class ModT(object):
+
+    # ModT
+    def __init__(
+        self,
+        fmod = False,
+    ):
+        self.fmod = fmod  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        mod = Mod()
+        mod.Init(buf, pos)
+        return cls.InitFromObj(mod)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, mod):
+        x = ModT()
+        x._UnPack(mod)
+        return x
+
+    # ModT
+    def _UnPack(self, mod):
+        if mod is None:
+            return
+        self.fmod = mod.Fmod()
+
+    # ModT
+    def Pack(self, builder):
+        ModStart(builder)
+        ModAddFmod(builder, self.fmod)
+        mod = ModEnd(builder)
+        return mod
+
+
+class Cumulative(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Cumulative()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsCumulative(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def CumulativeBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Cumulative
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Cumulative
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # Cumulative
+    def Exclusive(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # Cumulative
+    def Reverse(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def CumulativeStart(builder):
+    builder.StartObject(3)
+
+def CumulativeAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 0)
+
+def CumulativeAddExclusive(builder, exclusive):
+    builder.PrependBoolSlot(1, exclusive, 0)
+
+def CumulativeAddReverse(builder, reverse):
+    builder.PrependBoolSlot(2, reverse, 0)
+
+def CumulativeEnd(builder):
+    return builder.EndObject()
+
+
+
+class CumulativeT(object):
+
+    # CumulativeT
+    def __init__(
+        self,
+        mode = 0,
+        exclusive = False,
+        reverse = False,
+    ):
+        self.mode = mode  # type: int
+        self.exclusive = exclusive  # type: bool
+        self.reverse = reverse  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        cumulative = Cumulative()
+        cumulative.Init(buf, pos)
+        return cls.InitFromObj(cumulative)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, cumulative):
+        x = CumulativeT()
+        x._UnPack(cumulative)
+        return x
+
+    # CumulativeT
+    def _UnPack(self, cumulative):
+        if cumulative is None:
+            return
+        self.mode = cumulative.Mode()
+        self.exclusive = cumulative.Exclusive()
+        self.reverse = cumulative.Reverse()
+
+    # CumulativeT
+    def Pack(self, builder):
+        CumulativeStart(builder)
+        CumulativeAddMode(builder, self.mode)
+        CumulativeAddExclusive(builder, self.exclusive)
+        CumulativeAddReverse(builder, self.reverse)
+        cumulative = CumulativeEnd(builder)
+        return cumulative
+
+
+class Einsum(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Einsum()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsEinsum(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def EinsumBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Einsum
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Einsum
+    def Equation(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+def EinsumStart(builder):
+    builder.StartObject(1)
+
+def EinsumAddEquation(builder, equation):
+    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(equation), 0)
+
+def EinsumEnd(builder):
+    return builder.EndObject()
+
+
+
+class EinsumT(object):
+
+    # EinsumT
+    def __init__(
+        self,
+        equation = None,
+    ):
+        self.equation = equation  # type: Optional[str]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        einsum = Einsum()
+        einsum.Init(buf, pos)
+        return cls.InitFromObj(einsum)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, einsum):
+        x = EinsumT()
+        x._UnPack(einsum)
+        return x
+
+    # EinsumT
+    def _UnPack(self, einsum):
+        if einsum is None:
+            return
+        self.equation = einsum.Equation()
+
+    # EinsumT
+    def Pack(self, builder):
+        if self.equation is not None:
+            equation = builder.CreateString(self.equation)
+        EinsumStart(builder)
+        if self.equation is not None:
+            EinsumAddEquation(builder, equation)
+        einsum = EinsumEnd(builder)
+        return einsum
+
+
+class Det(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Det()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsDet(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def DetBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Det
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def DetStart(builder):
+    builder.StartObject(0)
+
+def DetEnd(builder):
+    return builder.EndObject()
+
+
+
+class DetT(object):
+
+    # DetT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        det = Det()
+        det.Init(buf, pos)
+        return cls.InitFromObj(det)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, det):
+        x = DetT()
+        x._UnPack(det)
+        return x
+
+    # DetT
+    def _UnPack(self, det):
+        if det is None:
+            return
+
+    # DetT
+    def Pack(self, builder):
+        DetStart(builder)
+        det = DetEnd(builder)
+        return det
+
+
+class Hardmax(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Hardmax()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsHardmax(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def HardmaxBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Hardmax
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Hardmax
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+def HardmaxStart(builder):
+    builder.StartObject(1)
+
+def HardmaxAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, -1)
+
+def HardmaxEnd(builder):
+    return builder.EndObject()
+
+
+
+class HardmaxT(object):
+
+    # HardmaxT
+    def __init__(
+        self,
+        axis = -1,
+    ):
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        hardmax = Hardmax()
+        hardmax.Init(buf, pos)
+        return cls.InitFromObj(hardmax)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, hardmax):
+        x = HardmaxT()
+        x._UnPack(hardmax)
+        return x
+
+    # HardmaxT
+    def _UnPack(self, hardmax):
+        if hardmax is None:
+            return
+        self.axis = hardmax.Axis()
+
+    # HardmaxT
+    def Pack(self, builder):
+        HardmaxStart(builder)
+        HardmaxAddAxis(builder, self.axis)
+        hardmax = HardmaxEnd(builder)
+        return hardmax
+
+
+class Compare(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Compare()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsCompare(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def CompareBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Compare
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Compare
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def CompareStart(builder):
+    builder.StartObject(1)
+
+def CompareAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 0)
+
+def CompareEnd(builder):
+    return builder.EndObject()
+
+
+
+class CompareT(object):
+
+    # CompareT
+    def __init__(
+        self,
+        mode = 0,
+    ):
+        self.mode = mode  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        compare = Compare()
+        compare.Init(buf, pos)
+        return cls.InitFromObj(compare)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, compare):
+        x = CompareT()
+        x._UnPack(compare)
+        return x
+
+    # CompareT
+    def _UnPack(self, compare):
+        if compare is None:
+            return
+        self.mode = compare.Mode()
+
+    # CompareT
+    def Pack(self, builder):
+        CompareStart(builder)
+        CompareAddMode(builder, self.mode)
+        compare = CompareEnd(builder)
+        return compare
+
+
+class Bitwise(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Bitwise()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsBitwise(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def BitwiseBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Bitwise
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Bitwise
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def BitwiseStart(builder):
+    builder.StartObject(1)
+
+def BitwiseAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 0)
+
+def BitwiseEnd(builder):
+    return builder.EndObject()
+
+
+
+class BitwiseT(object):
+
+    # BitwiseT
+    def __init__(
+        self,
+        mode = 0,
+    ):
+        self.mode = mode  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        bitwise = Bitwise()
+        bitwise.Init(buf, pos)
+        return cls.InitFromObj(bitwise)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, bitwise):
+        x = BitwiseT()
+        x._UnPack(bitwise)
+        return x
+
+    # BitwiseT
+    def _UnPack(self, bitwise):
+        if bitwise is None:
+            return
+        self.mode = bitwise.Mode()
+
+    # BitwiseT
+    def Pack(self, builder):
+        BitwiseStart(builder)
+        BitwiseAddMode(builder, self.mode)
+        bitwise = BitwiseEnd(builder)
+        return bitwise
+
+
+class Where(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Where()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsWhere(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def WhereBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Where
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def WhereStart(builder):
+    builder.StartObject(0)
+
+def WhereEnd(builder):
+    return builder.EndObject()
+
+
+
+class WhereT(object):
+
+    # WhereT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        where = Where()
+        where.Init(buf, pos)
+        return cls.InitFromObj(where)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, where):
+        x = WhereT()
+        x._UnPack(where)
+        return x
+
+    # WhereT
+    def _UnPack(self, where):
+        if where is None:
+            return
+
+    # WhereT
+    def Pack(self, builder):
+        WhereStart(builder)
+        where = WhereEnd(builder)
+        return where
+
+
+class FloatClass(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = FloatClass()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsFloatClass(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def FloatClassBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # FloatClass
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # FloatClass
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # FloatClass
+    def DetectPositive(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+    # FloatClass
+    def DetectNegative(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return True
+
+def FloatClassStart(builder):
+    builder.StartObject(3)
+
+def FloatClassAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 0)
+
+def FloatClassAddDetectPositive(builder, detectPositive):
+    builder.PrependBoolSlot(1, detectPositive, 1)
+
+def FloatClassAddDetectNegative(builder, detectNegative):
+    builder.PrependBoolSlot(2, detectNegative, 1)
+
+def FloatClassEnd(builder):
+    return builder.EndObject()
+
+
+
+class FloatClassT(object):
+
+    # FloatClassT
+    def __init__(
+        self,
+        mode = 0,
+        detectPositive = True,
+        detectNegative = True,
+    ):
+        self.mode = mode  # type: int
+        self.detectPositive = detectPositive  # type: bool
+        self.detectNegative = detectNegative  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        floatClass = FloatClass()
+        floatClass.Init(buf, pos)
+        return cls.InitFromObj(floatClass)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, floatClass):
+        x = FloatClassT()
+        x._UnPack(floatClass)
+        return x
+
+    # FloatClassT
+    def _UnPack(self, floatClass):
+        if floatClass is None:
+            return
+        self.mode = floatClass.Mode()
+        self.detectPositive = floatClass.DetectPositive()
+        self.detectNegative = floatClass.DetectNegative()
+
+    # FloatClassT
+    def Pack(self, builder):
+        FloatClassStart(builder)
+        FloatClassAddMode(builder, self.mode)
+        FloatClassAddDetectPositive(builder, self.detectPositive)
+        FloatClassAddDetectNegative(builder, self.detectNegative)
+        floatClass = FloatClassEnd(builder)
+        return floatClass
+
+
+class BitCast(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = BitCast()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsBitCast(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def BitCastBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # BitCast
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # BitCast
+    def To(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def BitCastStart(builder):
+    builder.StartObject(1)
+
+def BitCastAddTo(builder, to):
+    builder.PrependInt32Slot(0, to, 0)
+
+def BitCastEnd(builder):
+    return builder.EndObject()
+
+
+
+class BitCastT(object):
+
+    # BitCastT
+    def __init__(
+        self,
+        to = 0,
+    ):
+        self.to = to  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        bitCast = BitCast()
+        bitCast.Init(buf, pos)
+        return cls.InitFromObj(bitCast)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, bitCast):
+        x = BitCastT()
+        x._UnPack(bitCast)
+        return x
+
+    # BitCastT
+    def _UnPack(self, bitCast):
+        if bitCast is None:
+            return
+        self.to = bitCast.To()
+
+    # BitCastT
+    def Pack(self, builder):
+        BitCastStart(builder)
+        BitCastAddTo(builder, self.to)
+        bitCast = BitCastEnd(builder)
+        return bitCast
 
 
 class Reduce(object):
@@ -4931,6 +6077,181 @@ class QuantDTypeCastT(object):
         QuantDTypeCastAddSaturate(builder, self.saturate)
         quantDtypeCast = QuantDTypeCastEnd(builder)
         return quantDtypeCast
+
+
+class DynamicQuantizeLinear(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = DynamicQuantizeLinear()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsDynamicQuantizeLinear(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def DynamicQuantizeLinearBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # DynamicQuantizeLinear
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def DynamicQuantizeLinearStart(builder):
+    builder.StartObject(0)
+
+def DynamicQuantizeLinearEnd(builder):
+    return builder.EndObject()
+
+
+
+class DynamicQuantizeLinearT(object):
+
+    # DynamicQuantizeLinearT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        dynamicQuantizeLinear = DynamicQuantizeLinear()
+        dynamicQuantizeLinear.Init(buf, pos)
+        return cls.InitFromObj(dynamicQuantizeLinear)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, dynamicQuantizeLinear):
+        x = DynamicQuantizeLinearT()
+        x._UnPack(dynamicQuantizeLinear)
+        return x
+
+    # DynamicQuantizeLinearT
+    def _UnPack(self, dynamicQuantizeLinear):
+        if dynamicQuantizeLinear is None:
+            return
+
+    # DynamicQuantizeLinearT
+    def Pack(self, builder):
+        DynamicQuantizeLinearStart(builder)
+        dynamicQuantizeLinear = DynamicQuantizeLinearEnd(builder)
+        return dynamicQuantizeLinear
+
+
+class NLLLoss(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = NLLLoss()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsNLLLoss(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def NLLLossBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # NLLLoss
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # NLLLoss
+    def Reduction(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 1
+
+    # NLLLoss
+    def IgnoreIndex(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return 0
+
+    # NLLLoss
+    def HasIgnoreIndex(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def NLLLossStart(builder):
+    builder.StartObject(3)
+
+def NLLLossAddReduction(builder, reduction):
+    builder.PrependInt8Slot(0, reduction, 1)
+
+def NLLLossAddIgnoreIndex(builder, ignoreIndex):
+    builder.PrependInt64Slot(1, ignoreIndex, 0)
+
+def NLLLossAddHasIgnoreIndex(builder, hasIgnoreIndex):
+    builder.PrependBoolSlot(2, hasIgnoreIndex, 0)
+
+def NLLLossEnd(builder):
+    return builder.EndObject()
+
+
+
+class NLLLossT(object):
+
+    # NLLLossT
+    def __init__(
+        self,
+        reduction = 1,
+        ignoreIndex = 0,
+        hasIgnoreIndex = False,
+    ):
+        self.reduction = reduction  # type: int
+        self.ignoreIndex = ignoreIndex  # type: int
+        self.hasIgnoreIndex = hasIgnoreIndex  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        nllloss = NLLLoss()
+        nllloss.Init(buf, pos)
+        return cls.InitFromObj(nllloss)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, nllloss):
+        x = NLLLossT()
+        x._UnPack(nllloss)
+        return x
+
+    # NLLLossT
+    def _UnPack(self, nllloss):
+        if nllloss is None:
+            return
+        self.reduction = nllloss.Reduction()
+        self.ignoreIndex = nllloss.IgnoreIndex()
+        self.hasIgnoreIndex = nllloss.HasIgnoreIndex()
+
+    # NLLLossT
+    def Pack(self, builder):
+        NLLLossStart(builder)
+        NLLLossAddReduction(builder, self.reduction)
+        NLLLossAddIgnoreIndex(builder, self.ignoreIndex)
+        NLLLossAddHasIgnoreIndex(builder, self.hasIgnoreIndex)
+        nllloss = NLLLossEnd(builder)
+        return nllloss
 
 
 class ActivationGrad(object):
@@ -7960,6 +9281,261 @@ class LayerNormGradT(object):
         LayerNormGradAddEpsilon(builder, self.epsilon)
         layerNormGrad = LayerNormGradEnd(builder)
         return layerNormGrad
+
+
+class UnaryMathGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = UnaryMathGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsUnaryMathGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def UnaryMathGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # UnaryMathGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # UnaryMathGrad
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+def UnaryMathGradStart(builder):
+    builder.StartObject(1)
+
+def UnaryMathGradAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 0)
+
+def UnaryMathGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class UnaryMathGradT(object):
+
+    # UnaryMathGradT
+    def __init__(
+        self,
+        mode = 0,
+    ):
+        self.mode = mode  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        unaryMathGrad = UnaryMathGrad()
+        unaryMathGrad.Init(buf, pos)
+        return cls.InitFromObj(unaryMathGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, unaryMathGrad):
+        x = UnaryMathGradT()
+        x._UnPack(unaryMathGrad)
+        return x
+
+    # UnaryMathGradT
+    def _UnPack(self, unaryMathGrad):
+        if unaryMathGrad is None:
+            return
+        self.mode = unaryMathGrad.Mode()
+
+    # UnaryMathGradT
+    def Pack(self, builder):
+        UnaryMathGradStart(builder)
+        UnaryMathGradAddMode(builder, self.mode)
+        unaryMathGrad = UnaryMathGradEnd(builder)
+        return unaryMathGrad
+
+
+class WhereGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = WhereGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsWhereGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def WhereGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # WhereGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def WhereGradStart(builder):
+    builder.StartObject(0)
+
+def WhereGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class WhereGradT(object):
+
+    # WhereGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        whereGrad = WhereGrad()
+        whereGrad.Init(buf, pos)
+        return cls.InitFromObj(whereGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, whereGrad):
+        x = WhereGradT()
+        x._UnPack(whereGrad)
+        return x
+
+    # WhereGradT
+    def _UnPack(self, whereGrad):
+        if whereGrad is None:
+            return
+
+    # WhereGradT
+    def Pack(self, builder):
+        WhereGradStart(builder)
+        whereGrad = WhereGradEnd(builder)
+        return whereGrad
+
+
+class GroupNormGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = GroupNormGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsGroupNormGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def GroupNormGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # GroupNormGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # GroupNormGrad
+    def NumGroups(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # GroupNormGrad
+    def Epsilon(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1e-5
+
+    # GroupNormGrad
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+def GroupNormGradStart(builder):
+    builder.StartObject(3)
+
+def GroupNormGradAddNumGroups(builder, numGroups):
+    builder.PrependInt32Slot(0, numGroups, 0)
+
+def GroupNormGradAddEpsilon(builder, epsilon):
+    builder.PrependFloat32Slot(1, epsilon, 1e-5)
+
+def GroupNormGradAddAxis(builder, axis):
+    builder.PrependInt32Slot(2, axis, 1)
+
+def GroupNormGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class GroupNormGradT(object):
+
+    # GroupNormGradT
+    def __init__(
+        self,
+        numGroups = 0,
+        epsilon = 1e-5,
+        axis = 1,
+    ):
+        self.numGroups = numGroups  # type: int
+        self.epsilon = epsilon  # type: float
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        groupNormGrad = GroupNormGrad()
+        groupNormGrad.Init(buf, pos)
+        return cls.InitFromObj(groupNormGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, groupNormGrad):
+        x = GroupNormGradT()
+        x._UnPack(groupNormGrad)
+        return x
+
+    # GroupNormGradT
+    def _UnPack(self, groupNormGrad):
+        if groupNormGrad is None:
+            return
+        self.numGroups = groupNormGrad.NumGroups()
+        self.epsilon = groupNormGrad.Epsilon()
+        self.axis = groupNormGrad.Axis()
+
+    # GroupNormGradT
+    def Pack(self, builder):
+        GroupNormGradStart(builder)
+        GroupNormGradAddNumGroups(builder, self.numGroups)
+        GroupNormGradAddEpsilon(builder, self.epsilon)
+        GroupNormGradAddAxis(builder, self.axis)
+        groupNormGrad = GroupNormGradEnd(builder)
+        return groupNormGrad
 
 
 class SoftmaxCrossEntropyWithLogits(object):
@@ -12159,6 +13735,254 @@ class Col2ImT(object):
         return col2Im
 
 
+class Random(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Random()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsRandom(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def RandomBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Random
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Random
+    def Mode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # Random
+    def DataType(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 43
+
+    # Random
+    def Shape(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 8))
+        return 0
+
+    # Random
+    def ShapeAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int64Flags, o)
+        return 0
+
+    # Random
+    def ShapeLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Random
+    def ShapeIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
+    # Random
+    def Mean(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # Random
+    def Scale(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1.0
+
+    # Random
+    def Low(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # Random
+    def High(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1.0
+
+    # Random
+    def Seed(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # Random
+    def HasSeed(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # Random
+    def SampleSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 1
+
+def RandomStart(builder):
+    builder.StartObject(10)
+
+def RandomAddMode(builder, mode):
+    builder.PrependInt8Slot(0, mode, 0)
+
+def RandomAddDataType(builder, dataType):
+    builder.PrependInt32Slot(1, dataType, 43)
+
+def RandomAddShape(builder, shape):
+    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(shape), 0)
+
+def RandomStartShapeVector(builder, numElems):
+    return builder.StartVector(8, numElems, 8)
+
+def RandomAddMean(builder, mean):
+    builder.PrependFloat32Slot(3, mean, 0.0)
+
+def RandomAddScale(builder, scale):
+    builder.PrependFloat32Slot(4, scale, 1.0)
+
+def RandomAddLow(builder, low):
+    builder.PrependFloat32Slot(5, low, 0.0)
+
+def RandomAddHigh(builder, high):
+    builder.PrependFloat32Slot(6, high, 1.0)
+
+def RandomAddSeed(builder, seed):
+    builder.PrependFloat32Slot(7, seed, 0.0)
+
+def RandomAddHasSeed(builder, hasSeed):
+    builder.PrependBoolSlot(8, hasSeed, 0)
+
+def RandomAddSampleSize(builder, sampleSize):
+    builder.PrependInt32Slot(9, sampleSize, 1)
+
+def RandomEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class RandomT(object):
+
+    # RandomT
+    def __init__(
+        self,
+        mode = 0,
+        dataType = 43,
+        shape = None,
+        mean = 0.0,
+        scale = 1.0,
+        low = 0.0,
+        high = 1.0,
+        seed = 0.0,
+        hasSeed = False,
+        sampleSize = 1,
+    ):
+        self.mode = mode  # type: int
+        self.dataType = dataType  # type: int
+        self.shape = shape  # type: Optional[List[int]]
+        self.mean = mean  # type: float
+        self.scale = scale  # type: float
+        self.low = low  # type: float
+        self.high = high  # type: float
+        self.seed = seed  # type: float
+        self.hasSeed = hasSeed  # type: bool
+        self.sampleSize = sampleSize  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        random = Random()
+        random.Init(buf, pos)
+        return cls.InitFromObj(random)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, random):
+        x = RandomT()
+        x._UnPack(random)
+        return x
+
+    # RandomT
+    def _UnPack(self, random):
+        if random is None:
+            return
+        self.mode = random.Mode()
+        self.dataType = random.DataType()
+        if not random.ShapeIsNone():
+            if np is None:
+                self.shape = []
+                for i in range(random.ShapeLength()):
+                    self.shape.append(random.Shape(i))
+            else:
+                self.shape = random.ShapeAsNumpy()
+        self.mean = random.Mean()
+        self.scale = random.Scale()
+        self.low = random.Low()
+        self.high = random.High()
+        self.seed = random.Seed()
+        self.hasSeed = random.HasSeed()
+        self.sampleSize = random.SampleSize()
+
+    # RandomT
+    def Pack(self, builder):
+        if self.shape is not None:
+            if np is not None and type(self.shape) is np.ndarray:
+                shape = builder.CreateNumpyVector(self.shape)
+            else:
+                RandomStartShapeVector(builder, len(self.shape))
+                for i in reversed(range(len(self.shape))):
+                    builder.PrependInt64(self.shape[i])
+                shape = builder.EndVector()
+        RandomStart(builder)
+        RandomAddMode(builder, self.mode)
+        RandomAddDataType(builder, self.dataType)
+        if self.shape is not None:
+            RandomAddShape(builder, shape)
+        RandomAddMean(builder, self.mean)
+        RandomAddScale(builder, self.scale)
+        RandomAddLow(builder, self.low)
+        RandomAddHigh(builder, self.high)
+        RandomAddSeed(builder, self.seed)
+        RandomAddHasSeed(builder, self.hasSeed)
+        RandomAddSampleSize(builder, self.sampleSize)
+        random = RandomEnd(builder)
+        return random
+
+
 class QuantParam(object):
     __slots__ = ['_tab']
 
@@ -13150,7 +14974,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

@@ -248,12 +248,6 @@ def test_batchnorm_statistics_fed_at_run_time() -> None:
     assert_matches_ort(node_model("BatchNormalization", feeds, {}, list(feeds)), feeds)
 
 
-def test_batchnorm_training_mode_is_refused() -> None:
-    model = node_model("BatchNormalization", {"x": _array((2, 3, 4, 4))}, _bn_params(3),
-                       ["x", "scale", "bias", "mean", "var"], 15, training_mode=1)
-    refused(model, "training_mode")
-
-
 # ---- pooling -------------------------------------------------------------------------------------------------
 POOL_CASES = {
     "plain": dict(kernel_shape=[2, 2]),

@@ -76,3 +76,33 @@ def small_cnn(batch: int | str = 1, seed: int = 0) -> onnx.ModelProto:
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 4]),
          helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, 4])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def run_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs of onnx.reference, the ONNX project's own evaluator of the operator definitions."""
+    from onnx.reference import ReferenceEvaluator
+    names = [o.name for o in model.graph.output]
+    return dict(zip(names, ReferenceEvaluator(model).run(None, feeds)))
+
+
+def assert_matches_oracles(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-5,
+                           atol: float = 1e-6, oracles: tuple[str, ...] = ("onnxruntime", "reference")) -> None:
+    """Our converter + runtime agree with onnxruntime and onnx.reference on every output: dtype, shape and
+    values (exactly for integer and bool outputs; NaN where they have NaN). An op/dtype onnxruntime has no kernel
+    for is checked against onnx.reference alone."""
+    from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
+    got = run_lite(session_for(model), feeds)
+    runners = {"onnxruntime": run_ort, "reference": run_reference}
+    for oracle in oracles:
+        try:
+            outputs = runners[oracle](model, feeds)
+        except OrtNotImplemented:
+            assert "reference" in oracles
+            continue
+        for name, expected in outputs.items():
+            expected = np.asarray(expected)
+            assert got[name].dtype == expected.dtype and got[name].shape == expected.shape, (oracle, name)
+            if expected.dtype.kind == "f":
+                np.testing.assert_allclose(got[name], expected, rtol=rtol, atol=atol, err_msg=f"{oracle} {name}")
+            else:
+                np.testing.assert_array_equal(got[name], expected, err_msg=f"{oracle} {name}")

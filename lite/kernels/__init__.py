@@ -7,4 +7,9 @@ from lite.kernels import (activation, arg_min_max, arithmetic, batchnorm, cast, 
                           transpose, trilu, unary, unique)
 from lite.kernels import dft, mel_weight_matrix, stft, window  # noqa: F401,E402  (signal)
 from lite.kernels import affine_grid, deform_conv, grid_sample, max_roi_pool, max_unpool, roi_align  # noqa: F401,E402
+from lite.kernels import bitcast, bitwise, compare, float_class, where  # noqa: F401,E402  (comparison, logic)
+from lite.kernels import cumulative, det, einsum, hardmax, mod, unary_math  # noqa: F401,E402  (math)
+from lite.kernels import group_norm  # noqa: F401,E402  (normalisation)
+from lite.kernels import dynamic_quantize, nll_loss  # noqa: F401,E402  (losses, quantization)
+from lite.kernels import random_draws  # noqa: F401,E402
 from lite.kernels import grad, int8  # noqa: F401,E402  (training and int8 kernels)

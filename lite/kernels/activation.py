@@ -1,9 +1,10 @@
-"""Activation (relu, relu6, sigmoid, tanh, hard-sigmoid/-swish, swish, elu, leaky relu, gelu, hard-tanh) and
-PReLU, plus `apply_activation`, which ops with a fused activation call on their output in place.
+"""Activation (relu, relu6, sigmoid, tanh, hard-sigmoid/-swish, swish, elu, leaky relu, gelu, hard-tanh,
+softplus, softsign, mish, celu, selu, thresholded relu, shrink) and PReLU, plus `apply_activation`, which ops
+with a fused activation call on their output in place.
 
 Every activation is a few whole-array numpy passes written with `out=`: no `np.where` (a data-dependent select
-runs ~30x slower than `np.clip`) and `np.clip(x, 0, inf)` for relu (4x faster than `np.maximum(x, 0)`). At most
-one temporary of the input's size is allocated per call, for the gated functions (swish, hswish, gelu).
+runs ~30x slower than `np.clip`) and `np.clip(x, 0, inf)` for relu (4x faster than `np.maximum(x, 0)`). The
+functions of two branches or a gate allocate a temporary or two of the input's size per call.
 """
 from __future__ import annotations
 
@@ -72,6 +73,61 @@ def gelu(x: np.ndarray, out: np.ndarray) -> None:
     np.multiply(x, cdf, out=out)
 
 
+def softplus(x: np.ndarray, out: np.ndarray) -> None:
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): no overflow for large x, no cancellation for small."""
+    tail = np.abs(x)
+    np.negative(tail, out=tail)
+    np.exp(tail, out=tail)
+    np.log1p(tail, out=tail)
+    relu(x, out)
+    out += tail
+
+
+def softsign(x: np.ndarray, out: np.ndarray) -> None:
+    """x / (1 + |x|)."""
+    denominator = np.abs(x)
+    denominator += 1.0
+    np.divide(x, denominator, out=out)
+
+
+def mish(x: np.ndarray, out: np.ndarray) -> None:
+    """x * tanh(softplus(x))."""
+    gate = np.empty_like(x)
+    softplus(x, gate)
+    np.tanh(gate, out=gate)
+    np.multiply(x, gate, out=out)
+
+
+def celu(x: np.ndarray, out: np.ndarray, alpha: float) -> None:
+    """max(x, 0) + min(alpha * (exp(x / alpha) - 1), 0)."""
+    negative = np.clip(x, -np.inf, 0.0)
+    negative *= 1.0 / alpha
+    np.expm1(negative, out=negative)
+    negative *= alpha
+    relu(x, out)
+    out += negative
+
+
+def selu(x: np.ndarray, out: np.ndarray, alpha: float, gamma: float) -> None:
+    """gamma * elu(x, alpha)."""
+    elu(x, out, alpha)
+    out *= gamma
+
+
+def thresholded_relu(x: np.ndarray, out: np.ndarray, alpha: float) -> None:
+    """x where x > alpha, else 0."""
+    np.multiply(x, np.greater(x, alpha), out=out)
+
+
+def shrink(x: np.ndarray, out: np.ndarray, lambd: float, bias: float) -> None:
+    """x + bias below -lambd, x - bias above lambd, 0 in between."""
+    above, below = np.greater(x, lambd), np.less(x, -lambd)
+    shift = np.subtract(below, above, dtype=x.dtype)
+    shift *= bias
+    shift += x
+    np.multiply(shift, above | below, out=out)
+
+
 def gated(gate: Activation) -> Activation:
     """x * gate(x): swish from sigmoid, hard-swish from hard-sigmoid."""
     def fn(x: np.ndarray, out: np.ndarray) -> None:
@@ -94,6 +150,13 @@ _FACTORIES: dict[int, Callable[[Params], Activation]] = {
     A.HSWISH: lambda p: gated(lambda x, out: hard_sigmoid(x, out, 1.0 / 6.0, 0.5)),
     A.SWISH: lambda p: gated(sigmoid),
     A.GELU: lambda p: gelu,
+    A.SOFTPLUS: lambda p: softplus,
+    A.SOFTSIGN: lambda p: softsign,
+    A.MISH: lambda p: mish,
+    A.CELU: lambda p: lambda x, out: celu(x, out, p[0]),
+    A.SELU: lambda p: lambda x, out: selu(x, out, p[0], p[1]),
+    A.THRESHOLD_RELU: lambda p: lambda x, out: thresholded_relu(x, out, p[0]),
+    A.SHRINK: lambda p: lambda x, out: shrink(x, out, p[0], p[1]),
 }
 
 

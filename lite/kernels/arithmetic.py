@@ -63,13 +63,14 @@ class BinaryKernel(Kernel):
     inplace = True
     fn: Binary
     same_dtype = True
+    kinds = "iuf"            # the numpy dtype kinds the operands may have
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         a, b = inputs[0], inputs[1] if len(inputs) > 1 else None
         if b is None:
             raise self.error("the second operand is missing")
         for spec in (a, b):
-            if spec.dtype.kind not in "iuf":
+            if spec.dtype.kind not in self.kinds:
                 raise self.error(f"{spec.dtype} operands are not supported", NotSupportedError)
         if self.same_dtype and a.dtype != b.dtype:
             raise self.error(f"operands have different dtypes ({a.dtype} and {b.dtype})")
@@ -78,11 +79,14 @@ class BinaryKernel(Kernel):
             raise self.error(f"shapes {a.shape} and {b.shape} do not broadcast")
         self.activation = activation_fn(getattr(self.attrs, "activation", 0))
         self.compute = self.specialise(a, b) or self.fn
-        return [TensorSpec(shape, a.dtype)]
+        return [TensorSpec(shape, self.result_dtype(a))]
 
     def specialise(self, a: TensorSpec, b: TensorSpec) -> Binary | None:
         """A faster `fn` for what compile time knows of the operands, or None."""
         return None
+
+    def result_dtype(self, a: TensorSpec) -> np.dtype:
+        return a.dtype
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         out = outputs[0]

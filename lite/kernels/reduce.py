@@ -1,9 +1,10 @@
-"""Reduce: mean, sum, max, min or product over a set of axes (ONNX ReduceMean/Sum/Max/Min/Prod).
+"""Reduce: mean, sum, max, min, product, L1 / L2 norm, log-sum, log-sum-exp or sum of squares over a set of
+axes (ONNX ReduceMean/Sum/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare).
 
 The optional `axes` input (int64) must be known at compile time; it names axes of the tensor as it is, so the
 converter renumbers it when it changes the layout. No axes (or an empty list) reduces every axis, unless
 `noop_with_empty_axes`, which makes the op an identity. A reduction over an empty set gives the operation's
-identity element (0, 1, -inf for max, +inf for min), as in ONNX.
+identity element (0, 1, -inf for max and the logarithms, +inf for min), as in ONNX.
 """
 from __future__ import annotations
 
@@ -41,16 +42,60 @@ def _mean(dtype: np.dtype, axes: tuple[int, ...], keep: bool, count: int) -> Red
     return fn
 
 
+def _sum_of(transform: Callable[[np.ndarray], np.ndarray], axes: tuple[int, ...], keep: bool) -> Reducer:
+    """The sum of transform(x) over axes."""
+    return lambda x, out: np.add.reduce(transform(x), axis=axes, keepdims=keep, out=out)
+
+
+def _l2(axes: tuple[int, ...], keep: bool) -> Reducer:
+    """sqrt(sum(x^2)); integers are summed and rooted in float64 and truncated, as ONNX's reference does."""
+    def fn(x: np.ndarray, out: np.ndarray) -> None:
+        if out.dtype.kind == "f":
+            np.add.reduce(np.square(x), axis=axes, keepdims=keep, out=out)
+            np.sqrt(out, out=out)
+        else:
+            total = np.add.reduce(np.square(x, dtype=np.float64), axis=axes, keepdims=keep)
+            np.copyto(out, np.sqrt(total), casting="unsafe")
+    return fn
+
+
+def _log_sum(axes: tuple[int, ...], keep: bool) -> Reducer:
+    def fn(x: np.ndarray, out: np.ndarray) -> None:
+        np.add.reduce(x, axis=axes, keepdims=keep, out=out)
+        with np.errstate(divide="ignore"):        # log(0) = -inf, as ONNX defines it
+            np.log(out, out=out)
+    return fn
+
+
+def _log_sum_exp(axes: tuple[int, ...], keep: bool) -> Reducer:
+    """log(sum(exp(x))) = m + log(sum(exp(x - m))) with m the max (0 where the max is infinite): no overflow."""
+    def fn(x: np.ndarray, out: np.ndarray) -> None:
+        top = np.maximum.reduce(x, axis=axes, keepdims=True, initial=-np.inf)
+        top[~np.isfinite(top)] = 0.0
+        shifted = np.subtract(x, top)
+        np.exp(shifted, out=shifted)
+        np.add.reduce(shifted, axis=axes, keepdims=keep, out=out)
+        with np.errstate(divide="ignore"):
+            np.log(out, out=out)
+        out += top if keep else top.reshape(out.shape)
+    return fn
+
+
 def reducer(mode: int, dtype: np.dtype, axes: tuple[int, ...], keep: bool, count: int) -> Reducer | None:
     """`f(x, out)` reducing `axes` of x into out, or None for a mode this dtype does not support."""
     lowest, highest = _extremes(dtype)
-    numeric = dtype.kind in "iuf"
+    numeric, floating = dtype.kind in "iuf", dtype.kind == "f"
     ops: dict[int, Reducer | None] = {
         M.SUM: (lambda x, out: np.add.reduce(x, axis=axes, keepdims=keep, out=out)) if numeric else None,
         M.PROD: (lambda x, out: np.multiply.reduce(x, axis=axes, keepdims=keep, out=out)) if numeric else None,
         M.MEAN: _mean(dtype, axes, keep, count) if numeric else None,
         M.MAX: lambda x, out: np.maximum.reduce(x, axis=axes, keepdims=keep, out=out, initial=lowest),
         M.MIN: lambda x, out: np.minimum.reduce(x, axis=axes, keepdims=keep, out=out, initial=highest),
+        M.L1: _sum_of(np.abs, axes, keep) if numeric else None,
+        M.L2: _l2(axes, keep) if numeric else None,
+        M.SUM_SQUARE: _sum_of(np.square, axes, keep) if numeric else None,
+        M.LOG_SUM: _log_sum(axes, keep) if floating else None,
+        M.LOG_SUM_EXP: _log_sum_exp(axes, keep) if floating else None,
     }
     return ops.get(mode)
 

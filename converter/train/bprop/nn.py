@@ -60,6 +60,15 @@ def _scaled_by(g: Bprop, factor: str) -> str:
     return g.emit("Mul", [g.dy, factor], [x], [f"{x}/grad"])[0]
 
 
+@bprop("GroupNorm")
+def group_norm(g: Bprop) -> Grads:
+    """x, scale, bias -> GroupNormGrad(dy, x, scale, mean, invstd) -> dx, dscale, dbias (the training forward
+    outputs its mean and invstd)."""
+    x, scale = g.node.inputs[:2]
+    _, mean, invstd = g.node.outputs
+    return g.grads("GroupNormGrad", [g.dy, x, scale, mean, invstd], range(3))
+
+
 @bprop("Pooling")
 def pooling(g: Bprop) -> Grads:
     return [g.grad("PoolingGrad", [g.dy, g.node.inputs[0], g.node.outputs[0]], 0)]

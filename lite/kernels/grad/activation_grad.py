@@ -14,7 +14,7 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels.activation import A, Activation, hard_sigmoid, sigmoid
+from lite.kernels.activation import A, Activation, hard_sigmoid, sigmoid, softplus
 from lite.kernels.unary import erf
 from lite.status import NotSupportedError
 
@@ -113,6 +113,44 @@ def gated_slope(gate: Activation, gate_slope: Derivative) -> Derivative:
     return slope
 
 
+def softsign_slope(x: np.ndarray, out: np.ndarray) -> None:
+    """1 / (1 + |x|)^2."""
+    np.abs(x, out=out)
+    out += 1.0
+    np.square(out, out=out)
+    np.reciprocal(out, out=out)
+
+
+def mish_slope(x: np.ndarray, out: np.ndarray) -> None:
+    """t + x * sigmoid(x) * (1 - t^2), t = tanh(softplus(x))."""
+    t = np.empty_like(out)
+    softplus(x, t)
+    np.tanh(t, out=t)
+    sigmoid(x, out)
+    out *= x
+    out *= 1.0 - t * t
+    out += t
+
+
+def celu_slope(x: np.ndarray, out: np.ndarray, alpha: float) -> None:
+    """exp(min(x, 0) / alpha): 1 for x > 0."""
+    np.clip(x, -np.inf, 0.0, out=out)
+    out *= 1.0 / alpha
+    np.exp(out, out=out)
+
+
+def selu_slope(x: np.ndarray, out: np.ndarray, alpha: float, gamma: float) -> None:
+    """gamma * elu'(x)."""
+    elu_slope(x, out, alpha)
+    out *= gamma
+
+
+def outside(x: np.ndarray, out: np.ndarray, threshold: float) -> None:
+    """1 where |x| > threshold (shrink passes x through there), else 0."""
+    np.abs(x, out=out)
+    np.greater(out, threshold, out=out)
+
+
 Params = tuple[float, float, float, float]     # alpha, beta, min_val, max_val
 GRADIENTS: dict[int, Callable[[Params], Gradient]] = {
     A.RELU: lambda p: scaled(positive),
@@ -127,6 +165,13 @@ GRADIENTS: dict[int, Callable[[Params], Gradient]] = {
                                            lambda x, out: hard_sigmoid_slope(x, out, 1.0 / 6.0, 0.5))),
     A.SWISH: lambda p: scaled(gated_slope(sigmoid, sigmoid_slope)),
     A.GELU: lambda p: scaled(gated_slope(normal_cdf, normal_pdf)),
+    A.SOFTPLUS: lambda p: scaled(sigmoid),
+    A.SOFTSIGN: lambda p: scaled(softsign_slope),
+    A.MISH: lambda p: scaled(mish_slope),
+    A.CELU: lambda p: scaled(lambda x, out: celu_slope(x, out, p[0])),
+    A.SELU: lambda p: scaled(lambda x, out: selu_slope(x, out, p[0], p[1])),
+    A.THRESHOLD_RELU: lambda p: scaled(lambda x, out: np.greater(x, p[0], out=out)),
+    A.SHRINK: lambda p: scaled(lambda x, out: outside(x, out, p[0])),
 }
 
 

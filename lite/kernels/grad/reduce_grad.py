@@ -1,7 +1,7 @@
 """ReduceGrad: the gradient of Reduce over the forward's own reduced axes."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -15,12 +15,29 @@ from schema import fb
 M = fb.ReduceMode
 
 
+def _l2_slope(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+    """x / ||x||, 0 where the norm is 0 (PyTorch's subgradient)."""
+    np.divide(x, y, out=out, where=y != 0)
+    out[np.broadcast_to(y == 0, out.shape)] = 0.0
+
+
+# d y / d x from the forward input x and output y (y broadcast to x's shape with the reduced dims kept as 1)
+_FROM_X_AND_Y: dict[int, Callable[[np.ndarray, np.ndarray, np.ndarray], None]] = {
+    M.L1: lambda x, y, out: np.sign(x, out=out),
+    M.L2: _l2_slope,
+    M.SUM_SQUARE: lambda x, y, out: np.multiply(x, 2.0, out=out),
+    M.LOG_SUM: lambda x, y, out: np.copyto(out, np.exp(-y)),                    # 1 / sum(x)
+    M.LOG_SUM_EXP: lambda x, y, out: np.exp(np.subtract(x, y, out=out), out=out),   # softmax(x)
+}
+
+
 @register("ReduceGrad", DataType.FLOAT32)
 class ReduceGradKernel(ReduceKernel):
     """inputs: dy (Reduce's output shape), x, y (the forward input and output), axes? -> dx (x's shape).
 
     SUM spreads dy over the reduced axes, MEAN spreads dy / count, MAX and MIN give dy to the positions holding
-    the extreme, split equally between ties (as PyTorch's amax / amin). The axes rule is the forward's."""
+    the extreme, split equally between ties (as PyTorch's amax / amin); L1, L2, SUM_SQUARE, LOG_SUM and
+    LOG_SUM_EXP scale dy by their derivative from x and y. The axes rule is the forward's."""
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         dy, x, y = inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None
@@ -31,10 +48,10 @@ class ReduceGradKernel(ReduceKernel):
         if dy.shape != forward_shape:
             raise self.error(f"dy {list(dy.shape)} is not the shape {list(forward_shape)} Reduce produces")
         mode = self.attrs.mode
-        if mode not in (M.SUM, M.MEAN, M.MAX, M.MIN):
+        if mode not in (M.SUM, M.MEAN, M.MAX, M.MIN) and mode not in _FROM_X_AND_Y:
             raise self.error(f"no gradient for reduce mode {mode}", NotSupportedError)
-        if mode in (M.MAX, M.MIN) and (y is None or y.shape != dy.shape):
-            raise self.error("MAX and MIN need the forward output y of dy's shape as input 2")
+        if mode not in (M.SUM, M.MEAN) and (y is None or y.shape != dy.shape):
+            raise self.error(f"reduce mode {mode} needs the forward output y of dy's shape as input 2")
         count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
         self.scale = 1.0 / count if mode == M.MEAN and count else 1.0
         self.extreme = mode in (M.MAX, M.MIN)
@@ -45,6 +62,10 @@ class ReduceGradKernel(ReduceKernel):
 
     def run(self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray]) -> None:
         dy, x, dx = inputs[0].reshape(self.kept), inputs[1], outputs[0]
+        if self.attrs.mode in _FROM_X_AND_Y:
+            _FROM_X_AND_Y[self.attrs.mode](x, inputs[2].reshape(self.kept), dx)
+            dx *= dy
+            return
         if not self.extreme:
             np.multiply(dy, self.scale, out=dx)
             return

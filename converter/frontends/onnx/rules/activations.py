@@ -1,5 +1,5 @@
-"""ONNX importer rules for activations: Relu, LeakyRelu, Elu, Sigmoid, Tanh, HardSigmoid, HardSwish, Gelu, Clip
--> our Activation{type}; PRelu -> PReLU.
+"""ONNX importer rules for activations: Relu, LeakyRelu, Elu, Sigmoid, Tanh, HardSigmoid, HardSwish, Gelu, Clip,
+Softplus, Softsign, Mish, Celu, Selu, ThresholdedRelu, Shrink, Swish -> our Activation{type}; PRelu -> PReLU.
 
 Clip with constant bounds becomes RELU6 for (0, 6), RELU for (0, +inf) and HARD_TANH otherwise; bounds known
 only at run time, or integer inputs, become Maximum / Minimum nodes.
@@ -11,6 +11,8 @@ import math
 import numpy as np
 
 from converter.frontends.onnx.registry import ImportContext, onnx_op
+from lite import dtypes
+from lite.status import InvalidOpAttrError
 from schema import fb
 
 A = fb.ActivationType
@@ -24,6 +26,16 @@ _ACTIVATIONS: dict[str, tuple[int, dict[str, float]]] = {
     "LeakyRelu": (A.LEAKY_RELU, {"alpha": 0.01}),
     "Elu": (A.ELU, {"alpha": 1.0}),
     "HardSigmoid": (A.HSIGMOID, {"alpha": 0.2, "beta": 0.5}),
+    "Softplus": (A.SOFTPLUS, {}),
+    "Softsign": (A.SOFTSIGN, {}),
+    "Mish": (A.MISH, {}),
+    "Celu": (A.CELU, {"alpha": 1.0}),
+    "ThresholdedRelu": (A.THRESHOLD_RELU, {"alpha": 1.0}),
+}
+# ONNX ops whose attributes have other names than our fields: op -> (type, {ONNX name: (our field, default)})
+_RENAMED: dict[str, tuple[int, dict[str, tuple[str, float]]]] = {
+    "Selu": (A.SELU, {"alpha": ("alpha", 1.67326319217681884765625), "gamma": ("beta", 1.05070102214813232421875)}),
+    "Shrink": (A.SHRINK, {"lambd": ("alpha", 0.5), "bias": ("beta", 0.0)}),
 }
 
 
@@ -40,7 +52,34 @@ def activation(ctx: ImportContext) -> None:
         return
     kind, params = _ACTIVATIONS[ctx.node.op_type]
     attrs = {name: float(ctx.attr(name, default)) for name, default in params.items()}
+    if kind == A.CELU and attrs["alpha"] == 0.0:
+        raise ctx.error("alpha must not be 0", InvalidOpAttrError)
     ctx.emit("Activation", [x], ctx.outputs, type=kind, **attrs)
+
+
+@onnx_op(*_RENAMED)
+def renamed_activation(ctx: ImportContext) -> None:
+    """Integer Shrink (ONNX allows it) runs in float64, exact for every int32 and truncated back like C's cast."""
+    kind, params = _RENAMED[ctx.node.op_type]
+    attrs = {field: float(ctx.attr(name, default)) for name, (field, default) in params.items()}
+    x = ctx.input(0)
+    if _is_float(ctx, x):
+        ctx.emit("Activation", [x], ctx.outputs, type=kind, **attrs)
+        return
+    source = dtypes.from_numpy(ctx.value(x).dtype)
+    wide = ctx.emit1("Activation", [ctx.emit1("Cast", [x], to=dtypes.DataType.FLOAT64)], type=kind, **attrs)
+    ctx.emit("Cast", [wide], ctx.outputs, to=source)
+
+
+@onnx_op("Swish")
+def swish(ctx: ImportContext) -> None:
+    """x * sigmoid(alpha * x): our SWISH for alpha = 1, else spelled out."""
+    x, alpha = ctx.input(0), float(ctx.attr("alpha", 1.0))
+    if alpha == 1.0:
+        ctx.emit("Activation", [x], ctx.outputs, type=A.SWISH)
+        return
+    scaled = ctx.emit1("Mul", [x, ctx.add_const(np.array(alpha, ctx.value(x).dtype), "alpha")])
+    ctx.emit("Mul", [x, ctx.emit1("Activation", [scaled], type=A.SIGMOID)], ctx.outputs)
 
 
 @onnx_op("Gelu")

@@ -1,7 +1,8 @@
 """ONNX importer rules for elementwise math and reductions: Add, Sub, Mul, Div, Pow (numpy broadcasting, which
 every opset from 7 uses); Sqrt, Exp, Log, Neg, Abs, Erf; variadic Min / Max / Sum / Mean -> chains of Minimum /
 Maximum / Add (Mean then divides by n);
-ReduceMean / ReduceSum / ReduceMax / ReduceMin / ReduceProd -> Reduce with the axes as a constant int64 input.
+ReduceMean / ReduceSum / ReduceMax / ReduceMin / ReduceProd / ReduceL1 / ReduceL2 / ReduceLogSum /
+ReduceLogSumExp / ReduceSumSquare -> Reduce with the axes as a constant int64 input.
 """
 from __future__ import annotations
 
@@ -46,6 +47,11 @@ _REDUCE = {
     "ReduceMax": (fb.ReduceMode.MAX, 18),
     "ReduceMin": (fb.ReduceMode.MIN, 18),
     "ReduceProd": (fb.ReduceMode.PROD, 18),
+    "ReduceL1": (fb.ReduceMode.L1, 18),
+    "ReduceL2": (fb.ReduceMode.L2, 18),
+    "ReduceLogSum": (fb.ReduceMode.LOG_SUM, 18),
+    "ReduceLogSumExp": (fb.ReduceMode.LOG_SUM_EXP, 18),
+    "ReduceSumSquare": (fb.ReduceMode.SUM_SQUARE, 18),
 }
 
 

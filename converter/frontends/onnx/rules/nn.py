@@ -219,12 +219,43 @@ def _refuse_extra_outputs(ctx: ImportContext, what: str) -> None:
 @onnx_op("BatchNormalization")
 def batch_normalization(ctx: ImportContext) -> None:
     if ctx.attr("training_mode", 0):
-        raise ctx.error("training_mode=1 is not supported (inference BatchNorm only)")
+        _batch_norm_training(ctx)
+        return
     if ctx.attr("spatial", 1) != 1:
         raise ctx.error("spatial=0 (per-element statistics) is not supported")
     _refuse_extra_outputs(ctx, "training statistics")
     ctx.emit("BatchNorm", ctx.inputs[:5], ctx.outputs[:1], epsilon=float(ctx.attr("epsilon", 1e-5)),
              momentum=float(ctx.attr("momentum", 0.9)), axis=1)
+
+
+def _batch_norm_training(ctx: ImportContext) -> None:
+    """training_mode=1 (opset 14+): normalise with the batch statistics (biased variance) and output the updated
+    running statistics m * running + (1 - m) * batch, spelled out with Reduce and elementwise nodes (the graph's
+    BatchNorm op updates its statistics in place, which an inference graph's outputs cannot express)."""
+    x, scale, bias, running_mean, running_var = ctx.inputs[:5]
+    rank = ctx.value(x).rank
+    if rank < 2:
+        raise ctx.error(f"input of rank {rank} has no channel axis 1")
+    dtype = ctx.value(x).dtype
+
+    def scalar(value: float, hint: str) -> str:
+        return ctx.add_const(np.array(value, dtype), hint)
+
+    axes = ctx.add_const(np.array([0, *range(2, rank)], np.int64), "axes")
+    to_channels = ctx.add_const(np.array([-1] + [1] * (rank - 2), np.int64), "channel_shape")
+    mean = ctx.emit1("Reduce", [x, axes], mode=fb.ReduceMode.MEAN, keep_dims=False)
+    centered = ctx.emit1("Sub", [x, ctx.emit1("Reshape", [mean, to_channels])])
+    var = ctx.emit1("Reduce", [ctx.emit1("Mul", [centered, centered]), axes], mode=fb.ReduceMode.MEAN,
+                    keep_dims=False)
+    std = ctx.emit1("Sqrt", [ctx.emit1("Add", [var, scalar(float(ctx.attr("epsilon", 1e-5)), "epsilon")])])
+    factor = ctx.emit1("Reshape", [ctx.emit1("Div", [scale, std]), to_channels])
+    ctx.emit("Add", [ctx.emit1("Mul", [centered, factor]), ctx.emit1("Reshape", [bias, to_channels])],
+             ctx.outputs[:1])
+    momentum = float(ctx.attr("momentum", 0.9))
+    for running, batch, out in zip((running_mean, running_var), (mean, var), ctx.outputs[1:3]):
+        if out:
+            kept = ctx.emit1("Mul", [running, scalar(momentum, "momentum")])
+            ctx.emit("Add", [kept, ctx.emit1("Mul", [batch, scalar(1.0 - momentum, "1-momentum")])], [out])
 
 
 @onnx_op("LayerNormalization")
@@ -337,3 +368,8 @@ def softmax(ctx: ImportContext) -> None:
 @onnx_op("LogSoftmax")
 def log_softmax(ctx: ImportContext) -> None:
     _softmax(ctx, "LogSoftmax")
+
+
+@onnx_op("Hardmax")
+def hardmax(ctx: ImportContext) -> None:
+    _softmax(ctx, "Hardmax")
