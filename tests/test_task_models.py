@@ -71,7 +71,7 @@ def test_detector_matches_onnxruntime(detector, batch, size, tmp_path, capsys):
     np.testing.assert_array_equal(got["selected"], want["selected"])
 
 
-@pytest.mark.parametrize("batch, size", [(1, 32), (3, 16)])
+@pytest.mark.parametrize("batch, size", [(1, 32), (3, 32)])   # the export fixes 32x32; the batch is free
 def test_segmenter_matches_onnxruntime(segmenter, batch, size, tmp_path, capsys):
     runs_or_skips(segmenter)
     x = np.random.default_rng(size).standard_normal((batch, 3, size, size)).astype(np.float32)
