@@ -15,7 +15,7 @@ from converter.cli import main as converter_lite
 from lite import protect
 from lite.tools.benchmark import main as benchmark_lite
 
-pytest.importorskip("cryptography", reason="encryption uses the cryptography package (core dependency extra)")
+pytest.importorskip("cryptography", reason="encryption needs the cryptography package (the crypto and dev extras)")
 
 KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 REFUSED = "wrong key or tampered file"

