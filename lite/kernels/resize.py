@@ -1,7 +1,8 @@
 """Resize: nearest / linear / cubic interpolation of every axis whose size or scale changes.
 
 inputs: x, roi? ([starts..., ends...] normalised, for tf_crop_and_resize), scales? (one float per axis), sizes?
-(one int per axis), known at compile time; an empty scales/sizes tensor counts as absent. Output dims are
+(one int per axis), constants or run-time values (the output shape is then inferred at every run); with the
+`axes` attribute they hold values for those axes only. An empty scales/sizes tensor counts as absent. Output dims are
 `sizes` when given, else floor(dim * scale). Coordinates map back with `scales` when given, else with
 sizes / dims (ONNX); tf_crop_and_resize maps into the roi and gives `extrapolation_value` outside the input.
 With `antialias`, linear and cubic downsampling by s stretch the filter to 1/s input pixels (ONNX / PIL).
@@ -275,10 +276,13 @@ class ResizeKernel(Kernel):
         if self.attrs.coordinate_transform != Coords.TF_CROP_AND_RESIZE:
             return whole
         roi = self._param(inputs, 1, "roi")
-        if roi is None or roi.size != 2 * rank:
-            raise self.error(f"tf_crop_and_resize needs a roi of {2 * rank} values, got "
+        axes = normalize_axes(self, list(self.attrs.axes), rank, "axes") if self.attrs.axes is not None \
+            and len(self.attrs.axes) else list(range(rank))
+        if roi is None or roi.size != 2 * len(axes):
+            raise self.error(f"tf_crop_and_resize needs a roi of {2 * len(axes)} values, got "
                              f"{None if roi is None else roi.size}")
-        return roi.astype(np.float64).reshape(2, rank)
+        whole[:, axes] = roi.astype(np.float64).reshape(2, len(axes))
+        return whole
 
     def _taps(self, coords: np.ndarray, in_len: int, scale: float) -> tuple[np.ndarray, np.ndarray | None]:
         a = self.attrs

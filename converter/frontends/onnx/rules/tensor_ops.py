@@ -283,22 +283,28 @@ def resize(ctx: ImportContext) -> None:
     if mode not in RESIZE_MODES or ctx.node.op_type == "Upsample" and mode == "cubic":
         raise ctx.error(f"mode '{mode}' is not supported")
     if ctx.node.op_type == "Upsample" or ctx.opset < 11:
-        scales, sizes = _legacy_scales(ctx), ""
+        roi, scales, sizes = "", _legacy_scales(ctx), ""
         attrs = _legacy_resize_attrs(mode)
     else:
-        scales, sizes, attrs = *_resize_inputs(ctx), _resize_attrs(ctx)
-        attrs.update(_run_time_axes(ctx, scales, sizes))
-    roi = _resize_roi(ctx) if ctx.opset >= 11 and ctx.node.op_type == "Resize" else ""
+        roi = _resize_roi(ctx)
+        raw = ctx.has_attr("axes") and bool(roi) and ctx.const(roi) is None
+        scales, sizes, attrs = *_resize_inputs(ctx, raw), _resize_attrs(ctx)
+        attrs.update(_run_time_axes(ctx, scales, sizes, raw))
+        roi = _spread_roi(ctx, roi) if roi and not attrs.get("axes") else roi
     ctx.emit("Resize", _trim([ctx.input(0), roi, scales, sizes]), ctx.outputs, mode=RESIZE_MODES[mode], **attrs)
 
 
 def _resize_roi(ctx: ImportContext) -> str:
-    """The roi of tf_crop_and_resize (unused otherwise), with `axes` spread into [starts..., ends...] of every
-    axis (the others keep the whole axis)."""
+    """The roi input of tf_crop_and_resize ("" for the other transforms, which ignore it)."""
     if ctx.attr("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize":
         return ""
-    roi = _unless_empty(ctx, ctx.input(1))
-    if not roi or not ctx.has_attr("axes"):
+    return _unless_empty(ctx, ctx.input(1))
+
+
+def _spread_roi(ctx: ImportContext, roi: str) -> str:
+    """A constant roi given for `axes` spread into [starts..., ends...] of every axis (the others keep the
+    whole axis)."""
+    if not ctx.has_attr("axes"):
         return roi
     rank = ctx.value(ctx.input(0)).rank
     axes = _axes(ctx, list(ctx.attr("axes")), rank)
@@ -341,9 +347,10 @@ def _resize_attrs(ctx: ImportContext) -> dict:
             "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0))}
 
 
-def _resize_inputs(ctx: ImportContext) -> tuple[str, str]:
+def _resize_inputs(ctx: ImportContext, raw: bool) -> tuple[str, str]:
     """(scales, sizes) of Resize-11+, with `axes` and keep_aspect_ratio_policy spread into full-rank values so
-    the kernel sees one form. An empty constant counts as omitted."""
+    the kernel sees one form; left as given when `raw` (a run-time roi: the kernel spreads all three). An
+    empty constant counts as omitted."""
     scales, sizes = (_unless_empty(ctx, ctx.input(k)) for k in (2, 3))
     policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
     if policy not in ("stretch", "not_larger", "not_smaller"):
@@ -354,7 +361,7 @@ def _resize_inputs(ctx: ImportContext) -> tuple[str, str]:
     rank = ctx.value(x).rank
     axes = _axes(ctx, list(ctx.attr("axes", range(rank))), rank)
     which, name = ("sizes", sizes) if sizes else ("scales", scales)
-    if ctx.const(name) is None:
+    if ctx.const(name) is None or raw:
         return scales, sizes            # the kernel spreads them (_run_time_axes)
     values = ctx.const(name).ravel()
     if values.size != len(axes):
@@ -369,10 +376,11 @@ def _resize_inputs(ctx: ImportContext) -> tuple[str, str]:
     return _keep_aspect_ratio(ctx, x, out, policy)
 
 
-def _run_time_axes(ctx: ImportContext, scales: str, sizes: str) -> dict:
-    """Resize's `axes` and aspect policy, for the kernel to apply to scales / sizes known only at run time."""
+def _run_time_axes(ctx: ImportContext, scales: str, sizes: str, raw: bool) -> dict:
+    """Resize's `axes` and aspect policy, for the kernel to apply to scales / sizes (and, when `raw`, the roi)
+    known only at run time."""
     name = sizes or scales
-    if not name or ctx.const(name) is not None or not (ctx.has_attr("axes") or sizes):
+    if not name or ctx.const(name) is not None and not raw or not (ctx.has_attr("axes") or sizes):
         return {}
     rank = ctx.value(ctx.input(0)).rank
     policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
