@@ -2,55 +2,17 @@
 LiteRT's Interpreter and by our converter + runtime; float outputs within 1e-4 of the output range."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import pytest
 
 import lite
 
-from tests.tflite_models import TFLiteModel, litert_interpreter, run_litert, run_ours
-from tests.util import relative_to_range
+from tests.tflite_models import TFLiteModel, check, litert_interpreter, rand, run_litert, single
 
 pytest.importorskip("tflite", reason="the TFLite frontend reads files with the 'tflite' package")
 litert_interpreter()
-
-RNG = np.random.default_rng(0)
-
-
-def rand(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
-    return RNG.uniform(low, high, shape).astype(np.float32)
-
-
-def single(op: str, inputs: list[Any], outputs: int = 1, options: str | None = None, out_shape: tuple = (1,),
-           out_dtypes: tuple = (), **fields: Any) -> tuple[bytes, list[np.ndarray]]:
-    """A model of one operator: tuples in `inputs` are float graph inputs of that shape (fed random values),
-    arrays are constants, None an omitted input. LiteRT computes the output shapes (a few builtins check the
-    file's: `out_shape`)."""
-    m, feeds, graph_inputs, indices = TFLiteModel(), [], [], []
-    for item in inputs:
-        if item is None:
-            indices.append(-1)
-        elif isinstance(item, tuple):
-            indices.append(m.tensor(item, name=f"in{len(graph_inputs)}"))
-            graph_inputs.append(indices[-1])
-            feeds.append(rand(*item))
-        else:
-            indices.append(m.const(item))
-    dtypes = list(out_dtypes) + [np.float32] * (outputs - len(out_dtypes))
-    outs = [m.tensor(out_shape, dtypes[k], name=f"out{k}") for k in range(outputs)]
-    m.op(op, indices, outs, options, **fields)
-    return m.build(graph_inputs, outs), feeds
-
-
-def check(data: bytes, feeds: list[np.ndarray], tol: float = 1e-4) -> list[np.ndarray]:
-    expected, actual = run_litert(data, feeds), run_ours(data, feeds)
-    assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
-        assert a.shape == e.shape and a.dtype == e.dtype
-        assert relative_to_range(a, e) <= tol
-    return actual
-
 
 W = rand(4, 3, 3, 3)
 CASES: dict[str, Callable[[], tuple[bytes, list[np.ndarray]]]] = {

@@ -13,6 +13,7 @@ import tflite
 
 import lite
 from converter import convert_tflite
+from tests.util import relative_to_range
 
 TYPES = {np.dtype(np.float32): tflite.TensorType.FLOAT32, np.dtype(np.float16): tflite.TensorType.FLOAT16,
          np.dtype(np.int32): tflite.TensorType.INT32, np.dtype(np.int64): tflite.TensorType.INT64,
@@ -60,7 +61,7 @@ class TFLiteModel:
     tensors: list[dict] = field(default_factory=list)
     buffers: list[np.ndarray | None] = field(default_factory=lambda: [None])
     operators: list[dict] = field(default_factory=list)
-    codes: list[tuple[int, str | None]] = field(default_factory=list)
+    codes: list[tuple[int, str | None, int]] = field(default_factory=list)
 
     def tensor(self, shape, dtype=np.float32, name: str | None = None, data: np.ndarray | None = None,
                scale=None, zero_point=None, axis: int = 0, sparse: Sparse | None = None,
@@ -80,8 +81,8 @@ class TFLiteModel:
         return self.tensor(array.shape, dtype or array.dtype, data=array, **kw)
 
     def op(self, code: str, inputs: list[int], outputs: list[int], options: str | None = None,
-           custom: str | None = None, **fields: Any) -> None:
-        key = (getattr(tflite.BuiltinOperator, code), custom)
+           custom: str | None = None, version: int = 1, **fields: Any) -> None:
+        key = (getattr(tflite.BuiltinOperator, code), custom, version)
         if key not in self.codes:
             self.codes.append(key)
         self.operators.append(dict(code=self.codes.index(key), inputs=inputs, outputs=outputs, options=options,
@@ -127,7 +128,8 @@ class TFLiteModel:
         fields: dict[str, Any] = dict(OpcodeIndex=op["code"], Inputs=vector(b, op["inputs"]),
                                       Outputs=vector(b, op["outputs"]))
         if op["options"] is not None:
-            values = {k: vector(b, v) if isinstance(v, (list, tuple, np.ndarray)) else v
+            values = {k: vector(b, v, v.dtype if isinstance(v, np.ndarray) else np.int32)
+                      if isinstance(v, (list, tuple, np.ndarray)) else v
                       for k, v in op["fields"].items()}
             fields["BuiltinOptions"] = table(b, op["options"], **values)
             fields["BuiltinOptionsType"] = getattr(tflite.BuiltinOptions, op["options"])
@@ -146,10 +148,10 @@ class TFLiteModel:
         graph = table(b, "SubGraph", Tensors=offsets(b, tensors), Inputs=vector(b, inputs),
                       Outputs=vector(b, outputs), Operators=offsets(b, ops), Name=b.CreateString("main"))
         codes = []
-        for builtin, custom in self.codes:
+        for builtin, custom, code_version in self.codes:
             extra = {"CustomCode": b.CreateString(custom)} if custom else {}
             codes.append(table(b, "OperatorCode", BuiltinCode=builtin, DeprecatedBuiltinCode=min(builtin, 127),
-                               Version=1, **extra))
+                               Version=code_version, **extra))
         fields = dict(Version=version, OperatorCodes=offsets(b, codes), Subgraphs=offsets(b, [graph]),
                       Buffers=offsets(b, buffers), Description=b.CreateString("test"))
         if signature:
@@ -200,3 +202,59 @@ def run_ours(data: bytes, feeds: list[np.ndarray]) -> list[np.ndarray]:
         t.set_data(x)
     session.RunGraph()
     return [t.numpy() for t in session.GetOutputs().values()]
+
+
+# ---- one-operator models -----------------------------------------------------------------------------------------
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
+    return RNG.uniform(low, high, shape).astype(np.float32)
+
+
+@dataclass
+class Feed:
+    """A graph input fed with exactly these values (any dtype); optional quantization of the tensor."""
+    values: np.ndarray
+    scale: float | None = None
+    zero_point: int | None = None
+
+
+def single(op: str, inputs: list[Any], outputs: int = 1, options: str | None = None, out_shape: tuple = (1,),
+           out_dtypes: tuple = (), out_quant: tuple = (), **fields: Any) -> tuple[bytes, list[np.ndarray]]:
+    """A model of one operator: tuples in `inputs` are float graph inputs of that shape (fed random values),
+    `Feed`s graph inputs fed their values, arrays are constants, None an omitted input. LiteRT computes the
+    output shapes (a few builtins check the file's: `out_shape`); `out_quant` gives (scale, zero point) per
+    quantized output."""
+    m, feeds, graph_inputs, indices = TFLiteModel(), [], [], []
+    for item in inputs:
+        if item is None:
+            indices.append(-1)
+        elif isinstance(item, (tuple, Feed)):
+            x = rand(*item) if isinstance(item, tuple) else np.asarray(item.values)
+            quant = {} if isinstance(item, tuple) else dict(scale=item.scale, zero_point=item.zero_point)
+            indices.append(m.tensor(x.shape, x.dtype, name=f"in{len(graph_inputs)}", **quant))
+            graph_inputs.append(indices[-1])
+            feeds.append(x)
+        else:
+            indices.append(m.const(item))
+    dtypes = list(out_dtypes) + [np.float32] * (outputs - len(out_dtypes))
+    quants = list(out_quant) + [(None, None)] * (outputs - len(out_quant))
+    outs = [m.tensor(out_shape, dtypes[k], name=f"out{k}", scale=quants[k][0], zero_point=quants[k][1])
+            for k in range(outputs)]
+    m.op(op, indices, outs, options, **fields)
+    return m.build(graph_inputs, outs), feeds
+
+
+def check(data: bytes, feeds: list[np.ndarray], tol: float = 1e-4, quantum: int = 0) -> list[np.ndarray]:
+    """Our outputs against LiteRT's: floats within `tol` of the output range, integers and bools within
+    `quantum` (exact by default)."""
+    expected, actual = run_litert(data, feeds), run_ours(data, feeds)
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert a.shape == e.shape and a.dtype == e.dtype, (a.shape, a.dtype, e.shape, e.dtype)
+        if e.dtype.kind == "f":
+            assert relative_to_range(a, e) <= tol
+        else:
+            assert np.abs(a.astype(np.int64) - e.astype(np.int64)).max(initial=0) <= quantum, (a, e)
+    return actual

@@ -29,6 +29,38 @@ REFUSED = {
     "UNIDIRECTIONAL_SEQUENCE_RNN": "recurrent ops are not supported",
     "LSTM": "recurrent ops are not supported",
 }
+REFUSED.update({
+    **dict.fromkeys(("RNN", "SVDF"), "recurrent ops are not supported"),
+    "CALL": "control flow (subgraph bodies) is not supported",
+    **dict.fromkeys(("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"),
+                    "resource variables (state kept across invocations) are not supported"),
+    **dict.fromkeys(("HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_LOOKUP", "HASHTABLE_SIZE",
+                     "LSH_PROJECTION", "SKIP_GRAM"), "string and hash-table ops are not supported (no string tensors)"),
+    **dict.fromkeys(("CONCAT_EMBEDDINGS", "EMBEDDING_LOOKUP_SPARSE"),
+                    "legacy sparse-embedding ops are not supported (no sparse tensors)"),
+    **dict.fromkeys(("COMPLEX_ABS", "REAL", "IMAG", "RFFT2D"), "complex tensors are not supported"),
+    **dict.fromkeys(("CONV_3D", "CONV_3D_TRANSPOSE"), "3-D convolutions have no kernel (Conv2D is 2-D)"),
+    **dict.fromkeys(("RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL"),
+                    "random draws are not imported (TFLite's Philox streams cannot be reproduced)"),
+    **dict.fromkeys(("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"),
+                    "TFLite's padded NMS outputs are not mapped yet (our NonMaxSuppression is ONNX's)"),
+    "RIGHT_SHIFT": "signed right shifts are arithmetic in TFLite, logical in our Bitwise",
+    "DYNAMIC_UPDATE_SLICE": "run-time update offsets are not supported",
+    "FAKE_QUANT": "training-time fake quantization is not imported (convert with quantized tensors instead)",
+    **dict.fromkeys(("DILATE", "REDUCE_WINDOW"), "StableHLO-derived ops are not supported"),
+    "DELEGATE": "a delegate's fused node runs only inside that delegate",
+    "PLACEHOLDER_FOR_GREATER_OP_CODES": "a placeholder code, not an operator",
+})
+STABLEHLO = "STABLEHLO_"        # the StableHLO op set (a separate dialect): refused as a family
+
+
+def refusal(op: str) -> str:
+    """Why `op` cannot be imported."""
+    if op.startswith("CUSTOM:") or op == "CUSTOM":
+        return "custom ops are not supported"
+    if op.startswith(STABLEHLO):
+        return "StableHLO ops are not supported (convert the model with TFLite builtins)"
+    return REFUSED.get(op, "no importer rule for this builtin")
 
 
 def supported_ops() -> list[str]:
@@ -48,9 +80,9 @@ def _value(t: TensorRecord, name: str, keep_uint8: bool = False) -> Value:
     """The IR value of a TFLite tensor: quantized integer tensors carry their params. A quantized uint8 tensor
     becomes int8 with values and zero point shifted by -128 (the same reals, so the same integer arithmetic on
     our int8 kernels) unless `keep_uint8` (graph inputs and outputs keep TFLite's type)."""
-    shifted = t.dtype == np.uint8 and t.quant is not None and not keep_uint8
+    shifted = _uint8_io(t) and not keep_uint8
     data = None if t.data is None else (t.data.astype(np.int16) - 128).astype(np.int8) if shifted else t.data
-    value = Value(name, t.shape, np.dtype(np.int8) if shifted else t.dtype, data)
+    value = Value(name, t.shape, _ir_dtype(t) if not keep_uint8 else t.dtype, data)
     if t.quant is not None and t.dtype in QUANTIZED_TYPES:
         q = Quantization(t.quant.scale, t.quant.zero_point - 128, t.quant.axis) if shifted else t.quant
         value.quant_params = quant_params(q, t.dtype.itemsize * 8)
@@ -60,6 +92,11 @@ def _value(t: TensorRecord, name: str, keep_uint8: bool = False) -> Value:
 
 def _uint8_io(t: TensorRecord) -> bool:
     return t.dtype == np.uint8 and t.quant is not None
+
+
+def _ir_dtype(t: TensorRecord) -> np.dtype:
+    """The dtype of a tensor inside the graph: quantized uint8 becomes int8 (see `_value`)."""
+    return np.dtype(np.int8) if _uint8_io(t) else t.dtype
 
 
 def _unique_names(model: ModelRecord) -> list[str]:
@@ -80,6 +117,7 @@ class _Importer:
         self.graph = Graph("graph")
         self.ctx = ImportContext(self.graph)
         self.floats: dict[str, str] = {}        # quantized tensor -> its dequantized float copy
+        self.graph.source_types = {self.names[t.index]: (_ir_dtype(t), len(t.shape)) for t in model.tensors}
         for t in model.tensors:
             if t.data is not None:
                 self.graph.values[self.names[t.index]] = _value(t, self.names[t.index])
@@ -113,11 +151,9 @@ class _Importer:
 
     def import_op(self, op: OperatorRecord) -> None:
         ctx = self.ctx
-        if op.op.startswith("CUSTOM:") or op.op in REFUSED or op.op not in IMPORTERS:
-            reason = REFUSED.get(op.op, "custom ops are not supported" if op.op.startswith("CUSTOM:")
-                                 else "no importer rule for this builtin")
+        if op.op not in IMPORTERS:
             raise NotSupportedError(f"Unsupported TFLite op '{op.op}' at node '{ctx.name}' (operator {op.index}): "
-                                    f"{reason}")
+                                    f"{refusal(op.op)}")
         inputs = [self.name_of(i) for i in op.inputs]
         missing = [n for n in inputs if n and n not in self.graph.values]
         if missing:

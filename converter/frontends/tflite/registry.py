@@ -58,6 +58,13 @@ class ImportContext(EmitContext):
         self.graph.values[name] = Value(name, (), np.dtype(dtype), quant_params=list(params), quant_axis=axis)
         return name
 
+    def typed(self, hint: str, dtype: Any, rank: int) -> str:
+        """A fresh value for an output whose shape is known only at run time (NonZero, Unique): shape inference
+        keeps the dtype and rank it is given for such values."""
+        name = self.graph.fresh(f"{self.name}:{hint}")
+        self.graph.source_types[name] = (np.dtype(dtype), rank)
+        return name
+
     def like(self, x: str) -> str | None:
         """A fresh output name quantized like `x` when `x` is quantized (for a reshape inside an int8 rule),
         else None (emit then makes a plain one)."""

@@ -1,6 +1,9 @@
-"""TFLite importer rules for index and layout builtins: ARG_MAX, ARG_MIN -> ArgMinMax; TOPK_V2 -> TopK; TILE -> Tile; DEPTH_TO_SPACE, SPACE_TO_DEPTH -> ours (NCHW, ONNX's DCR
-order, which is TF's on NHWC) between layout transposes. Index outputs are int64 in our ops and cast to the
-TFLite output's type."""
+"""TFLite importer rules for index and layout builtins: ARG_MAX, ARG_MIN -> ArgMinMax; TOPK_V2 -> TopK; TILE ->
+Tile; BROADCAST_TO -> Expand; DEPTH_TO_SPACE, SPACE_TO_DEPTH -> ours (NCHW, ONNX's DCR order, which is TF's on
+NHWC) between layout transposes; SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND -> Pad / Reshape / Transpose / Slice;
+REVERSE_V2 -> Slice with step -1; REVERSE_SEQUENCE, GATHER_ND, ONE_HOT, UNIQUE -> ours; EMBEDDING_LOOKUP ->
+Gather; WHERE -> NonZero + Transpose. Index outputs are int64 in our ops and cast to the TFLite output's type.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -50,3 +53,110 @@ def depth_space(ctx: ImportContext) -> None:
     nchw = ctx.emit1("Transpose", [ctx.input(0)], perm=NHWC_TO_NCHW)
     moved = ctx.emit1(op, [nchw], block_size=int(ctx.opt("BlockSize", 2)), mode=fb.DepthToSpaceMode.DCR)
     ctx.emit("Transpose", [moved], ctx.outputs, perm=NCHW_TO_NHWC)
+
+
+@tflite_op("BROADCAST_TO", quant="same")
+def broadcast_to(ctx: ImportContext) -> None:
+    ctx.emit("Expand", [ctx.input(0), _int64(ctx, ctx.int_list(ctx.input(1), "shape"), "shape")], ctx.outputs)
+
+
+def _blocks(ctx: ImportContext, x: str) -> tuple[list[int], np.ndarray, list[int]]:
+    """(block_shape, [M, 2] paddings or crops, x's shape) with M spatial dims after the batch dim."""
+    block = ctx.int_list(ctx.input(1), "block_shape")
+    pads = np.asarray(ctx.require_const(ctx.input(2), "paddings / crops"), np.int64).reshape(-1, 2)
+    shape = list(ctx.value(x).shape)
+    if len(block) != len(pads) or len(shape) < len(block) + 1 or min(block, default=1) < 1:
+        raise ctx.error(f"block_shape {block} and {len(pads)} paddings do not fit an input of shape {shape}")
+    return block, pads, shape
+
+
+@tflite_op("SPACE_TO_BATCH_ND", quant="same")
+def space_to_batch_nd(ctx: ImportContext) -> None:
+    """Pad the M spatial dims, split each into (size / block, block), move the block factors in front of the
+    batch: [N, H, W, C] -> [bh * bw * N, Hp / bh, Wp / bw, C]."""
+    x = ctx.input(0)
+    block, pads, shape = _blocks(ctx, x)
+    m, rest = len(block), shape[len(block) + 1:]
+    padded = ctx.emit1("Pad", [x, _int64(ctx, [0, *pads[:, 0], *[0] * len(rest), 0, *pads[:, 1], *[0] * len(rest)],
+                                         "pads")], mode=fb.PaddingFill.CONSTANT)
+    sizes = [s + int(p.sum()) for s, p in zip(shape[1:m + 1], pads)]
+    if any(s % b for s, b in zip(sizes, block)):
+        raise ctx.error(f"padded spatial dims {sizes} are not multiples of block_shape {block}")
+    split = [-1] + [v for s, b in zip(sizes, block) for v in (s // b, b)] + rest
+    grid = ctx.emit1("Reshape", [padded, _int64(ctx, split, "shape")])
+    perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + list(range(2 * m + 1, len(split)))
+    moved = ctx.emit1("Transpose", [grid], perm=perm)
+    ctx.emit("Reshape", [moved, _int64(ctx, [-1] + [s // b for s, b in zip(sizes, block)] + rest, "shape")],
+             ctx.outputs)
+
+
+@tflite_op("BATCH_TO_SPACE_ND", quant="same")
+def batch_to_space_nd(ctx: ImportContext) -> None:
+    """The inverse of SPACE_TO_BATCH_ND: [bh * bw * N, H, W, C] -> [N, H * bh, W * bw, C], then the crops."""
+    x = ctx.input(0)
+    block, crops, shape = _blocks(ctx, x)
+    m, rest = len(block), shape[len(block) + 1:]
+    grid = ctx.emit1("Reshape", [x, _int64(ctx, [*block, -1, *shape[1:]], "shape")])
+    perm = [m] + [v for i in range(m) for v in (m + 1 + i, i)] + list(range(2 * m + 1, 2 * m + 1 + len(rest)))
+    moved = ctx.emit1("Transpose", [grid], perm=perm)
+    sizes = [s * b for s, b in zip(shape[1:m + 1], block)]
+    joined = ctx.emit1("Reshape", [moved, _int64(ctx, [-1, *sizes, *rest], "shape")])
+    axes = list(range(1, m + 1))
+    ends = [s - int(c) for s, c in zip(sizes, crops[:, 1])]
+    ctx.emit("Slice", [joined, _int64(ctx, list(crops[:, 0]), "starts"), _int64(ctx, ends, "ends"),
+                       _int64(ctx, axes, "axes")], ctx.outputs)
+
+
+@tflite_op("REVERSE_V2", quant="same")
+def reverse_v2(ctx: ImportContext) -> None:
+    """A step -1 slice over each listed axis."""
+    axes = ctx.int_list(ctx.input(1), "axis")
+    big = (1 << 63) - 1
+    ctx.emit("Slice", [ctx.input(0), _int64(ctx, [-1] * len(axes), "starts"), _int64(ctx, [-big] * len(axes), "ends"),
+                       _int64(ctx, axes, "axes"), _int64(ctx, [-1] * len(axes), "steps")], ctx.outputs)
+
+
+@tflite_op("REVERSE_SEQUENCE", quant="same")
+def reverse_sequence(ctx: ImportContext) -> None:
+    lengths = ctx.emit1("Cast", [ctx.input(1)], to=from_numpy(np.dtype(np.int64)))
+    ctx.emit("ReverseSequence", [ctx.input(0), lengths], ctx.outputs, batch_axis=int(ctx.opt("BatchDim", 0)),
+             time_axis=int(ctx.opt("SeqDim", 0)))
+
+
+@tflite_op("GATHER_ND", quant="same")
+def gather_nd(ctx: ImportContext) -> None:
+    ctx.emit("GatherND", ctx.inputs[:2], ctx.outputs, batch_dims=0)
+
+
+@tflite_op("EMBEDDING_LOOKUP")
+def embedding_lookup(ctx: ImportContext) -> None:
+    """Inputs: ids, table; rows of the table (hybrid models store it int8, dequantized here)."""
+    ctx.emit("Gather", [ctx.input(1), ctx.input(0)], ctx.outputs, axis=0)
+
+
+@tflite_op("ONE_HOT")
+def one_hot(ctx: ImportContext) -> None:
+    """Inputs: indices, depth, on_value, off_value -> our OneHot's values [off, on]. A negative index is all
+    off in TFLite (ONNX counts it from the end), so it becomes one past any depth."""
+    indices, flat = ctx.input(0), _int64(ctx, [1], "shape")
+    dtype = ctx.value(indices).dtype
+    negative = ctx.emit1("Compare", [indices, ctx.add_const(np.zeros((), dtype), "zero")], mode=fb.CompareMode.LESS)
+    indices = ctx.emit1("Where", [negative, ctx.add_const(np.array(np.iinfo(dtype).max, dtype), "off"), indices])
+    values = ctx.emit1("Concat", [ctx.emit1("Reshape", [ctx.input(k), flat]) for k in (3, 2)], axis=0)
+    ctx.emit("OneHot", [indices, ctx.input(1), values], ctx.outputs, axis=int(ctx.opt("Axis", -1)))
+
+
+@tflite_op("WHERE")
+def where(ctx: ImportContext) -> None:
+    """The coordinates [count, rank] of the true (non-zero) entries, in row-major order."""
+    coords = ctx.emit1("NonZero", [ctx.input(0)], ctx.typed("coords", np.int64, 2))
+    _typed(ctx, "Transpose", [coords], [0], perm=[1, 0])
+
+
+@tflite_op("UNIQUE")
+def unique(ctx: ImportContext) -> None:
+    """1-D x -> its distinct values in order of first appearance, and each element's index into them."""
+    int64 = [ctx.typed(hint, np.int64, 1) for hint in ("indices", "inverse", "counts")]
+    _, _, inverse, _ = ctx.emit("Unique", [ctx.input(0)], [ctx.outputs[0], *int64], sorted=False)
+    ctx.emit("Cast", [inverse], ctx.outputs[1:2], to=from_numpy(ctx.value(ctx.outputs[1]).dtype))
+

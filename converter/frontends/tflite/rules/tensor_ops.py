@@ -215,7 +215,51 @@ def cast(ctx: ImportContext) -> None:
     ctx.emit("Cast", [ctx.input(0)], ctx.outputs, to=from_numpy(ctx.value(ctx.outputs[0]).dtype))
 
 
+@tflite_op("BITCAST")
+def bitcast(ctx: ImportContext) -> None:
+    """Between types of one width (the shape is kept)."""
+    ctx.emit("BitCast", [ctx.input(0)], ctx.outputs, to=from_numpy(ctx.value(ctx.outputs[0]).dtype))
+
+
 @tflite_op("SHAPE")
 def shape(ctx: ImportContext) -> None:
     dims = ctx.emit1("Shape", [ctx.input(0)])
     ctx.emit("Cast", [dims], ctx.outputs, to=from_numpy(ctx.value(ctx.outputs[0]).dtype))
+
+
+@tflite_op("FILL")
+def fill(ctx: ImportContext) -> None:
+    """Inputs: dims, a scalar value."""
+    value = ctx.emit1("Reshape", [ctx.input(1), _ints(ctx, [], "scalar")])
+    ctx.emit("Expand", [value, _ints(ctx, ctx.int_list(ctx.input(0), "dims"), "shape")], ctx.outputs)
+
+
+@tflite_op("ZEROS_LIKE")
+def zeros_like(ctx: ImportContext) -> None:
+    x = ctx.input(0)
+    zero = ctx.add_const(np.zeros((), ctx.value(x).dtype), "zero")
+    ctx.emit("Expand", [zero, ctx.emit1("Shape", [x])], ctx.outputs)
+
+
+@tflite_op("RANGE")
+def range_(ctx: ImportContext) -> None:
+    ctx.emit("Range", ctx.inputs[:3], ctx.outputs)
+
+
+@tflite_op("RANK")
+def rank(ctx: ImportContext) -> None:
+    out = ctx.value(ctx.outputs[0])
+    out.const, out.shape = np.array(ctx.value(ctx.input(0)).rank, out.dtype), ()
+
+
+@tflite_op("BROADCAST_ARGS")
+def broadcast_args(ctx: ImportContext) -> None:
+    """The broadcast of two constant (or statically known) shapes."""
+    shapes = [ctx.int_list(ctx.input(i), "shape") for i in (0, 1)]
+    try:
+        shape = np.broadcast_shapes(tuple(shapes[0]), tuple(shapes[1]))
+    except ValueError:
+        raise ctx.error(f"shapes {shapes[0]} and {shapes[1]} do not broadcast") from None
+    out = ctx.value(ctx.outputs[0])
+    out.const = np.array(shape, out.dtype)
+    out.shape = out.const.shape
