@@ -201,6 +201,26 @@ class RandomMode(object):
     MULTINOMIAL = 3
 
 
+class RnnDirection(object):
+    FORWARD = 0
+    REVERSE = 1
+    BIDIRECTIONAL = 2
+
+
+class RnnActivation(object):
+    SIGMOID = 0
+    TANH = 1
+    RELU = 2
+    AFFINE = 3
+    LEAKY_RELU = 4
+    THRESHOLDED_RELU = 5
+    SCALED_TANH = 6
+    HARD_SIGMOID = 7
+    ELU = 8
+    SOFTSIGN = 9
+    SOFTPLUS = 10
+
+
 class Primitive(object):
     NONE = 0
     Activation = 1
@@ -336,6 +356,12 @@ class Primitive(object):
     NLLLoss = 131
     DynamicQuantizeLinear = 132
     Random = 133
+    LSTM = 134
+    GRU = 135
+    RNN = 136
+    LSTMGrad = 137
+    GRUGrad = 138
+    RNNGrad = 139
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -607,6 +633,18 @@ def PrimitiveCreator(unionType, table):
         return DynamicQuantizeLinearT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.Random:
         return RandomT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.LSTM:
+        return LSTMT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.GRU:
+        return GRUT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.RNN:
+        return RNNT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.LSTMGrad:
+        return LSTMGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.GRUGrad:
+        return GRUGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.RNNGrad:
+        return RNNGradT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -13983,6 +14021,1754 @@ class RandomT(object):
         return random
 
 
+class LSTM(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = LSTM()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsLSTM(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def LSTMBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # LSTM
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # LSTM
+    def HiddenSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # LSTM
+    def Direction(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # LSTM
+    def Activations(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # LSTM
+    def ActivationsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int8Flags, o)
+        return 0
+
+    # LSTM
+    def ActivationsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # LSTM
+    def ActivationsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
+    # LSTM
+    def ActivationAlpha(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # LSTM
+    def ActivationAlphaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # LSTM
+    def ActivationAlphaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # LSTM
+    def ActivationAlphaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+    # LSTM
+    def ActivationBeta(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # LSTM
+    def ActivationBetaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # LSTM
+    def ActivationBetaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # LSTM
+    def ActivationBetaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        return o == 0
+
+    # LSTM
+    def Clip(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # LSTM
+    def Layout(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # LSTM
+    def InputForget(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def LSTMStart(builder):
+    builder.StartObject(8)
+
+def LSTMAddHiddenSize(builder, hiddenSize):
+    builder.PrependInt32Slot(0, hiddenSize, 0)
+
+def LSTMAddDirection(builder, direction):
+    builder.PrependInt8Slot(1, direction, 0)
+
+def LSTMAddActivations(builder, activations):
+    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(activations), 0)
+
+def LSTMStartActivationsVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def LSTMAddActivationAlpha(builder, activationAlpha):
+    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(activationAlpha), 0)
+
+def LSTMStartActivationAlphaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def LSTMAddActivationBeta(builder, activationBeta):
+    builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(activationBeta), 0)
+
+def LSTMStartActivationBetaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def LSTMAddClip(builder, clip):
+    builder.PrependFloat32Slot(5, clip, 0.0)
+
+def LSTMAddLayout(builder, layout):
+    builder.PrependInt32Slot(6, layout, 0)
+
+def LSTMAddInputForget(builder, inputForget):
+    builder.PrependBoolSlot(7, inputForget, 0)
+
+def LSTMEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class LSTMT(object):
+
+    # LSTMT
+    def __init__(
+        self,
+        hiddenSize = 0,
+        direction = 0,
+        activations = None,
+        activationAlpha = None,
+        activationBeta = None,
+        clip = 0.0,
+        layout = 0,
+        inputForget = False,
+    ):
+        self.hiddenSize = hiddenSize  # type: int
+        self.direction = direction  # type: int
+        self.activations = activations  # type: Optional[List[int]]
+        self.activationAlpha = activationAlpha  # type: Optional[List[float]]
+        self.activationBeta = activationBeta  # type: Optional[List[float]]
+        self.clip = clip  # type: float
+        self.layout = layout  # type: int
+        self.inputForget = inputForget  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        lstm = LSTM()
+        lstm.Init(buf, pos)
+        return cls.InitFromObj(lstm)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, lstm):
+        x = LSTMT()
+        x._UnPack(lstm)
+        return x
+
+    # LSTMT
+    def _UnPack(self, lstm):
+        if lstm is None:
+            return
+        self.hiddenSize = lstm.HiddenSize()
+        self.direction = lstm.Direction()
+        if not lstm.ActivationsIsNone():
+            if np is None:
+                self.activations = []
+                for i in range(lstm.ActivationsLength()):
+                    self.activations.append(lstm.Activations(i))
+            else:
+                self.activations = lstm.ActivationsAsNumpy()
+        if not lstm.ActivationAlphaIsNone():
+            if np is None:
+                self.activationAlpha = []
+                for i in range(lstm.ActivationAlphaLength()):
+                    self.activationAlpha.append(lstm.ActivationAlpha(i))
+            else:
+                self.activationAlpha = lstm.ActivationAlphaAsNumpy()
+        if not lstm.ActivationBetaIsNone():
+            if np is None:
+                self.activationBeta = []
+                for i in range(lstm.ActivationBetaLength()):
+                    self.activationBeta.append(lstm.ActivationBeta(i))
+            else:
+                self.activationBeta = lstm.ActivationBetaAsNumpy()
+        self.clip = lstm.Clip()
+        self.layout = lstm.Layout()
+        self.inputForget = lstm.InputForget()
+
+    # LSTMT
+    def Pack(self, builder):
+        if self.activations is not None:
+            if np is not None and type(self.activations) is np.ndarray:
+                activations = builder.CreateNumpyVector(self.activations)
+            else:
+                LSTMStartActivationsVector(builder, len(self.activations))
+                for i in reversed(range(len(self.activations))):
+                    builder.PrependByte(self.activations[i])
+                activations = builder.EndVector()
+        if self.activationAlpha is not None:
+            if np is not None and type(self.activationAlpha) is np.ndarray:
+                activationAlpha = builder.CreateNumpyVector(self.activationAlpha)
+            else:
+                LSTMStartActivationAlphaVector(builder, len(self.activationAlpha))
+                for i in reversed(range(len(self.activationAlpha))):
+                    builder.PrependFloat32(self.activationAlpha[i])
+                activationAlpha = builder.EndVector()
+        if self.activationBeta is not None:
+            if np is not None and type(self.activationBeta) is np.ndarray:
+                activationBeta = builder.CreateNumpyVector(self.activationBeta)
+            else:
+                LSTMStartActivationBetaVector(builder, len(self.activationBeta))
+                for i in reversed(range(len(self.activationBeta))):
+                    builder.PrependFloat32(self.activationBeta[i])
+                activationBeta = builder.EndVector()
+        LSTMStart(builder)
+        LSTMAddHiddenSize(builder, self.hiddenSize)
+        LSTMAddDirection(builder, self.direction)
+        if self.activations is not None:
+            LSTMAddActivations(builder, activations)
+        if self.activationAlpha is not None:
+            LSTMAddActivationAlpha(builder, activationAlpha)
+        if self.activationBeta is not None:
+            LSTMAddActivationBeta(builder, activationBeta)
+        LSTMAddClip(builder, self.clip)
+        LSTMAddLayout(builder, self.layout)
+        LSTMAddInputForget(builder, self.inputForget)
+        lstm = LSTMEnd(builder)
+        return lstm
+
+
+class GRU(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = GRU()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsGRU(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def GRUBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # GRU
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # GRU
+    def HiddenSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # GRU
+    def Direction(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # GRU
+    def Activations(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # GRU
+    def ActivationsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int8Flags, o)
+        return 0
+
+    # GRU
+    def ActivationsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # GRU
+    def ActivationsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
+    # GRU
+    def ActivationAlpha(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # GRU
+    def ActivationAlphaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # GRU
+    def ActivationAlphaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # GRU
+    def ActivationAlphaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+    # GRU
+    def ActivationBeta(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # GRU
+    def ActivationBetaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # GRU
+    def ActivationBetaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # GRU
+    def ActivationBetaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        return o == 0
+
+    # GRU
+    def Clip(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # GRU
+    def Layout(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # GRU
+    def LinearBeforeReset(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def GRUStart(builder):
+    builder.StartObject(8)
+
+def GRUAddHiddenSize(builder, hiddenSize):
+    builder.PrependInt32Slot(0, hiddenSize, 0)
+
+def GRUAddDirection(builder, direction):
+    builder.PrependInt8Slot(1, direction, 0)
+
+def GRUAddActivations(builder, activations):
+    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(activations), 0)
+
+def GRUStartActivationsVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def GRUAddActivationAlpha(builder, activationAlpha):
+    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(activationAlpha), 0)
+
+def GRUStartActivationAlphaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def GRUAddActivationBeta(builder, activationBeta):
+    builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(activationBeta), 0)
+
+def GRUStartActivationBetaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def GRUAddClip(builder, clip):
+    builder.PrependFloat32Slot(5, clip, 0.0)
+
+def GRUAddLayout(builder, layout):
+    builder.PrependInt32Slot(6, layout, 0)
+
+def GRUAddLinearBeforeReset(builder, linearBeforeReset):
+    builder.PrependBoolSlot(7, linearBeforeReset, 0)
+
+def GRUEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class GRUT(object):
+
+    # GRUT
+    def __init__(
+        self,
+        hiddenSize = 0,
+        direction = 0,
+        activations = None,
+        activationAlpha = None,
+        activationBeta = None,
+        clip = 0.0,
+        layout = 0,
+        linearBeforeReset = False,
+    ):
+        self.hiddenSize = hiddenSize  # type: int
+        self.direction = direction  # type: int
+        self.activations = activations  # type: Optional[List[int]]
+        self.activationAlpha = activationAlpha  # type: Optional[List[float]]
+        self.activationBeta = activationBeta  # type: Optional[List[float]]
+        self.clip = clip  # type: float
+        self.layout = layout  # type: int
+        self.linearBeforeReset = linearBeforeReset  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        gru = GRU()
+        gru.Init(buf, pos)
+        return cls.InitFromObj(gru)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, gru):
+        x = GRUT()
+        x._UnPack(gru)
+        return x
+
+    # GRUT
+    def _UnPack(self, gru):
+        if gru is None:
+            return
+        self.hiddenSize = gru.HiddenSize()
+        self.direction = gru.Direction()
+        if not gru.ActivationsIsNone():
+            if np is None:
+                self.activations = []
+                for i in range(gru.ActivationsLength()):
+                    self.activations.append(gru.Activations(i))
+            else:
+                self.activations = gru.ActivationsAsNumpy()
+        if not gru.ActivationAlphaIsNone():
+            if np is None:
+                self.activationAlpha = []
+                for i in range(gru.ActivationAlphaLength()):
+                    self.activationAlpha.append(gru.ActivationAlpha(i))
+            else:
+                self.activationAlpha = gru.ActivationAlphaAsNumpy()
+        if not gru.ActivationBetaIsNone():
+            if np is None:
+                self.activationBeta = []
+                for i in range(gru.ActivationBetaLength()):
+                    self.activationBeta.append(gru.ActivationBeta(i))
+            else:
+                self.activationBeta = gru.ActivationBetaAsNumpy()
+        self.clip = gru.Clip()
+        self.layout = gru.Layout()
+        self.linearBeforeReset = gru.LinearBeforeReset()
+
+    # GRUT
+    def Pack(self, builder):
+        if self.activations is not None:
+            if np is not None and type(self.activations) is np.ndarray:
+                activations = builder.CreateNumpyVector(self.activations)
+            else:
+                GRUStartActivationsVector(builder, len(self.activations))
+                for i in reversed(range(len(self.activations))):
+                    builder.PrependByte(self.activations[i])
+                activations = builder.EndVector()
+        if self.activationAlpha is not None:
+            if np is not None and type(self.activationAlpha) is np.ndarray:
+                activationAlpha = builder.CreateNumpyVector(self.activationAlpha)
+            else:
+                GRUStartActivationAlphaVector(builder, len(self.activationAlpha))
+                for i in reversed(range(len(self.activationAlpha))):
+                    builder.PrependFloat32(self.activationAlpha[i])
+                activationAlpha = builder.EndVector()
+        if self.activationBeta is not None:
+            if np is not None and type(self.activationBeta) is np.ndarray:
+                activationBeta = builder.CreateNumpyVector(self.activationBeta)
+            else:
+                GRUStartActivationBetaVector(builder, len(self.activationBeta))
+                for i in reversed(range(len(self.activationBeta))):
+                    builder.PrependFloat32(self.activationBeta[i])
+                activationBeta = builder.EndVector()
+        GRUStart(builder)
+        GRUAddHiddenSize(builder, self.hiddenSize)
+        GRUAddDirection(builder, self.direction)
+        if self.activations is not None:
+            GRUAddActivations(builder, activations)
+        if self.activationAlpha is not None:
+            GRUAddActivationAlpha(builder, activationAlpha)
+        if self.activationBeta is not None:
+            GRUAddActivationBeta(builder, activationBeta)
+        GRUAddClip(builder, self.clip)
+        GRUAddLayout(builder, self.layout)
+        GRUAddLinearBeforeReset(builder, self.linearBeforeReset)
+        gru = GRUEnd(builder)
+        return gru
+
+
+class RNN(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = RNN()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsRNN(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def RNNBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # RNN
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # RNN
+    def HiddenSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # RNN
+    def Direction(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # RNN
+    def Activations(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # RNN
+    def ActivationsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int8Flags, o)
+        return 0
+
+    # RNN
+    def ActivationsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # RNN
+    def ActivationsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
+    # RNN
+    def ActivationAlpha(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # RNN
+    def ActivationAlphaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # RNN
+    def ActivationAlphaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # RNN
+    def ActivationAlphaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+    # RNN
+    def ActivationBeta(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # RNN
+    def ActivationBetaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # RNN
+    def ActivationBetaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # RNN
+    def ActivationBetaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        return o == 0
+
+    # RNN
+    def Clip(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # RNN
+    def Layout(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def RNNStart(builder):
+    builder.StartObject(7)
+
+def RNNAddHiddenSize(builder, hiddenSize):
+    builder.PrependInt32Slot(0, hiddenSize, 0)
+
+def RNNAddDirection(builder, direction):
+    builder.PrependInt8Slot(1, direction, 0)
+
+def RNNAddActivations(builder, activations):
+    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(activations), 0)
+
+def RNNStartActivationsVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def RNNAddActivationAlpha(builder, activationAlpha):
+    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(activationAlpha), 0)
+
+def RNNStartActivationAlphaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def RNNAddActivationBeta(builder, activationBeta):
+    builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(activationBeta), 0)
+
+def RNNStartActivationBetaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def RNNAddClip(builder, clip):
+    builder.PrependFloat32Slot(5, clip, 0.0)
+
+def RNNAddLayout(builder, layout):
+    builder.PrependInt32Slot(6, layout, 0)
+
+def RNNEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class RNNT(object):
+
+    # RNNT
+    def __init__(
+        self,
+        hiddenSize = 0,
+        direction = 0,
+        activations = None,
+        activationAlpha = None,
+        activationBeta = None,
+        clip = 0.0,
+        layout = 0,
+    ):
+        self.hiddenSize = hiddenSize  # type: int
+        self.direction = direction  # type: int
+        self.activations = activations  # type: Optional[List[int]]
+        self.activationAlpha = activationAlpha  # type: Optional[List[float]]
+        self.activationBeta = activationBeta  # type: Optional[List[float]]
+        self.clip = clip  # type: float
+        self.layout = layout  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        rnn = RNN()
+        rnn.Init(buf, pos)
+        return cls.InitFromObj(rnn)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, rnn):
+        x = RNNT()
+        x._UnPack(rnn)
+        return x
+
+    # RNNT
+    def _UnPack(self, rnn):
+        if rnn is None:
+            return
+        self.hiddenSize = rnn.HiddenSize()
+        self.direction = rnn.Direction()
+        if not rnn.ActivationsIsNone():
+            if np is None:
+                self.activations = []
+                for i in range(rnn.ActivationsLength()):
+                    self.activations.append(rnn.Activations(i))
+            else:
+                self.activations = rnn.ActivationsAsNumpy()
+        if not rnn.ActivationAlphaIsNone():
+            if np is None:
+                self.activationAlpha = []
+                for i in range(rnn.ActivationAlphaLength()):
+                    self.activationAlpha.append(rnn.ActivationAlpha(i))
+            else:
+                self.activationAlpha = rnn.ActivationAlphaAsNumpy()
+        if not rnn.ActivationBetaIsNone():
+            if np is None:
+                self.activationBeta = []
+                for i in range(rnn.ActivationBetaLength()):
+                    self.activationBeta.append(rnn.ActivationBeta(i))
+            else:
+                self.activationBeta = rnn.ActivationBetaAsNumpy()
+        self.clip = rnn.Clip()
+        self.layout = rnn.Layout()
+
+    # RNNT
+    def Pack(self, builder):
+        if self.activations is not None:
+            if np is not None and type(self.activations) is np.ndarray:
+                activations = builder.CreateNumpyVector(self.activations)
+            else:
+                RNNStartActivationsVector(builder, len(self.activations))
+                for i in reversed(range(len(self.activations))):
+                    builder.PrependByte(self.activations[i])
+                activations = builder.EndVector()
+        if self.activationAlpha is not None:
+            if np is not None and type(self.activationAlpha) is np.ndarray:
+                activationAlpha = builder.CreateNumpyVector(self.activationAlpha)
+            else:
+                RNNStartActivationAlphaVector(builder, len(self.activationAlpha))
+                for i in reversed(range(len(self.activationAlpha))):
+                    builder.PrependFloat32(self.activationAlpha[i])
+                activationAlpha = builder.EndVector()
+        if self.activationBeta is not None:
+            if np is not None and type(self.activationBeta) is np.ndarray:
+                activationBeta = builder.CreateNumpyVector(self.activationBeta)
+            else:
+                RNNStartActivationBetaVector(builder, len(self.activationBeta))
+                for i in reversed(range(len(self.activationBeta))):
+                    builder.PrependFloat32(self.activationBeta[i])
+                activationBeta = builder.EndVector()
+        RNNStart(builder)
+        RNNAddHiddenSize(builder, self.hiddenSize)
+        RNNAddDirection(builder, self.direction)
+        if self.activations is not None:
+            RNNAddActivations(builder, activations)
+        if self.activationAlpha is not None:
+            RNNAddActivationAlpha(builder, activationAlpha)
+        if self.activationBeta is not None:
+            RNNAddActivationBeta(builder, activationBeta)
+        RNNAddClip(builder, self.clip)
+        RNNAddLayout(builder, self.layout)
+        rnn = RNNEnd(builder)
+        return rnn
+
+
+class LSTMGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = LSTMGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsLSTMGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def LSTMGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # LSTMGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # LSTMGrad
+    def HiddenSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # LSTMGrad
+    def Direction(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # LSTMGrad
+    def Activations(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # LSTMGrad
+    def ActivationsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int8Flags, o)
+        return 0
+
+    # LSTMGrad
+    def ActivationsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # LSTMGrad
+    def ActivationsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
+    # LSTMGrad
+    def ActivationAlpha(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # LSTMGrad
+    def ActivationAlphaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # LSTMGrad
+    def ActivationAlphaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # LSTMGrad
+    def ActivationAlphaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+    # LSTMGrad
+    def ActivationBeta(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # LSTMGrad
+    def ActivationBetaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # LSTMGrad
+    def ActivationBetaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # LSTMGrad
+    def ActivationBetaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        return o == 0
+
+    # LSTMGrad
+    def Clip(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # LSTMGrad
+    def Layout(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # LSTMGrad
+    def InputForget(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def LSTMGradStart(builder):
+    builder.StartObject(8)
+
+def LSTMGradAddHiddenSize(builder, hiddenSize):
+    builder.PrependInt32Slot(0, hiddenSize, 0)
+
+def LSTMGradAddDirection(builder, direction):
+    builder.PrependInt8Slot(1, direction, 0)
+
+def LSTMGradAddActivations(builder, activations):
+    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(activations), 0)
+
+def LSTMGradStartActivationsVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def LSTMGradAddActivationAlpha(builder, activationAlpha):
+    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(activationAlpha), 0)
+
+def LSTMGradStartActivationAlphaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def LSTMGradAddActivationBeta(builder, activationBeta):
+    builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(activationBeta), 0)
+
+def LSTMGradStartActivationBetaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def LSTMGradAddClip(builder, clip):
+    builder.PrependFloat32Slot(5, clip, 0.0)
+
+def LSTMGradAddLayout(builder, layout):
+    builder.PrependInt32Slot(6, layout, 0)
+
+def LSTMGradAddInputForget(builder, inputForget):
+    builder.PrependBoolSlot(7, inputForget, 0)
+
+def LSTMGradEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class LSTMGradT(object):
+
+    # LSTMGradT
+    def __init__(
+        self,
+        hiddenSize = 0,
+        direction = 0,
+        activations = None,
+        activationAlpha = None,
+        activationBeta = None,
+        clip = 0.0,
+        layout = 0,
+        inputForget = False,
+    ):
+        self.hiddenSize = hiddenSize  # type: int
+        self.direction = direction  # type: int
+        self.activations = activations  # type: Optional[List[int]]
+        self.activationAlpha = activationAlpha  # type: Optional[List[float]]
+        self.activationBeta = activationBeta  # type: Optional[List[float]]
+        self.clip = clip  # type: float
+        self.layout = layout  # type: int
+        self.inputForget = inputForget  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        lstmgrad = LSTMGrad()
+        lstmgrad.Init(buf, pos)
+        return cls.InitFromObj(lstmgrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, lstmgrad):
+        x = LSTMGradT()
+        x._UnPack(lstmgrad)
+        return x
+
+    # LSTMGradT
+    def _UnPack(self, lstmgrad):
+        if lstmgrad is None:
+            return
+        self.hiddenSize = lstmgrad.HiddenSize()
+        self.direction = lstmgrad.Direction()
+        if not lstmgrad.ActivationsIsNone():
+            if np is None:
+                self.activations = []
+                for i in range(lstmgrad.ActivationsLength()):
+                    self.activations.append(lstmgrad.Activations(i))
+            else:
+                self.activations = lstmgrad.ActivationsAsNumpy()
+        if not lstmgrad.ActivationAlphaIsNone():
+            if np is None:
+                self.activationAlpha = []
+                for i in range(lstmgrad.ActivationAlphaLength()):
+                    self.activationAlpha.append(lstmgrad.ActivationAlpha(i))
+            else:
+                self.activationAlpha = lstmgrad.ActivationAlphaAsNumpy()
+        if not lstmgrad.ActivationBetaIsNone():
+            if np is None:
+                self.activationBeta = []
+                for i in range(lstmgrad.ActivationBetaLength()):
+                    self.activationBeta.append(lstmgrad.ActivationBeta(i))
+            else:
+                self.activationBeta = lstmgrad.ActivationBetaAsNumpy()
+        self.clip = lstmgrad.Clip()
+        self.layout = lstmgrad.Layout()
+        self.inputForget = lstmgrad.InputForget()
+
+    # LSTMGradT
+    def Pack(self, builder):
+        if self.activations is not None:
+            if np is not None and type(self.activations) is np.ndarray:
+                activations = builder.CreateNumpyVector(self.activations)
+            else:
+                LSTMGradStartActivationsVector(builder, len(self.activations))
+                for i in reversed(range(len(self.activations))):
+                    builder.PrependByte(self.activations[i])
+                activations = builder.EndVector()
+        if self.activationAlpha is not None:
+            if np is not None and type(self.activationAlpha) is np.ndarray:
+                activationAlpha = builder.CreateNumpyVector(self.activationAlpha)
+            else:
+                LSTMGradStartActivationAlphaVector(builder, len(self.activationAlpha))
+                for i in reversed(range(len(self.activationAlpha))):
+                    builder.PrependFloat32(self.activationAlpha[i])
+                activationAlpha = builder.EndVector()
+        if self.activationBeta is not None:
+            if np is not None and type(self.activationBeta) is np.ndarray:
+                activationBeta = builder.CreateNumpyVector(self.activationBeta)
+            else:
+                LSTMGradStartActivationBetaVector(builder, len(self.activationBeta))
+                for i in reversed(range(len(self.activationBeta))):
+                    builder.PrependFloat32(self.activationBeta[i])
+                activationBeta = builder.EndVector()
+        LSTMGradStart(builder)
+        LSTMGradAddHiddenSize(builder, self.hiddenSize)
+        LSTMGradAddDirection(builder, self.direction)
+        if self.activations is not None:
+            LSTMGradAddActivations(builder, activations)
+        if self.activationAlpha is not None:
+            LSTMGradAddActivationAlpha(builder, activationAlpha)
+        if self.activationBeta is not None:
+            LSTMGradAddActivationBeta(builder, activationBeta)
+        LSTMGradAddClip(builder, self.clip)
+        LSTMGradAddLayout(builder, self.layout)
+        LSTMGradAddInputForget(builder, self.inputForget)
+        lstmgrad = LSTMGradEnd(builder)
+        return lstmgrad
+
+
+class GRUGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = GRUGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsGRUGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def GRUGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # GRUGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # GRUGrad
+    def HiddenSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # GRUGrad
+    def Direction(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # GRUGrad
+    def Activations(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # GRUGrad
+    def ActivationsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int8Flags, o)
+        return 0
+
+    # GRUGrad
+    def ActivationsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # GRUGrad
+    def ActivationsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
+    # GRUGrad
+    def ActivationAlpha(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # GRUGrad
+    def ActivationAlphaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # GRUGrad
+    def ActivationAlphaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # GRUGrad
+    def ActivationAlphaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+    # GRUGrad
+    def ActivationBeta(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # GRUGrad
+    def ActivationBetaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # GRUGrad
+    def ActivationBetaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # GRUGrad
+    def ActivationBetaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        return o == 0
+
+    # GRUGrad
+    def Clip(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # GRUGrad
+    def Layout(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # GRUGrad
+    def LinearBeforeReset(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def GRUGradStart(builder):
+    builder.StartObject(8)
+
+def GRUGradAddHiddenSize(builder, hiddenSize):
+    builder.PrependInt32Slot(0, hiddenSize, 0)
+
+def GRUGradAddDirection(builder, direction):
+    builder.PrependInt8Slot(1, direction, 0)
+
+def GRUGradAddActivations(builder, activations):
+    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(activations), 0)
+
+def GRUGradStartActivationsVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def GRUGradAddActivationAlpha(builder, activationAlpha):
+    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(activationAlpha), 0)
+
+def GRUGradStartActivationAlphaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def GRUGradAddActivationBeta(builder, activationBeta):
+    builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(activationBeta), 0)
+
+def GRUGradStartActivationBetaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def GRUGradAddClip(builder, clip):
+    builder.PrependFloat32Slot(5, clip, 0.0)
+
+def GRUGradAddLayout(builder, layout):
+    builder.PrependInt32Slot(6, layout, 0)
+
+def GRUGradAddLinearBeforeReset(builder, linearBeforeReset):
+    builder.PrependBoolSlot(7, linearBeforeReset, 0)
+
+def GRUGradEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class GRUGradT(object):
+
+    # GRUGradT
+    def __init__(
+        self,
+        hiddenSize = 0,
+        direction = 0,
+        activations = None,
+        activationAlpha = None,
+        activationBeta = None,
+        clip = 0.0,
+        layout = 0,
+        linearBeforeReset = False,
+    ):
+        self.hiddenSize = hiddenSize  # type: int
+        self.direction = direction  # type: int
+        self.activations = activations  # type: Optional[List[int]]
+        self.activationAlpha = activationAlpha  # type: Optional[List[float]]
+        self.activationBeta = activationBeta  # type: Optional[List[float]]
+        self.clip = clip  # type: float
+        self.layout = layout  # type: int
+        self.linearBeforeReset = linearBeforeReset  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        grugrad = GRUGrad()
+        grugrad.Init(buf, pos)
+        return cls.InitFromObj(grugrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, grugrad):
+        x = GRUGradT()
+        x._UnPack(grugrad)
+        return x
+
+    # GRUGradT
+    def _UnPack(self, grugrad):
+        if grugrad is None:
+            return
+        self.hiddenSize = grugrad.HiddenSize()
+        self.direction = grugrad.Direction()
+        if not grugrad.ActivationsIsNone():
+            if np is None:
+                self.activations = []
+                for i in range(grugrad.ActivationsLength()):
+                    self.activations.append(grugrad.Activations(i))
+            else:
+                self.activations = grugrad.ActivationsAsNumpy()
+        if not grugrad.ActivationAlphaIsNone():
+            if np is None:
+                self.activationAlpha = []
+                for i in range(grugrad.ActivationAlphaLength()):
+                    self.activationAlpha.append(grugrad.ActivationAlpha(i))
+            else:
+                self.activationAlpha = grugrad.ActivationAlphaAsNumpy()
+        if not grugrad.ActivationBetaIsNone():
+            if np is None:
+                self.activationBeta = []
+                for i in range(grugrad.ActivationBetaLength()):
+                    self.activationBeta.append(grugrad.ActivationBeta(i))
+            else:
+                self.activationBeta = grugrad.ActivationBetaAsNumpy()
+        self.clip = grugrad.Clip()
+        self.layout = grugrad.Layout()
+        self.linearBeforeReset = grugrad.LinearBeforeReset()
+
+    # GRUGradT
+    def Pack(self, builder):
+        if self.activations is not None:
+            if np is not None and type(self.activations) is np.ndarray:
+                activations = builder.CreateNumpyVector(self.activations)
+            else:
+                GRUGradStartActivationsVector(builder, len(self.activations))
+                for i in reversed(range(len(self.activations))):
+                    builder.PrependByte(self.activations[i])
+                activations = builder.EndVector()
+        if self.activationAlpha is not None:
+            if np is not None and type(self.activationAlpha) is np.ndarray:
+                activationAlpha = builder.CreateNumpyVector(self.activationAlpha)
+            else:
+                GRUGradStartActivationAlphaVector(builder, len(self.activationAlpha))
+                for i in reversed(range(len(self.activationAlpha))):
+                    builder.PrependFloat32(self.activationAlpha[i])
+                activationAlpha = builder.EndVector()
+        if self.activationBeta is not None:
+            if np is not None and type(self.activationBeta) is np.ndarray:
+                activationBeta = builder.CreateNumpyVector(self.activationBeta)
+            else:
+                GRUGradStartActivationBetaVector(builder, len(self.activationBeta))
+                for i in reversed(range(len(self.activationBeta))):
+                    builder.PrependFloat32(self.activationBeta[i])
+                activationBeta = builder.EndVector()
+        GRUGradStart(builder)
+        GRUGradAddHiddenSize(builder, self.hiddenSize)
+        GRUGradAddDirection(builder, self.direction)
+        if self.activations is not None:
+            GRUGradAddActivations(builder, activations)
+        if self.activationAlpha is not None:
+            GRUGradAddActivationAlpha(builder, activationAlpha)
+        if self.activationBeta is not None:
+            GRUGradAddActivationBeta(builder, activationBeta)
+        GRUGradAddClip(builder, self.clip)
+        GRUGradAddLayout(builder, self.layout)
+        GRUGradAddLinearBeforeReset(builder, self.linearBeforeReset)
+        grugrad = GRUGradEnd(builder)
+        return grugrad
+
+
+class RNNGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = RNNGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsRNNGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def RNNGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # RNNGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # RNNGrad
+    def HiddenSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # RNNGrad
+    def Direction(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # RNNGrad
+    def Activations(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # RNNGrad
+    def ActivationsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int8Flags, o)
+        return 0
+
+    # RNNGrad
+    def ActivationsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # RNNGrad
+    def ActivationsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
+    # RNNGrad
+    def ActivationAlpha(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # RNNGrad
+    def ActivationAlphaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # RNNGrad
+    def ActivationAlphaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # RNNGrad
+    def ActivationAlphaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+    # RNNGrad
+    def ActivationBeta(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # RNNGrad
+    def ActivationBetaAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Float32Flags, o)
+        return 0
+
+    # RNNGrad
+    def ActivationBetaLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # RNNGrad
+    def ActivationBetaIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        return o == 0
+
+    # RNNGrad
+    def Clip(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # RNNGrad
+    def Layout(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def RNNGradStart(builder):
+    builder.StartObject(7)
+
+def RNNGradAddHiddenSize(builder, hiddenSize):
+    builder.PrependInt32Slot(0, hiddenSize, 0)
+
+def RNNGradAddDirection(builder, direction):
+    builder.PrependInt8Slot(1, direction, 0)
+
+def RNNGradAddActivations(builder, activations):
+    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(activations), 0)
+
+def RNNGradStartActivationsVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def RNNGradAddActivationAlpha(builder, activationAlpha):
+    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(activationAlpha), 0)
+
+def RNNGradStartActivationAlphaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def RNNGradAddActivationBeta(builder, activationBeta):
+    builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(activationBeta), 0)
+
+def RNNGradStartActivationBetaVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def RNNGradAddClip(builder, clip):
+    builder.PrependFloat32Slot(5, clip, 0.0)
+
+def RNNGradAddLayout(builder, layout):
+    builder.PrependInt32Slot(6, layout, 0)
+
+def RNNGradEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class RNNGradT(object):
+
+    # RNNGradT
+    def __init__(
+        self,
+        hiddenSize = 0,
+        direction = 0,
+        activations = None,
+        activationAlpha = None,
+        activationBeta = None,
+        clip = 0.0,
+        layout = 0,
+    ):
+        self.hiddenSize = hiddenSize  # type: int
+        self.direction = direction  # type: int
+        self.activations = activations  # type: Optional[List[int]]
+        self.activationAlpha = activationAlpha  # type: Optional[List[float]]
+        self.activationBeta = activationBeta  # type: Optional[List[float]]
+        self.clip = clip  # type: float
+        self.layout = layout  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        rnngrad = RNNGrad()
+        rnngrad.Init(buf, pos)
+        return cls.InitFromObj(rnngrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, rnngrad):
+        x = RNNGradT()
+        x._UnPack(rnngrad)
+        return x
+
+    # RNNGradT
+    def _UnPack(self, rnngrad):
+        if rnngrad is None:
+            return
+        self.hiddenSize = rnngrad.HiddenSize()
+        self.direction = rnngrad.Direction()
+        if not rnngrad.ActivationsIsNone():
+            if np is None:
+                self.activations = []
+                for i in range(rnngrad.ActivationsLength()):
+                    self.activations.append(rnngrad.Activations(i))
+            else:
+                self.activations = rnngrad.ActivationsAsNumpy()
+        if not rnngrad.ActivationAlphaIsNone():
+            if np is None:
+                self.activationAlpha = []
+                for i in range(rnngrad.ActivationAlphaLength()):
+                    self.activationAlpha.append(rnngrad.ActivationAlpha(i))
+            else:
+                self.activationAlpha = rnngrad.ActivationAlphaAsNumpy()
+        if not rnngrad.ActivationBetaIsNone():
+            if np is None:
+                self.activationBeta = []
+                for i in range(rnngrad.ActivationBetaLength()):
+                    self.activationBeta.append(rnngrad.ActivationBeta(i))
+            else:
+                self.activationBeta = rnngrad.ActivationBetaAsNumpy()
+        self.clip = rnngrad.Clip()
+        self.layout = rnngrad.Layout()
+
+    # RNNGradT
+    def Pack(self, builder):
+        if self.activations is not None:
+            if np is not None and type(self.activations) is np.ndarray:
+                activations = builder.CreateNumpyVector(self.activations)
+            else:
+                RNNGradStartActivationsVector(builder, len(self.activations))
+                for i in reversed(range(len(self.activations))):
+                    builder.PrependByte(self.activations[i])
+                activations = builder.EndVector()
+        if self.activationAlpha is not None:
+            if np is not None and type(self.activationAlpha) is np.ndarray:
+                activationAlpha = builder.CreateNumpyVector(self.activationAlpha)
+            else:
+                RNNGradStartActivationAlphaVector(builder, len(self.activationAlpha))
+                for i in reversed(range(len(self.activationAlpha))):
+                    builder.PrependFloat32(self.activationAlpha[i])
+                activationAlpha = builder.EndVector()
+        if self.activationBeta is not None:
+            if np is not None and type(self.activationBeta) is np.ndarray:
+                activationBeta = builder.CreateNumpyVector(self.activationBeta)
+            else:
+                RNNGradStartActivationBetaVector(builder, len(self.activationBeta))
+                for i in reversed(range(len(self.activationBeta))):
+                    builder.PrependFloat32(self.activationBeta[i])
+                activationBeta = builder.EndVector()
+        RNNGradStart(builder)
+        RNNGradAddHiddenSize(builder, self.hiddenSize)
+        RNNGradAddDirection(builder, self.direction)
+        if self.activations is not None:
+            RNNGradAddActivations(builder, activations)
+        if self.activationAlpha is not None:
+            RNNGradAddActivationAlpha(builder, activationAlpha)
+        if self.activationBeta is not None:
+            RNNGradAddActivationBeta(builder, activationBeta)
+        RNNGradAddClip(builder, self.clip)
+        RNNGradAddLayout(builder, self.layout)
+        rnngrad = RNNGradEnd(builder)
+        return rnngrad
+
+
 class QuantParam(object):
     __slots__ = ['_tab']
 
@@ -14974,7 +16760,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

@@ -12,4 +12,5 @@ from lite.kernels import cumulative, det, einsum, hardmax, mod, unary_math  # no
 from lite.kernels import group_norm  # noqa: F401,E402  (normalisation)
 from lite.kernels import dynamic_quantize, nll_loss  # noqa: F401,E402  (losses, quantization)
 from lite.kernels import random_draws  # noqa: F401,E402
+from lite.kernels import gru, lstm, rnn  # noqa: F401,E402  (recurrent)
 from lite.kernels import grad, int8  # noqa: F401,E402  (training and int8 kernels)
