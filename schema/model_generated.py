@@ -362,6 +362,12 @@ class Primitive(object):
     LSTMGrad = 137
     GRUGrad = 138
     RNNGrad = 139
+    Attention = 140
+    AttentionGrad = 141
+    RotaryEmbedding = 142
+    RMSNorm = 143
+    RMSNormGrad = 144
+    TensorScatter = 145
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -645,6 +651,18 @@ def PrimitiveCreator(unionType, table):
         return GRUGradT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.RNNGrad:
         return RNNGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Attention:
+        return AttentionT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.AttentionGrad:
+        return AttentionGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.RotaryEmbedding:
+        return RotaryEmbeddingT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.RMSNorm:
+        return RMSNormT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.RMSNormGrad:
+        return RMSNormGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.TensorScatter:
+        return TensorScatterT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -15769,6 +15787,808 @@ class RNNGradT(object):
         return rnngrad
 
 
+class Attention(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Attention()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsAttention(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def AttentionBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Attention
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Attention
+    def Scale(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # Attention
+    def IsCausal(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # Attention
+    def Softcap(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # Attention
+    def QNumHeads(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Attention
+    def KvNumHeads(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Attention
+    def QkMatmulOutputMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Attention
+    def SoftmaxPrecision(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Attention
+    def LeftWindowSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # Attention
+    def RightWindowSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # Attention
+    def Training(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def AttentionStart(builder):
+    builder.StartObject(10)
+
+def AttentionAddScale(builder, scale):
+    builder.PrependFloat32Slot(0, scale, 0.0)
+
+def AttentionAddIsCausal(builder, isCausal):
+    builder.PrependBoolSlot(1, isCausal, 0)
+
+def AttentionAddSoftcap(builder, softcap):
+    builder.PrependFloat32Slot(2, softcap, 0.0)
+
+def AttentionAddQNumHeads(builder, qNumHeads):
+    builder.PrependInt32Slot(3, qNumHeads, 0)
+
+def AttentionAddKvNumHeads(builder, kvNumHeads):
+    builder.PrependInt32Slot(4, kvNumHeads, 0)
+
+def AttentionAddQkMatmulOutputMode(builder, qkMatmulOutputMode):
+    builder.PrependInt32Slot(5, qkMatmulOutputMode, 0)
+
+def AttentionAddSoftmaxPrecision(builder, softmaxPrecision):
+    builder.PrependInt32Slot(6, softmaxPrecision, 0)
+
+def AttentionAddLeftWindowSize(builder, leftWindowSize):
+    builder.PrependInt32Slot(7, leftWindowSize, -1)
+
+def AttentionAddRightWindowSize(builder, rightWindowSize):
+    builder.PrependInt32Slot(8, rightWindowSize, -1)
+
+def AttentionAddTraining(builder, training):
+    builder.PrependBoolSlot(9, training, 0)
+
+def AttentionEnd(builder):
+    return builder.EndObject()
+
+
+
+class AttentionT(object):
+
+    # AttentionT
+    def __init__(
+        self,
+        scale = 0.0,
+        isCausal = False,
+        softcap = 0.0,
+        qNumHeads = 0,
+        kvNumHeads = 0,
+        qkMatmulOutputMode = 0,
+        softmaxPrecision = 0,
+        leftWindowSize = -1,
+        rightWindowSize = -1,
+        training = False,
+    ):
+        self.scale = scale  # type: float
+        self.isCausal = isCausal  # type: bool
+        self.softcap = softcap  # type: float
+        self.qNumHeads = qNumHeads  # type: int
+        self.kvNumHeads = kvNumHeads  # type: int
+        self.qkMatmulOutputMode = qkMatmulOutputMode  # type: int
+        self.softmaxPrecision = softmaxPrecision  # type: int
+        self.leftWindowSize = leftWindowSize  # type: int
+        self.rightWindowSize = rightWindowSize  # type: int
+        self.training = training  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        attention = Attention()
+        attention.Init(buf, pos)
+        return cls.InitFromObj(attention)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, attention):
+        x = AttentionT()
+        x._UnPack(attention)
+        return x
+
+    # AttentionT
+    def _UnPack(self, attention):
+        if attention is None:
+            return
+        self.scale = attention.Scale()
+        self.isCausal = attention.IsCausal()
+        self.softcap = attention.Softcap()
+        self.qNumHeads = attention.QNumHeads()
+        self.kvNumHeads = attention.KvNumHeads()
+        self.qkMatmulOutputMode = attention.QkMatmulOutputMode()
+        self.softmaxPrecision = attention.SoftmaxPrecision()
+        self.leftWindowSize = attention.LeftWindowSize()
+        self.rightWindowSize = attention.RightWindowSize()
+        self.training = attention.Training()
+
+    # AttentionT
+    def Pack(self, builder):
+        AttentionStart(builder)
+        AttentionAddScale(builder, self.scale)
+        AttentionAddIsCausal(builder, self.isCausal)
+        AttentionAddSoftcap(builder, self.softcap)
+        AttentionAddQNumHeads(builder, self.qNumHeads)
+        AttentionAddKvNumHeads(builder, self.kvNumHeads)
+        AttentionAddQkMatmulOutputMode(builder, self.qkMatmulOutputMode)
+        AttentionAddSoftmaxPrecision(builder, self.softmaxPrecision)
+        AttentionAddLeftWindowSize(builder, self.leftWindowSize)
+        AttentionAddRightWindowSize(builder, self.rightWindowSize)
+        AttentionAddTraining(builder, self.training)
+        attention = AttentionEnd(builder)
+        return attention
+
+
+class AttentionGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = AttentionGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsAttentionGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def AttentionGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # AttentionGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # AttentionGrad
+    def Scale(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # AttentionGrad
+    def IsCausal(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # AttentionGrad
+    def Softcap(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+    # AttentionGrad
+    def QNumHeads(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # AttentionGrad
+    def KvNumHeads(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # AttentionGrad
+    def QkMatmulOutputMode(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # AttentionGrad
+    def SoftmaxPrecision(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # AttentionGrad
+    def LeftWindowSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # AttentionGrad
+    def RightWindowSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # AttentionGrad
+    def Training(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def AttentionGradStart(builder):
+    builder.StartObject(10)
+
+def AttentionGradAddScale(builder, scale):
+    builder.PrependFloat32Slot(0, scale, 0.0)
+
+def AttentionGradAddIsCausal(builder, isCausal):
+    builder.PrependBoolSlot(1, isCausal, 0)
+
+def AttentionGradAddSoftcap(builder, softcap):
+    builder.PrependFloat32Slot(2, softcap, 0.0)
+
+def AttentionGradAddQNumHeads(builder, qNumHeads):
+    builder.PrependInt32Slot(3, qNumHeads, 0)
+
+def AttentionGradAddKvNumHeads(builder, kvNumHeads):
+    builder.PrependInt32Slot(4, kvNumHeads, 0)
+
+def AttentionGradAddQkMatmulOutputMode(builder, qkMatmulOutputMode):
+    builder.PrependInt32Slot(5, qkMatmulOutputMode, 0)
+
+def AttentionGradAddSoftmaxPrecision(builder, softmaxPrecision):
+    builder.PrependInt32Slot(6, softmaxPrecision, 0)
+
+def AttentionGradAddLeftWindowSize(builder, leftWindowSize):
+    builder.PrependInt32Slot(7, leftWindowSize, -1)
+
+def AttentionGradAddRightWindowSize(builder, rightWindowSize):
+    builder.PrependInt32Slot(8, rightWindowSize, -1)
+
+def AttentionGradAddTraining(builder, training):
+    builder.PrependBoolSlot(9, training, 0)
+
+def AttentionGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class AttentionGradT(object):
+
+    # AttentionGradT
+    def __init__(
+        self,
+        scale = 0.0,
+        isCausal = False,
+        softcap = 0.0,
+        qNumHeads = 0,
+        kvNumHeads = 0,
+        qkMatmulOutputMode = 0,
+        softmaxPrecision = 0,
+        leftWindowSize = -1,
+        rightWindowSize = -1,
+        training = False,
+    ):
+        self.scale = scale  # type: float
+        self.isCausal = isCausal  # type: bool
+        self.softcap = softcap  # type: float
+        self.qNumHeads = qNumHeads  # type: int
+        self.kvNumHeads = kvNumHeads  # type: int
+        self.qkMatmulOutputMode = qkMatmulOutputMode  # type: int
+        self.softmaxPrecision = softmaxPrecision  # type: int
+        self.leftWindowSize = leftWindowSize  # type: int
+        self.rightWindowSize = rightWindowSize  # type: int
+        self.training = training  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        attentionGrad = AttentionGrad()
+        attentionGrad.Init(buf, pos)
+        return cls.InitFromObj(attentionGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, attentionGrad):
+        x = AttentionGradT()
+        x._UnPack(attentionGrad)
+        return x
+
+    # AttentionGradT
+    def _UnPack(self, attentionGrad):
+        if attentionGrad is None:
+            return
+        self.scale = attentionGrad.Scale()
+        self.isCausal = attentionGrad.IsCausal()
+        self.softcap = attentionGrad.Softcap()
+        self.qNumHeads = attentionGrad.QNumHeads()
+        self.kvNumHeads = attentionGrad.KvNumHeads()
+        self.qkMatmulOutputMode = attentionGrad.QkMatmulOutputMode()
+        self.softmaxPrecision = attentionGrad.SoftmaxPrecision()
+        self.leftWindowSize = attentionGrad.LeftWindowSize()
+        self.rightWindowSize = attentionGrad.RightWindowSize()
+        self.training = attentionGrad.Training()
+
+    # AttentionGradT
+    def Pack(self, builder):
+        AttentionGradStart(builder)
+        AttentionGradAddScale(builder, self.scale)
+        AttentionGradAddIsCausal(builder, self.isCausal)
+        AttentionGradAddSoftcap(builder, self.softcap)
+        AttentionGradAddQNumHeads(builder, self.qNumHeads)
+        AttentionGradAddKvNumHeads(builder, self.kvNumHeads)
+        AttentionGradAddQkMatmulOutputMode(builder, self.qkMatmulOutputMode)
+        AttentionGradAddSoftmaxPrecision(builder, self.softmaxPrecision)
+        AttentionGradAddLeftWindowSize(builder, self.leftWindowSize)
+        AttentionGradAddRightWindowSize(builder, self.rightWindowSize)
+        AttentionGradAddTraining(builder, self.training)
+        attentionGrad = AttentionGradEnd(builder)
+        return attentionGrad
+
+
+class RotaryEmbedding(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = RotaryEmbedding()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsRotaryEmbedding(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def RotaryEmbeddingBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # RotaryEmbedding
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # RotaryEmbedding
+    def Interleaved(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # RotaryEmbedding
+    def RotaryEmbeddingDim(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # RotaryEmbedding
+    def NumHeads(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def RotaryEmbeddingStart(builder):
+    builder.StartObject(3)
+
+def RotaryEmbeddingAddInterleaved(builder, interleaved):
+    builder.PrependBoolSlot(0, interleaved, 0)
+
+def RotaryEmbeddingAddRotaryEmbeddingDim(builder, rotaryEmbeddingDim):
+    builder.PrependInt32Slot(1, rotaryEmbeddingDim, 0)
+
+def RotaryEmbeddingAddNumHeads(builder, numHeads):
+    builder.PrependInt32Slot(2, numHeads, 0)
+
+def RotaryEmbeddingEnd(builder):
+    return builder.EndObject()
+
+
+
+class RotaryEmbeddingT(object):
+
+    # RotaryEmbeddingT
+    def __init__(
+        self,
+        interleaved = False,
+        rotaryEmbeddingDim = 0,
+        numHeads = 0,
+    ):
+        self.interleaved = interleaved  # type: bool
+        self.rotaryEmbeddingDim = rotaryEmbeddingDim  # type: int
+        self.numHeads = numHeads  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        rotaryEmbedding = RotaryEmbedding()
+        rotaryEmbedding.Init(buf, pos)
+        return cls.InitFromObj(rotaryEmbedding)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, rotaryEmbedding):
+        x = RotaryEmbeddingT()
+        x._UnPack(rotaryEmbedding)
+        return x
+
+    # RotaryEmbeddingT
+    def _UnPack(self, rotaryEmbedding):
+        if rotaryEmbedding is None:
+            return
+        self.interleaved = rotaryEmbedding.Interleaved()
+        self.rotaryEmbeddingDim = rotaryEmbedding.RotaryEmbeddingDim()
+        self.numHeads = rotaryEmbedding.NumHeads()
+
+    # RotaryEmbeddingT
+    def Pack(self, builder):
+        RotaryEmbeddingStart(builder)
+        RotaryEmbeddingAddInterleaved(builder, self.interleaved)
+        RotaryEmbeddingAddRotaryEmbeddingDim(builder, self.rotaryEmbeddingDim)
+        RotaryEmbeddingAddNumHeads(builder, self.numHeads)
+        rotaryEmbedding = RotaryEmbeddingEnd(builder)
+        return rotaryEmbedding
+
+
+class RMSNorm(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = RMSNorm()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsRMSNorm(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def RMSNormBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # RMSNorm
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # RMSNorm
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # RMSNorm
+    def Epsilon(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1e-5
+
+def RMSNormStart(builder):
+    builder.StartObject(2)
+
+def RMSNormAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, -1)
+
+def RMSNormAddEpsilon(builder, epsilon):
+    builder.PrependFloat32Slot(1, epsilon, 1e-5)
+
+def RMSNormEnd(builder):
+    return builder.EndObject()
+
+
+
+class RMSNormT(object):
+
+    # RMSNormT
+    def __init__(
+        self,
+        axis = -1,
+        epsilon = 1e-5,
+    ):
+        self.axis = axis  # type: int
+        self.epsilon = epsilon  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        rmsnorm = RMSNorm()
+        rmsnorm.Init(buf, pos)
+        return cls.InitFromObj(rmsnorm)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, rmsnorm):
+        x = RMSNormT()
+        x._UnPack(rmsnorm)
+        return x
+
+    # RMSNormT
+    def _UnPack(self, rmsnorm):
+        if rmsnorm is None:
+            return
+        self.axis = rmsnorm.Axis()
+        self.epsilon = rmsnorm.Epsilon()
+
+    # RMSNormT
+    def Pack(self, builder):
+        RMSNormStart(builder)
+        RMSNormAddAxis(builder, self.axis)
+        RMSNormAddEpsilon(builder, self.epsilon)
+        rmsnorm = RMSNormEnd(builder)
+        return rmsnorm
+
+
+class RMSNormGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = RMSNormGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsRMSNormGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def RMSNormGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # RMSNormGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # RMSNormGrad
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # RMSNormGrad
+    def Epsilon(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 1e-5
+
+def RMSNormGradStart(builder):
+    builder.StartObject(2)
+
+def RMSNormGradAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, -1)
+
+def RMSNormGradAddEpsilon(builder, epsilon):
+    builder.PrependFloat32Slot(1, epsilon, 1e-5)
+
+def RMSNormGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class RMSNormGradT(object):
+
+    # RMSNormGradT
+    def __init__(
+        self,
+        axis = -1,
+        epsilon = 1e-5,
+    ):
+        self.axis = axis  # type: int
+        self.epsilon = epsilon  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        rmsnormGrad = RMSNormGrad()
+        rmsnormGrad.Init(buf, pos)
+        return cls.InitFromObj(rmsnormGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, rmsnormGrad):
+        x = RMSNormGradT()
+        x._UnPack(rmsnormGrad)
+        return x
+
+    # RMSNormGradT
+    def _UnPack(self, rmsnormGrad):
+        if rmsnormGrad is None:
+            return
+        self.axis = rmsnormGrad.Axis()
+        self.epsilon = rmsnormGrad.Epsilon()
+
+    # RMSNormGradT
+    def Pack(self, builder):
+        RMSNormGradStart(builder)
+        RMSNormGradAddAxis(builder, self.axis)
+        RMSNormGradAddEpsilon(builder, self.epsilon)
+        rmsnormGrad = RMSNormGradEnd(builder)
+        return rmsnormGrad
+
+
+class TensorScatter(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = TensorScatter()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsTensorScatter(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def TensorScatterBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # TensorScatter
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # TensorScatter
+    def Circular(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # TensorScatter
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -2
+
+def TensorScatterStart(builder):
+    builder.StartObject(2)
+
+def TensorScatterAddCircular(builder, circular):
+    builder.PrependBoolSlot(0, circular, 0)
+
+def TensorScatterAddAxis(builder, axis):
+    builder.PrependInt32Slot(1, axis, -2)
+
+def TensorScatterEnd(builder):
+    return builder.EndObject()
+
+
+
+class TensorScatterT(object):
+
+    # TensorScatterT
+    def __init__(
+        self,
+        circular = False,
+        axis = -2,
+    ):
+        self.circular = circular  # type: bool
+        self.axis = axis  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        tensorScatter = TensorScatter()
+        tensorScatter.Init(buf, pos)
+        return cls.InitFromObj(tensorScatter)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, tensorScatter):
+        x = TensorScatterT()
+        x._UnPack(tensorScatter)
+        return x
+
+    # TensorScatterT
+    def _UnPack(self, tensorScatter):
+        if tensorScatter is None:
+            return
+        self.circular = tensorScatter.Circular()
+        self.axis = tensorScatter.Axis()
+
+    # TensorScatterT
+    def Pack(self, builder):
+        TensorScatterStart(builder)
+        TensorScatterAddCircular(builder, self.circular)
+        TensorScatterAddAxis(builder, self.axis)
+        tensorScatter = TensorScatterEnd(builder)
+        return tensorScatter
+
+
 class QuantParam(object):
     __slots__ = ['_tab']
 
@@ -16760,7 +17580,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

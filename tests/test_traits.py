@@ -37,6 +37,6 @@ def test_inconsistent_records_are_refused(bad):
         OpTraits(**bad)
 
 
-def test_train_mode_is_declared_by_batchnorm_dropout_the_layer_and_group_norms_and_the_recurrent_ops():
+def test_train_mode_is_declared_by_batchnorm_dropout_the_norms_the_recurrent_ops_and_attention():
     assert {op for op, t in declared().items() if isinstance(t.train, TrainMode)} == {
-        "BatchNorm", "Dropout", "LayerNorm", "GroupNorm", "LSTM", "GRU", "RNN"}
+        "BatchNorm", "Dropout", "LayerNorm", "GroupNorm", "LSTM", "GRU", "RNN", "RMSNorm", "Attention"}

@@ -13,4 +13,5 @@ from lite.kernels import group_norm  # noqa: F401,E402  (normalisation)
 from lite.kernels import dynamic_quantize, nll_loss  # noqa: F401,E402  (losses, quantization)
 from lite.kernels import random_draws  # noqa: F401,E402
 from lite.kernels import gru, lstm, rnn  # noqa: F401,E402  (recurrent)
+from lite.kernels import attention, rms_norm, rotary_embedding, tensor_scatter  # noqa: F401,E402  (transformer)
 from lite.kernels import grad, int8  # noqa: F401,E402  (training and int8 kernels)

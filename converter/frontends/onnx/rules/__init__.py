@@ -1,4 +1,5 @@
 """Importer rules, grouped by kind; importing this package registers all of them."""
 from converter.frontends.onnx.rules import (activations, elementwise, index_ops, nn, quant, signal,  # noqa: F401
                                             tensor_ops, vision)
-from converter.frontends.onnx.rules import logic, loss, math, norm, random_draws, recurrent  # noqa: F401
+from converter.frontends.onnx.rules import (logic, loss, math, norm, random_draws, recurrent,  # noqa: F401
+                                            transformer)

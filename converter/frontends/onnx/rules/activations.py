@@ -73,13 +73,15 @@ def renamed_activation(ctx: ImportContext) -> None:
 
 @onnx_op("Swish")
 def swish(ctx: ImportContext) -> None:
+    emit_swish(ctx, ctx.input(0), float(ctx.attr("alpha", 1.0)), ctx.outputs[0])
+
+
+def emit_swish(ctx: ImportContext, x: str, alpha: float, output: str | None = None) -> str:
     """x * sigmoid(alpha * x): our SWISH for alpha = 1, else spelled out."""
-    x, alpha = ctx.input(0), float(ctx.attr("alpha", 1.0))
     if alpha == 1.0:
-        ctx.emit("Activation", [x], ctx.outputs, type=A.SWISH)
-        return
+        return ctx.emit1("Activation", [x], output, type=A.SWISH)
     scaled = ctx.emit1("Mul", [x, ctx.add_const(np.array(alpha, ctx.value(x).dtype), "alpha")])
-    ctx.emit("Mul", [x, ctx.emit1("Activation", [scaled], type=A.SIGMOID)], ctx.outputs)
+    return ctx.emit1("Mul", [x, ctx.emit1("Activation", [scaled], type=A.SIGMOID)], output)
 
 
 @onnx_op("Gelu")

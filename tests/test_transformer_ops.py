@@ -1,0 +1,76 @@
+"""Transformer ops beyond the official node tests: Attention with a constant mask (its bias built at compile
+time) and a KV cache fed back over decode steps, batched MatMul broadcasting, and the bad-input contract."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from converter import convert
+from lite.status import InvalidOpAttrError, LiteError
+from tests.test_kernels_elementwise import check, model_of, one_node
+from tests.util import assert_matches_oracles, run_lite, session_for
+
+rng = np.random.default_rng(0)
+
+
+def f32(*shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("mask_dtype", [np.float32, np.bool_])
+def test_attention_with_a_constant_mask_and_gqa_matches_the_reference(mask_dtype: type) -> None:
+    q, k, v = f32(2, 6, 5, 8), f32(2, 3, 7, 8), f32(2, 3, 7, 4)
+    mask = rng.uniform(size=(6, 5, 6)) > 0.3 if mask_dtype == np.bool_ else f32(1, 6, 5, 7)
+    model = one_node("Attention", {"q": q, "k": k, "v": v}, {"mask": mask}, opset=23, is_causal=0, softcap=3.0)
+    assert_matches_oracles(model, {"q": q, "k": k, "v": v}, rtol=1e-4, atol=1e-5, oracles=("reference",))
+
+
+def test_attention_kv_cache_fed_back_matches_the_reference_step_by_step() -> None:
+    """Decode: each step's present_key / present_value is the next step's past (3-D q/k/v, causal)."""
+    from onnx.reference import ReferenceEvaluator
+    past = 3
+    inputs = {"q": f32(1, 1, 16), "k": f32(1, 1, 8), "v": f32(1, 1, 8), "pk": f32(1, 2, past, 4),
+              "pv": f32(1, 2, past, 4)}
+    node = helper.make_node("Attention", ["q", "k", "v", "", "pk", "pv"], ["y", "present_k", "present_v"],
+                            q_num_heads=4, kv_num_heads=2, is_causal=1)
+    models = [model_of([node], {**inputs, "pk": f32(1, 2, past + t, 4), "pv": f32(1, 2, past + t, 4)},
+                       dict.fromkeys(["y", "present_k", "present_v"], np.float32), opset=23) for t in range(3)]
+    feeds = dict(inputs)
+    for model in models:
+        ours = run_lite(session_for(model), feeds)
+        want = dict(zip(["y", "present_k", "present_v"], ReferenceEvaluator(model).run(None, feeds)))
+        for name, expected in want.items():
+            np.testing.assert_allclose(ours[name], expected, rtol=1e-5, atol=1e-6, err_msg=name)
+        feeds = {"q": f32(1, 1, 16), "k": f32(1, 1, 8), "v": f32(1, 1, 8), "pk": ours["present_k"],
+                 "pv": ours["present_v"]}
+
+
+@pytest.mark.parametrize("shapes", [((2, 1, 3, 4, 5), (3, 5, 6)), ((4, 5), (2, 3, 5, 2)), ((2, 3, 4), (4,))],
+                         ids=str)
+def test_batched_matmul_broadcasts_like_onnxruntime(shapes: tuple) -> None:
+    a, b = f32(*shapes[0]), f32(*shapes[1])
+    check(one_node("MatMul", {"a": a, "b": b}), {"a": a, "b": b}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs, shapes, message", [
+    ({}, ((1, 4, 8), (1, 4, 8), (1, 4, 8)), "q_num_heads"),
+    ({"q_num_heads": 3, "kv_num_heads": 2}, ((1, 4, 6), (1, 4, 4), (1, 4, 4)), "not a multiple"),
+    ({}, ((1, 2, 4, 8), (1, 2, 5, 6), (1, 2, 5, 8)), "do not match"),
+], ids=["3d-without-heads", "gqa-heads", "head-size"])
+def test_attention_refuses_inconsistent_heads_naming_the_node(attrs: dict, shapes: tuple, message: str) -> None:
+    inputs = {name: f32(*s) for name, s in zip("qkv", shapes)}
+    with pytest.raises(LiteError, match=message):
+        convert(one_node("Attention", inputs, opset=23, **attrs))
+
+
+def test_attention_refuses_a_mask_that_does_not_broadcast() -> None:
+    inputs = {"q": f32(1, 2, 4, 8), "k": f32(1, 2, 5, 8), "v": f32(1, 2, 5, 8)}
+    with pytest.raises(LiteError, match="attn_mask"):
+        convert(one_node("Attention", inputs, {"mask": f32(3, 4, 5)}, opset=23))
+
+
+def test_rotary_embedding_refuses_an_odd_rotary_dim() -> None:
+    inputs = {"x": f32(1, 2, 3, 8), "cos": f32(1, 3, 3), "sin": f32(1, 3, 3)}
+    with pytest.raises(InvalidOpAttrError, match="rotary_embedding_dim"):
+        convert(one_node("RotaryEmbedding", inputs, opset=23, rotary_embedding_dim=5))
