@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+import onnx
 from onnx import TensorProto, helper
 
 import lite
@@ -141,3 +142,19 @@ def test_nonexistent_onnx_file(tmp_path) -> None:
     junk.write_bytes(os.urandom(100))
     with pytest.raises(lite.GraphFileError, match="not a readable ONNX model"):
         convert_file(junk, tmp_path / "out")
+
+
+def test_opset_older_than_7_imports_when_its_ops_are_unchanged() -> None:
+    """An opset-1 model whose ops ONNX has not redefined since (Not) reads as opset 7; one whose ops changed
+    (Relu dropped `consumed_inputs` in opset 6) is refused, naming them."""
+    def opset_1(op: str, dtype: int) -> onnx.ModelProto:
+        io = [helper.make_tensor_value_info(n, dtype, [2]) for n in "xy"]
+        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g", io[:1], io[1:])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 1)])
+    session = session_for(opset_1("Not", TensorProto.BOOL))
+    session.GetInputs()[0].set_data(np.array([True, False]))
+    session.RunGraph()
+    np.testing.assert_array_equal(session.GetOutputByTensorName("y").numpy(), [False, True])
+    with pytest.raises(lite.NotSupportedError, match="opset 1 .* definition of Relu differs") as e:
+        convert(opset_1("Relu", TensorProto.FLOAT))
+    assert e.value.status == lite.RET_NOT_SUPPORT

@@ -12,7 +12,7 @@ from onnx.reference import ReferenceEvaluator
 
 import lite
 from converter import convert
-from tests.util import run_lite, run_ort, session_for, small_cnn
+from tests.util import assert_matches_oracles, run_lite, run_ort, session_for, small_cnn
 
 RNG = np.random.default_rng(1234)
 
@@ -226,6 +226,17 @@ def test_matmul(case: str) -> None:
     assert_matches_ort(node_model("MatMul", feeds, {}, ["a", "b"]), feeds)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64, np.uint32, np.uint64])
+def test_matmul_dtypes(dtype: type) -> None:
+    """Every type ONNX MatMul allows, exactly for integers (products wrap as onnxruntime's do)."""
+    a, b = _array((2, 3, 4)), _array((4, 5))
+    if np.dtype(dtype).kind in "iu":
+        a, b = RNG.integers(0, 1 << 20, a.shape), RNG.integers(0, 1 << 20, b.shape)
+    feeds = {"a": a.astype(dtype), "b": b.astype(dtype)}
+    tol = 2e-3 if dtype == np.float16 else 1e-12
+    assert_matches_oracles(node_model("MatMul", feeds, {}, ["a", "b"]), feeds, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("a_shape", [(3, 4), (2, 3, 4), (4,)])
 def test_matmul_with_constant_2d_weight(a_shape: tuple[int, ...]) -> None:
     check("MatMul", a_shape, {"b": _array((4, 6))})
@@ -390,6 +401,14 @@ def test_layer_normalization_statistics_outputs(outputs: tuple[str, ...]) -> Non
 @pytest.mark.parametrize("opset", [11, 13])
 def test_softmax(op: str, axis: int, opset: int) -> None:
     check(op, (2, 3, 4), opset=opset, axis=axis)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_softmax_dtypes(op: str, dtype: type) -> None:
+    feeds = {"x": (_array((2, 3, 4)) * 4).astype(dtype)}
+    tol = 2e-3 if dtype == np.float16 else 1e-12
+    assert_matches_oracles(node_model(op, feeds, {}, ["x"], axis=1), feeds, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])

@@ -76,8 +76,11 @@ def matmul_shapes(kernel: Kernel, a: TensorSpec, b: TensorSpec
 declare("MatMul", weight_input=1, weight_axis=-1, bias_correction=True, fused_activation=True)
 
 
-@register("MatMul", DataType.FLOAT32)
+@register("MatMul", DataType.FLOAT32, DataType.FLOAT64, DataType.INT32, DataType.INT64, DataType.UINT32,
+          DataType.UINT64)
 class MatMulKernel(Kernel):
+    """Every type ONNX MatMul allows: float16/bfloat16 through the float32 kernel, the rest as stored
+    (integer products wrap, as onnxruntime's do)."""
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         a, b = inputs[0], inputs[1]
         shape, a_shape, b_shape = matmul_shapes(self, a, b)

@@ -45,12 +45,12 @@ class _AxisKernel(Kernel):
 declare("Softmax", "LogSoftmax", layout=Layout(AXIS, axis_default=-1))
 
 
-@register("Softmax", DataType.FLOAT32)
+@register("Softmax", DataType.FLOAT32, DataType.FLOAT64)
 class SoftmaxKernel(_AxisKernel):
     inplace = True          # reads x only before the first write
     function = staticmethod(softmax)
 
 
-@register("LogSoftmax", DataType.FLOAT32)
+@register("LogSoftmax", DataType.FLOAT32, DataType.FLOAT64)
 class LogSoftmaxKernel(_AxisKernel):
     function = staticmethod(log_softmax)

@@ -24,8 +24,35 @@ def _opset(model: onnx.ModelProto) -> int:
         raise NotSupportedError("the ONNX model imports no default-domain opset")
     opset = versions[0]
     if opset < MIN_OPSET:
-        raise NotSupportedError(f"ONNX opset {opset} is older than the oldest supported ({MIN_OPSET})")
+        changed = sorted({op for op in _op_types(model.graph) if _defined_since(op, MIN_OPSET) > opset})
+        if changed:
+            raise NotSupportedError(f"ONNX opset {opset} is older than the oldest supported ({MIN_OPSET}) and "
+                                    f"the definition of {', '.join(changed)} differs there")
+        return MIN_OPSET          # every op reads as it does at MIN_OPSET
     return opset
+
+
+def _op_types(graph: onnx.GraphProto) -> set[str]:
+    """The default-domain op types of `graph` and of its subgraphs."""
+    ops = set()
+    for node in graph.node:
+        if node.domain in _DEFAULT_DOMAINS:
+            ops.add(node.op_type)
+        for attr in node.attribute:
+            for sub in [attr.g] * attr.HasField("g") + list(attr.graphs):
+                ops |= _op_types(sub)
+    return ops
+
+
+def _defined_since(op: str, opset: int) -> int:
+    """The opset of `op`'s definition in effect at `opset` (onnx.defs): past `opset` when it is newer, 0 for an
+    op ONNX does not define (named later as unsupported)."""
+    if not onnx.defs.has(op):
+        return 0
+    try:
+        return onnx.defs.get_schema(op, opset).since_version
+    except onnx.defs.SchemaError:
+        return opset + 1
 
 
 def _input_value(vi: onnx.ValueInfoProto, override: list[int] | None) -> Value:
