@@ -89,7 +89,8 @@ class RecurrentKernel(Kernel):
     foldable = False
 
     # ---- compile time -------------------------------------------------------------------------------------------
-    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+    def check_inputs(self, inputs: Sequence[TensorSpec | None]) -> None:
+        """Check the forward inputs and attributes; sets the sizes T, B, I, D, H and the activations."""
         a = self.attrs
         x, w, r = inputs[:3]
         if a.layout not in (0, 1):
@@ -101,7 +102,7 @@ class RecurrentKernel(Kernel):
         t, b = (x.shape[0], x.shape[1]) if a.layout == 0 else (x.shape[1], x.shape[0])
         dirs, h, g = (2 if a.direction == D.BIDIRECTIONAL else 1), a.hidden_size, self.gates
         self.T, self.B, self.I, self.D, self.H = t, b, x.shape[2], dirs, h
-        optional = inputs[3:] + [None] * (8 - len(inputs))
+        optional = list(inputs[3:]) + [None] * (8 - len(inputs))
         expected = {"W": (w, (dirs, g * h, self.I)), "R": (r, (dirs, g * h, h)),
                     "B": (optional[0], (dirs, 2 * g * h)), "sequence_lens": (optional[1], (b,)),
                     "initial_h": (optional[2], self._state_shape()), "initial_c": (optional[3], self._state_shape()),
@@ -121,11 +122,16 @@ class RecurrentKernel(Kernel):
                       enumerate(zip(*(v[d * self.functions:(d + 1) * self.functions]
                                       for v in (a.activations, a.activation_alpha, a.activation_beta))))]
                      for d in range(dirs)]
+
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        self.check_inputs(inputs)
+        x = inputs[0]
+        t, dirs, b, h = self.T, self.D, self.B, self.H
         base = 1 + self.states
         self.training = len(self.node.outputs) == base + 2
         if len(self.node.outputs) not in (base, base + 2):
             raise self.error(f"has {base} outputs (or {base + 2} in training), not {len(self.node.outputs)}")
-        y = (t, dirs, b, h) if a.layout == 0 else (b, t, dirs, h)
+        y = (t, dirs, b, h) if self.attrs.layout == 0 else (b, t, dirs, h)
         outs = [TensorSpec(y, x.dtype)] + [TensorSpec(self._state_shape(), x.dtype)] * self.states
         return outs + self._saved() * self.training
 
@@ -233,3 +239,105 @@ class RecurrentKernel(Kernel):
              ins: list, d: int) -> None:
         """One time step of direction d: pre [B, G*H] holds x_t W^T + bias and gets the recurrent term added in
         place (it stays the pre-activation the gradient reads); prev / cur are the states [B, S*H]."""
+
+
+# ---- backpropagation through time ------------------------------------------------------------------------------------
+class RecurrentGradKernel(RecurrentKernel):
+    """The gradient of a recurrent op (a subclass of the forward kernel, for its sizes and views).
+
+    inputs: dY, dY_h[, dY_c] ("" where no gradient arrives), the forward's inputs in ONNX order ("" where omitted),
+    gates, states (the training forward's extra outputs). outputs: the gradient of every present forward input
+    but sequence_lens, in order. Walking the steps backwards, a step turns the gradient of its new state into the
+    gradient of its pre-activations (`dpre`, and `drec` where the recurrent term differs from it) and of the
+    previous state (one matmul with R); dX, dW, dR and dB are then one matmul or sum over all steps."""
+
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        n = 1 + self.states
+        forward = list(inputs[n:-2])
+        self.check_inputs(forward)
+        self.present = [k for k, s in enumerate(forward) if s is not None and k != 4]
+        if len(self.node.outputs) != len(self.present):
+            raise self.error(f"has {len(self.node.outputs)} outputs for {len(self.present)} gradients")
+        saved = self._saved()
+        for what, spec, want in zip(("gates", "states"), inputs[-2:], saved):
+            if spec is None or spec.shape != want.shape:
+                raise self.error(f"{what} must have shape {list(want.shape)}")
+        return [TensorSpec(forward[k].shape, np.dtype(np.float32)) for k in self.present]
+
+    separate_drec = False     # the recurrent term's gradient differs from dpre (GRU)
+
+    def scratch(self) -> list[TensorSpec]:
+        return [self._saved()[0]] * (1 + self.separate_drec)
+
+    def bind(self, inputs, outputs, scratch) -> None:
+        self.dpre, self.drec = scratch[0], scratch[-1]
+
+    def previous(self, states: np.ndarray, init: np.ndarray, d: int) -> np.ndarray:
+        """[T, B, S*H]: the state each step of direction d started from."""
+        s = states[:, :, d]
+        return np.concatenate([s[1:], init[None]]) if self.reverse(d) else np.concatenate([init[None], s[:-1]])
+
+    def run(self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray]) -> None:
+        n = 1 + self.states
+        dys, ins = inputs[:n], list(inputs[n:-2]) + [None] * (8 - len(inputs[n:-2]))
+        gates, states = inputs[-2:]
+        x, w, r, b = ins[:4]
+        mask = self.mask(ins[4])
+        init = self.initial(ins)
+        dy = None if dys[0] is None else dys[0].transpose((0, 2, 1, 3) if self.attrs.layout == 0 else (1, 0, 2, 3))
+        hs = self.H
+        grads = {k: np.zeros(self._grad_shape(k, ins), np.float32) for k in (1, 2, 3, 5, 6, 7)}
+        for d in range(self.D):
+            prev = self.previous(states, init[d], d)
+            self.prepare_grad(gates[:, :, d], prev, r[d], b, d, ins)
+            carry = np.zeros((self.B, self.states * hs), np.float32)
+            for k, s in enumerate(dys[1:]):
+                if s is not None:
+                    carry[:, k * hs:(k + 1) * hs] = self.direction_major(s)[d]
+            for t in reversed(self.times(d)):
+                if dy is not None:
+                    carry[:, :hs] += dy[t, :, d] if mask is None else dy[t, :, d] * mask[t][:, None]
+                new = carry if mask is None else carry * mask[t][:, None]
+                back = self.step_grad(t, d, new, prev[t], r[d], ins)
+                carry = back if mask is None else back + carry * ~mask[t][:, None]
+            for k in range(self.states):
+                grads[5 + k][d] = carry[:, k * hs:(k + 1) * hs]
+            self.weight_grads(d, prev, grads, ins)
+        xt = self.time_major(x)
+        gh = self.gates * hs
+        dpre2d = self.dpre.reshape(self.T * self.B, self.D * gh)
+        grads[1][:] = (dpre2d.T @ xt.reshape(-1, self.I)).reshape(self.D, gh, self.I) if xt.flags.c_contiguous \
+            else np.einsum("tbg,tbi->gi", self.dpre.reshape(self.T, self.B, -1), xt).reshape(self.D, gh, self.I)
+        grads[3][:, :gh] = self.dpre.sum(axis=(0, 1))
+        dx = (dpre2d @ w.reshape(-1, self.I)).reshape(self.T, self.B, self.I)
+        for out, k in zip(outputs, self.present):
+            if k == 0:
+                np.copyto(self.time_major(out), dx)
+            elif k in (5, 6):
+                np.copyto(self.direction_major(out), grads[k])
+            else:
+                np.copyto(out, grads[k])
+
+    def _grad_shape(self, k: int, ins: list) -> tuple[int, ...]:
+        """Gradients are accumulated in the forward's shapes, states direction-major."""
+        gh = self.gates * self.H
+        return {1: (self.D, gh, self.I), 2: (self.D, gh, self.H), 3: (self.D, 2 * gh), 5: (self.D, self.B, self.H),
+                6: (self.D, self.B, self.H), 7: (self.D, 3 * self.H)}[k]
+
+    def weight_grads(self, d: int, prev: np.ndarray, grads: dict[int, np.ndarray], ins: list) -> None:
+        """dR[d] and the recurrent bias dRb[d] from `drec` and the previous hidden states (one matmul)."""
+        drec = self.drec[:, :, d].reshape(self.T * self.B, -1)
+        grads[2][d] = drec.T @ prev[..., :self.H].reshape(-1, self.H)
+        grads[3][d, self.gates * self.H:] = drec.sum(axis=0)
+
+    # ---- per op ---------------------------------------------------------------------------------------------------
+    @abstractmethod
+    def prepare_grad(self, pre: np.ndarray, prev: np.ndarray, r: np.ndarray, b: np.ndarray | None, d: int,
+                     ins: list) -> None:
+        """Everything of direction d the backward steps read that does not depend on the carried gradient
+        (gate values and derivatives for all steps), from pre [T, B, G*H] and prev [T, B, S*H]."""
+
+    @abstractmethod
+    def step_grad(self, t: int, d: int, dnew: np.ndarray, prev: np.ndarray, r: np.ndarray, ins: list) -> np.ndarray:
+        """Gradient of step t's new state dnew [B, S*H] -> writes dpre[t, :, d] (and drec) and returns the
+        gradient of the previous state [B, S*H]."""

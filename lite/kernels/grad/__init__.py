@@ -5,3 +5,4 @@ from lite.kernels.grad import (activation_grad, arithmetic_grad, batchnorm_grad,
                                loss, lrn_grad, optimizer, pad_grad, pooling_grad, reduce_grad, reshape_grad,
                                slice_grad, softmax_grad, split_grad, unary_grad)
 from lite.kernels.grad import group_norm_grad, unary_math_grad, where_grad  # noqa: F401,E402
+from lite.kernels.grad import gru_grad, lstm_grad, rnn_grad  # noqa: F401,E402  (recurrent)
