@@ -368,6 +368,9 @@ class Primitive(object):
     RMSNorm = 143
     RMSNormGrad = 144
     TensorScatter = 145
+    CumProdGrad = 146
+    DetGrad = 147
+    NLLLossGrad = 148
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -663,6 +666,12 @@ def PrimitiveCreator(unionType, table):
         return RMSNormGradT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.TensorScatter:
         return TensorScatterT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.CumProdGrad:
+        return CumProdGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.DetGrad:
+        return DetGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.NLLLossGrad:
+        return NLLLossGradT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -9594,6 +9603,275 @@ class GroupNormGradT(object):
         return groupNormGrad
 
 
+class CumProdGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = CumProdGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsCumProdGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def CumProdGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # CumProdGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # CumProdGrad
+    def Exclusive(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # CumProdGrad
+    def Reverse(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def CumProdGradStart(builder):
+    builder.StartObject(2)
+
+def CumProdGradAddExclusive(builder, exclusive):
+    builder.PrependBoolSlot(0, exclusive, 0)
+
+def CumProdGradAddReverse(builder, reverse):
+    builder.PrependBoolSlot(1, reverse, 0)
+
+def CumProdGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class CumProdGradT(object):
+
+    # CumProdGradT
+    def __init__(
+        self,
+        exclusive = False,
+        reverse = False,
+    ):
+        self.exclusive = exclusive  # type: bool
+        self.reverse = reverse  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        cumProdGrad = CumProdGrad()
+        cumProdGrad.Init(buf, pos)
+        return cls.InitFromObj(cumProdGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, cumProdGrad):
+        x = CumProdGradT()
+        x._UnPack(cumProdGrad)
+        return x
+
+    # CumProdGradT
+    def _UnPack(self, cumProdGrad):
+        if cumProdGrad is None:
+            return
+        self.exclusive = cumProdGrad.Exclusive()
+        self.reverse = cumProdGrad.Reverse()
+
+    # CumProdGradT
+    def Pack(self, builder):
+        CumProdGradStart(builder)
+        CumProdGradAddExclusive(builder, self.exclusive)
+        CumProdGradAddReverse(builder, self.reverse)
+        cumProdGrad = CumProdGradEnd(builder)
+        return cumProdGrad
+
+
+class DetGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = DetGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsDetGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def DetGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # DetGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def DetGradStart(builder):
+    builder.StartObject(0)
+
+def DetGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class DetGradT(object):
+
+    # DetGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        detGrad = DetGrad()
+        detGrad.Init(buf, pos)
+        return cls.InitFromObj(detGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, detGrad):
+        x = DetGradT()
+        x._UnPack(detGrad)
+        return x
+
+    # DetGradT
+    def _UnPack(self, detGrad):
+        if detGrad is None:
+            return
+
+    # DetGradT
+    def Pack(self, builder):
+        DetGradStart(builder)
+        detGrad = DetGradEnd(builder)
+        return detGrad
+
+
+class NLLLossGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = NLLLossGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsNLLLossGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def NLLLossGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # NLLLossGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # NLLLossGrad
+    def Reduction(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 1
+
+    # NLLLossGrad
+    def IgnoreIndex(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return 0
+
+    # NLLLossGrad
+    def HasIgnoreIndex(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def NLLLossGradStart(builder):
+    builder.StartObject(3)
+
+def NLLLossGradAddReduction(builder, reduction):
+    builder.PrependInt8Slot(0, reduction, 1)
+
+def NLLLossGradAddIgnoreIndex(builder, ignoreIndex):
+    builder.PrependInt64Slot(1, ignoreIndex, 0)
+
+def NLLLossGradAddHasIgnoreIndex(builder, hasIgnoreIndex):
+    builder.PrependBoolSlot(2, hasIgnoreIndex, 0)
+
+def NLLLossGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class NLLLossGradT(object):
+
+    # NLLLossGradT
+    def __init__(
+        self,
+        reduction = 1,
+        ignoreIndex = 0,
+        hasIgnoreIndex = False,
+    ):
+        self.reduction = reduction  # type: int
+        self.ignoreIndex = ignoreIndex  # type: int
+        self.hasIgnoreIndex = hasIgnoreIndex  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        nlllossGrad = NLLLossGrad()
+        nlllossGrad.Init(buf, pos)
+        return cls.InitFromObj(nlllossGrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, nlllossGrad):
+        x = NLLLossGradT()
+        x._UnPack(nlllossGrad)
+        return x
+
+    # NLLLossGradT
+    def _UnPack(self, nlllossGrad):
+        if nlllossGrad is None:
+            return
+        self.reduction = nlllossGrad.Reduction()
+        self.ignoreIndex = nlllossGrad.IgnoreIndex()
+        self.hasIgnoreIndex = nlllossGrad.HasIgnoreIndex()
+
+    # NLLLossGradT
+    def Pack(self, builder):
+        NLLLossGradStart(builder)
+        NLLLossGradAddReduction(builder, self.reduction)
+        NLLLossGradAddIgnoreIndex(builder, self.ignoreIndex)
+        NLLLossGradAddHasIgnoreIndex(builder, self.hasIgnoreIndex)
+        nlllossGrad = NLLLossGradEnd(builder)
+        return nlllossGrad
+
+
 class SoftmaxCrossEntropyWithLogits(object):
     __slots__ = ['_tab']
 
@@ -17580,7 +17858,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT', 'CumProdGradT', 'DetGradT', 'NLLLossGradT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

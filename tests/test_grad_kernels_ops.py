@@ -1,7 +1,7 @@
-"""Gradient kernels of the math, Where and normalisation ops (ActivationGrad for the new activation types,
-UnaryMathGrad, WhereGrad, GroupNormGrad, ReduceGrad for the norm reductions), each driven directly and checked
-against PyTorch autograd in float64; and the bprop rules built from forward ops (CumSum, Einsum), end to end
-through a training session."""
+"""Gradient kernels of the math, Where, normalisation and loss ops (ActivationGrad for the new activation types,
+UnaryMathGrad, WhereGrad, GroupNormGrad, ReduceGrad for the norm reductions, CumProdGrad, DetGrad, NLLLossGrad),
+each driven directly and checked against PyTorch autograd in float64; and the bprop rules (CumSum, CumProd,
+Einsum, Det, Hardmax, SoftmaxCrossEntropyLoss), end to end through a training session."""
 from __future__ import annotations
 
 from typing import Callable
@@ -188,4 +188,91 @@ def test_instance_norm_where_and_unary_math_bprop_match_autograd() -> None:
     def fn(t: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         h = F.instance_norm(t * w, weight=scale, bias=bias, eps=1e-5)
         return torch.where(h > 0, torch.sin(h), F.softplus(h))
+    _assert_same_gradients(_training_step(nodes, weights, x, labels), _torch_gradients(fn, weights, x, labels))
+
+
+# ---- CumProd, Det, NLLLoss (SoftmaxCrossEntropyLoss), Hardmax ---------------------------------------------------
+def _torch_cumprod(t: torch.Tensor, axis: int, exclusive: int, reverse: int) -> torch.Tensor:
+    t = t.flip(axis) if reverse else t
+    if exclusive:
+        t = torch.cat([torch.ones_like(t.narrow(axis, 0, 1)), t.narrow(axis, 0, t.shape[axis] - 1)], axis)
+    c = t.cumprod(axis)
+    return c.flip(axis) if reverse else c
+
+
+@pytest.mark.parametrize("zeros", [0, 1, 2], ids=["no_zero", "one_zero", "two_zeros"])
+@pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumprod_grad_matches_autograd_with_zeros(exclusive: int, reverse: int, zeros: int) -> None:
+    """Exact at zeros of x (one per line, or two), where dividing the product by x is not."""
+    x, dy = f32(3, 6, 2, low=0.5, high=1.5) * rng.choice([-1, 1], (3, 6, 2)).astype(np.float32), f32(3, 6, 2)
+    for k in range(zeros):
+        x[:, [1, 4][k], 0] = 0
+    (dx,) = run_op("CumProdGrad", [dy, x, np.array(1, np.int64)], 1, {"exclusive": exclusive, "reverse": reverse},
+                   params=[2])
+    assert rel(dx, autograd(lambda t: _torch_cumprod(t, 1, exclusive, reverse), dy, x)[0]) < TOL
+
+
+@pytest.mark.parametrize("rank", ["invertible", "singular"])
+def test_det_grad_matches_autograd(rank: str) -> None:
+    x, dy = f32(2, 3, 4, 4), f32(2, 3)
+    if rank == "singular":                 # rank M - 1: the cofactors are not zero, A^-1 does not exist
+        x[..., 3] = x[..., 0] + x[..., 1]
+    (dx,) = run_op("DetGrad", [dy, x], 1)
+    assert rel(dx, autograd(torch.linalg.det, dy, x)[0]) < 1e-4
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2], ids=["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("ignore", [None, 2], ids=["all", "ignore_2"])
+def test_nll_loss_grad_matches_autograd(reduction: int, weighted: bool, ignore: int | None) -> None:
+    names = {fb.LossReduction.NONE: "none", fb.LossReduction.SUM: "sum", fb.LossReduction.MEAN: "mean"}
+    x, target = f32(4, 5, 3), rng.integers(0, 5, (4, 3)).astype(np.int64)
+    weight = f32(5, low=0.2, high=2.0) if weighted else None
+    kind = [fb.LossReduction.NONE, fb.LossReduction.SUM, fb.LossReduction.MEAN][reduction]
+    dy = f32(4, 3) if kind == fb.LossReduction.NONE else f32()
+    attrs = {"reduction": kind, "ignore_index": ignore or 0, "has_ignore_index": ignore is not None}
+    (dx,) = run_op("NLLLossGrad", [dy, x, target] + ([weight] if weighted else []), 1, attrs)
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        w = None if weight is None else torch.tensor(weight, dtype=torch.float64)
+        return F.nll_loss(t, torch.tensor(target), weight=w, reduction=names[kind],
+                          ignore_index=-100 if ignore is None else ignore)
+    assert rel(dx, autograd(fn, dy, x)[0]) < TOL
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_softmax_cross_entropy_loss_bprop_matches_autograd(reduction: str) -> None:
+    """SoftmaxCrossEntropyLoss (LogSoftmax + NLLLoss) with class weights and ignore_index, in a model trained
+    through it (MSE on its loss output): the weight gradient against PyTorch's cross_entropy."""
+    from onnx import helper, numpy_helper
+    weights = {"w": f32(5, 4)}
+    x = f32(6, 5)
+    target, class_weight = np.array([0, 1, 3, 2, 3, 1], np.int64), f32(4, low=0.5, high=2.0)
+    labels = f32(6) if reduction == "none" else f32()
+    consts = [helper.make_node("Constant", [], [n], value=numpy_helper.from_array(v, n))
+              for n, v in (("t", target), ("cw", class_weight))]
+    nodes = [*consts, helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("SoftmaxCrossEntropyLoss", ["h", "t", "cw"], ["y"], reduction=reduction,
+                              ignore_index=2)]
+
+    def fn(t: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(t @ w, torch.tensor(target), weight=torch.tensor(class_weight, dtype=torch.float64),
+                               ignore_index=2, reduction=reduction)
+    _assert_same_gradients(_training_step(nodes, weights, x, labels), _torch_gradients(fn, weights, x, labels))
+
+
+def test_cumprod_det_and_hardmax_bprop_match_autograd() -> None:
+    """x @ w -> CumProd -> reshape to 2x2 matrices -> Det, plus a Hardmax branch whose gradient is zero."""
+    from onnx import helper, numpy_helper
+    weights = {"w": f32(3, 8, low=-1, high=1)}
+    x, labels = f32(2, 3), f32(2, 2)
+    consts = [helper.make_node("Constant", [], [n], value=numpy_helper.from_array(v, n))
+              for n, v in (("axis", np.array(1, np.int64)), ("shape", np.array([2, 2, 2, 2], np.int64)))]
+    nodes = [*consts, helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("CumProd", ["h", "axis"], ["c"]),
+             helper.make_node("Reshape", ["c", "shape"], ["m"]), helper.make_node("Det", ["m"], ["d"]),
+             helper.make_node("Hardmax", ["d"], ["hm"], axis=1), helper.make_node("Add", ["d", "hm"], ["y"])]
+
+    def fn(t: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        d = torch.linalg.det((t @ w).cumprod(1).reshape(2, 2, 2, 2))
+        return d + F.one_hot(d.argmax(1), 2).to(d.dtype)
     _assert_same_gradients(_training_step(nodes, weights, x, labels), _torch_gradients(fn, weights, x, labels))

@@ -64,11 +64,17 @@ def where(g: Bprop) -> Grads:
 
 @bprop("Cumulative", wrt=(0,))
 def cumulative(g: Bprop) -> Grads:
-    """The gradient of a running sum is the running sum of dy the other way round (same exclusivity)."""
-    if g.node.attrs.get("mode", fb.CumulativeMode.SUM) != fb.CumulativeMode.SUM:
-        raise NotSupportedError(f"Cumulative node '{g.prefix}': only the running sum (CumSum) can be trained "
-                                "through")
+    """The gradient of a running sum is the running sum of dy the other way round (same exclusivity); a running
+    product's is CumProdGrad (exact at zeros)."""
+    if g.node.attrs.get("mode", fb.CumulativeMode.SUM) == fb.CumulativeMode.PROD:
+        return [g.grad("CumProdGrad", [g.dy, *g.node.inputs], 0)]
     return [g.grad("Cumulative", [g.dy, g.node.inputs[1]], 0, reverse=not g.node.attrs.get("reverse", False))]
+
+
+@bprop("Det")
+def det(g: Bprop) -> Grads:
+    """dx = dy * the cofactor matrix of x."""
+    return [g.grad("DetGrad", [g.dy, g.node.inputs[0]], 0)]
 
 
 def _ellipsis_dims(term: str, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from converter.train.bprop.rule import Bprop, Grads, bprop
+from converter.train.bprop.shape import _zeros_like
 from lite.status import NotSupportedError
 
 
@@ -96,6 +97,19 @@ def softmax(g: Bprop) -> Grads:
 @bprop("LogSoftmax")
 def log_softmax(g: Bprop) -> Grads:
     return [g.grad("LogSoftmaxGrad", [g.dy, g.node.outputs[0]], 0)]
+
+
+@bprop("Hardmax")
+def hardmax(g: Bprop) -> Grads:
+    """A one-hot of the argmax is piecewise constant: its gradient is zero wherever it is defined."""
+    return [_zeros_like(g, g.node.inputs[0])]
+
+
+@bprop("NLLLoss", wrt=(0,))
+def nll_loss(g: Bprop) -> Grads:
+    """Only the log-probabilities get a gradient (targets are indices, class weights constants); with LogSoftmax
+    before it this is SoftmaxCrossEntropyLoss's gradient."""
+    return [g.grad("NLLLossGrad", [g.dy, *g.node.inputs], 0)]
 
 
 @bprop("Dropout")
