@@ -16,6 +16,7 @@ from converter.train import TrainParams, to_training_graph
 from lite import protect
 from lite.serialize import write_atomic
 from lite.status import GraphFileError, NotSupportedError
+from schema import FMK_TFLITE
 
 __all__ = ["convert", "convert_file", "convert_for_training", "convert_tflite", "load_onnx", "tflite_to_graph",
            "to_graph"]
@@ -44,7 +45,7 @@ def tflite_to_graph(data: bytes, input_shapes: dict[str, list[int]] | None = Non
 
 def convert_tflite(data: bytes, input_shapes: dict[str, list[int]] | None = None, source: str = "<buffer>") -> bytes:
     """A `.tflite` model as `.ms` bytes."""
-    return to_bytes(tflite_to_graph(data, input_shapes, source=source))
+    return to_bytes(tflite_to_graph(data, input_shapes, source=source), FMK_TFLITE)
 
 
 def convert(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,

@@ -6,7 +6,7 @@ from converter.shape_inference import make_attrs
 from lite import dtypes
 from lite.model import NodeDef, SubGraphDef, TensorDef
 from lite.serialize import serialize
-from schema import fb
+from schema import FMK_ONNX, fb
 
 
 def _tensor_def(index: int, value: Value, node_type: int) -> TensorDef:
@@ -15,8 +15,8 @@ def _tensor_def(index: int, value: Value, node_type: int) -> TensorDef:
                      tuple(value.source_perm))
 
 
-def to_bytes(graph: Graph) -> bytes:
-    """Serialise `graph` (already optimised) into a `.ms` buffer."""
+def to_bytes(graph: Graph, fmk_type: int = FMK_ONNX) -> bytes:
+    """Serialise `graph` (already optimised) into a `.ms` buffer; `fmk_type`: the source framework."""
     graph.sort()
     index: dict[str, int] = {}
     for name in [*graph.inputs, *(i for n in graph.nodes for i in (*n.inputs, *n.outputs)), *graph.outputs]:
@@ -35,4 +35,4 @@ def to_bytes(graph: Graph) -> bytes:
     subgraphs = [SubGraphDef(sg.name, [index[i] for i in sg.inputs], [index[o] for o in sg.outputs],
                              [node_of[id(n)] for n in sg.nodes]) for sg in graph.subgraphs]
     return serialize(graph.name, tensors, nodes, [index[i] for i in graph.inputs],
-                     [index[o] for o in graph.outputs], subgraphs)
+                     [index[o] for o in graph.outputs], subgraphs, fmk_type)

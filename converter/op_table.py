@@ -1,7 +1,7 @@
 """Write `docs/ops.md`, the op table, from the registries: `python -m converter.op_table` (`--check` only
-compares). For every op of ours: its kernel module, fp32 and int8 kernels, the ONNX ops whose importer rules
-emit it, its bprop rule and the gradient kernels that rule emits, and its traits; then every ONNX op with its
-rule. Which ops a rule (or bprop rule) emits is read from the rule's source: the op-name strings in it and in the
+compares). For every op of ours: its kernel module, fp32 and int8 kernels, the ONNX ops and TFLite builtins whose
+importer rules emit it, its bprop rule and the gradient kernels that rule emits, and its traits; then every ONNX
+op and every TFLite builtin with its rule, and the TFLite builtins that are refused, with the reason. Which ops a rule (or bprop rule) emits is read from the rule's source: the op-name strings in it and in the
 module-level helpers and tables it uses, so the table follows the code without a second list to maintain.
 """
 from __future__ import annotations
@@ -19,6 +19,10 @@ from typing import Any, Callable, Iterable
 import lite  # noqa: F401  (registers every kernel and its traits)
 from converter.frontends.onnx import rules as _onnx_rules  # noqa: F401  (registers every importer rule)
 from converter.frontends.onnx.registry import IMPORTERS
+from converter.frontends.tflite import importer as tflite_importer
+from converter.frontends.tflite.reader import builtin_names
+from converter.frontends.tflite.registry import IMPORTERS as TFLITE_IMPORTERS
+from converter.frontends.tflite.registry import QUANT as TFLITE_QUANT
 from converter.train.bprop import RULES
 from lite import dtypes
 from lite.kernel import ANY, registered
@@ -79,26 +83,33 @@ def _strings(node: ast.AST, source_op: str) -> Iterable[str]:
 
 def _emitted(fn: Callable[..., Any], source_op: str, ops: set[str]) -> list[str]:
     """The ops of `ops` that rule `fn` (for `source_op`) may emit: op names spelled in it and in the top-level
-    helpers and tables of its module that it refers to (a table keyed by `source_op` gives that entry only), and
-    `source_op` itself when the rule emits the op type it is given."""
-    module = sys.modules[fn.__module__]
-    top = _module_tree(module)
-    rule = top[fn.__name__]
-    seen, found, todo = {fn.__name__}, [], [rule]
+    helpers and tables of its module that it refers to (a table keyed by `source_op` gives that entry only), in
+    the converter's functions it imports (shared lowerings) and in theirs, and `source_op` itself when the rule
+    emits the op type it is given."""
+    rule = _module_tree(sys.modules[fn.__module__])[fn.__name__]
+    seen, found, todo = {(fn.__module__, fn.__name__)}, [], [(rule, sys.modules[fn.__module__])]
     while todo:
-        node = todo.pop()
+        node, module = todo.pop()
+        top = _module_tree(module)
         for s in _strings(node, source_op):
             if s in ops and s not in found:
                 found.append(s)
-        for name in sorted({n.id for n in _walk(node) if isinstance(n, ast.Name)} - seen):
-            seen.add(name)
+        for name in sorted({n.id for n in _walk(node) if isinstance(n, ast.Name)}):
+            if (module.__name__, name) in seen:
+                continue
+            seen.add((module.__name__, name))
             target = top.get(name)
+            imported = getattr(module, name, None)
+            if target is None and inspect.isfunction(imported) and imported.__module__.startswith("converter."):
+                todo.append((_module_tree(sys.modules[imported.__module__])[imported.__name__],
+                             sys.modules[imported.__module__]))
+                continue
             if isinstance(target, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == source_op
                                                     for k in target.keys):
-                todo += [v for k, v in zip(target.keys, target.values)
+                todo += [(v, module) for k, v in zip(target.keys, target.values)
                          if isinstance(k, ast.Constant) and k.value == source_op]
             elif target is not None:
-                todo.append(target)
+                todo.append((target, module))
     emits_own = any(isinstance(n, ast.Attribute) and n.attr == "op_type" and isinstance(p, ast.Call)
                     and p.args and p.args[0] is n for p in ast.walk(rule) for n in ast.walk(p))
     if source_op in ops and emits_own and source_op not in found:
@@ -138,13 +149,30 @@ def _traits_cell(op: str) -> str:
     return "; ".join(parts) or "—"
 
 
+def _sources(importers: dict[str, Callable[..., Any]], ops: set[str]) -> dict[str, list[str]]:
+    """our op -> the source ops whose rules emit it."""
+    sources: dict[str, list[str]] = {}
+    for source_op, rule in sorted(importers.items()):
+        for op in _emitted(rule, source_op, ops):
+            sources.setdefault(op, []).append(source_op)
+    return sources
+
+
+def _tflite_refused() -> list[tuple[str, str]]:
+    """(builtin or family, reason) for every TFLite builtin without an importer rule; the StableHLO family is
+    one row."""
+    missing = [name for name in builtin_names() if name not in TFLITE_IMPORTERS]
+    stablehlo = [n for n in missing if n.startswith(tflite_importer.STABLEHLO)]
+    rows = [(n, tflite_importer.refusal(n)) for n in missing if n not in stablehlo]
+    if stablehlo:
+        rows.append((f"{tflite_importer.STABLEHLO}* ({len(stablehlo)} ops)", tflite_importer.refusal(stablehlo[0])))
+    return sorted(rows)
+
+
 def render() -> str:
     kernels = _kernels()
     ops = set(kernels)
-    sources: dict[str, list[str]] = {}
-    for onnx_op, rule in sorted(IMPORTERS.items()):
-        for op in _emitted(rule, onnx_op, ops):
-            sources.setdefault(op, []).append(onnx_op)
+    sources, tflite_sources = _sources(IMPORTERS, ops), _sources(TFLITE_IMPORTERS, ops)
     forward = sorted(op for op, k in kernels.items() if not k["module"] or "/grad/" not in k["module"])
     lines = [
         "# Op table",
@@ -154,9 +182,9 @@ def render() -> str:
         "",
         "## Our ops",
         "",
-        "| op | kernel module | fp32 / generic kernel | int8 kernel | ONNX sources | bprop rule | gradient kernels "
-        "| traits |",
-        "|---|---|---|---|---|---|---|---|",
+        "| op | kernel module | fp32 / generic kernel | int8 kernel | ONNX sources | TFLite sources | bprop rule "
+        "| gradient kernels | traits |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for op in forward:
         k = kernels[op]
@@ -164,7 +192,7 @@ def render() -> str:
         grads = _emitted(rule, op, ops) if rule else []
         lines.append(" | ".join([
             f"| `{op}`", f"`{k['module']}`" if k["module"] else "—", _cell(k["types"]),
-            f"`{k['int8']}`" if k["int8"] else "—", _cell(sources.get(op, [])),
+            f"`{k['int8']}`" if k["int8"] else "—", _cell(sources.get(op, [])), _cell(tflite_sources.get(op, [])),
             f"`{_module_path(rule)}:{rule.__name__}`" if rule else "—",
             _cell(f"{g} (`{kernels[g]['module']}`)" for g in grads if g != op), _traits_cell(op)]) + " |")
     training = sorted(op for op in kernels if op not in forward)
@@ -177,6 +205,19 @@ def render() -> str:
     for onnx_op, rule in sorted(IMPORTERS.items()):
         lines.append(f"| `{onnx_op}` | `{_module_path(rule)}:{rule.__name__}` | "
                      f"{_cell(_emitted(rule, onnx_op, ops))} |")
+    refused = _tflite_refused()
+    lines += ["", "## TFLite builtins", "",
+              f"{len(TFLITE_IMPORTERS)} builtins have an importer rule (`converter/frontends/tflite/rules/`). Quantized "
+              "tensors: `int8` rules map them onto our int8 kernels, `same` rules pass them through when the output "
+              "keeps the input's scale and zero point, `float` rules run between a dequantize and a quantize.", "",
+              "| TFLite builtin | importer rule | quantized | emits |", "|---|---|---|---|"]
+    for builtin, rule in sorted(TFLITE_IMPORTERS.items()):
+        lines.append(f"| `{builtin}` | `{_module_path(rule)}:{rule.__name__}` | {TFLITE_QUANT[builtin]} | "
+                     f"{_cell(_emitted(rule, builtin, ops))} |")
+    lines += ["", "## TFLite builtins not supported", "",
+              "Refused with `RET_NOT_SUPPORT` naming the op, the node and this reason.", "",
+              "| TFLite builtin | why |", "|---|---|"]
+    lines += [f"| `{builtin}` | {reason} |" for builtin, reason in refused]
     return "\n".join(lines) + "\n"
 
 

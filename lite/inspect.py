@@ -25,6 +25,7 @@ from lite.context import Context
 from lite.model import Model, TensorDef
 from lite.session import LiteSession
 from lite.status import LiteError
+from schema import FMK_TYPES
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Summary:
     arena_bytes: int | None = None
     arena_error: str = ""
     encrypted: bool = False
+    source: str = "ONNX"                             # the framework the model was converted from
 
     @property
     def parameter_count(self) -> int:
@@ -101,7 +103,8 @@ def summarize(model: Model, file_bytes: int | None = None, encrypted: bool = Fal
         inputs=[_info(model.tensors[i]) for i in model.inputs], outputs=[_info(model.tensors[i]) for i in model.outputs],
         op_counts=Counter(n.op for n in model.nodes), parameters=parameters,
         quantized=[_quant(t) for t in model.tensors if t.quant_params],
-        subgraphs={name: len(sg.nodes) for name, sg in model.subgraphs.items()}, encrypted=encrypted)
+        subgraphs={name: len(sg.nodes) for name, sg in model.subgraphs.items()}, encrypted=encrypted,
+        source=FMK_TYPES.get(model.fmk_type, f"fmk_type {model.fmk_type}"))
     try:
         summary.arena_bytes = _planned_arena(model)
     except LiteError as e:
@@ -114,7 +117,7 @@ def _mb(n: int) -> str:
 
 
 def format_summary(s: Summary) -> str:
-    lines = [f"model {s.name!r}, format {s.format_version}"
+    lines = [f"model {s.name!r}, format {s.format_version}, from {s.source}"
              + (f", file {_mb(s.file_bytes)}" if s.file_bytes is not None else "")
              + (", AES-GCM encrypted" if s.encrypted else "")]
     for title, items in (("inputs", s.inputs), ("outputs", s.outputs)):

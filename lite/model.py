@@ -14,7 +14,7 @@ from lite.rewrites import topological_order
 from lite.status import GraphFileError, LiteError, NotSupportedError
 from lite.traits import traits
 from lite.verify import verify_buffer
-from schema import NO_TENSOR, channel_quant, fb
+from schema import FMK_ONNX, NO_TENSOR, channel_quant, fb
 from schema import attrs as op_attrs
 
 _OP_NAMES = {code: name for name, code in vars(fb.Primitive).items() if not name.startswith("_") and code}
@@ -66,8 +66,8 @@ class Model:
 
     def __init__(self, name: str, version: str, tensors: list[TensorDef], nodes: list[NodeDef],
                  inputs: list[int], outputs: list[int], subgraphs: dict[str, SubGraphDef] | None = None,
-                 buffer: Any = None):
-        self.name, self.version = name, version
+                 buffer: Any = None, fmk_type: int = FMK_ONNX):
+        self.name, self.version, self.fmk_type = name, version, fmk_type
         self.tensors, self.nodes = tensors, nodes
         self.inputs, self.outputs = inputs, outputs
         self.subgraphs = subgraphs or {}
@@ -160,7 +160,7 @@ def _read(buf: memoryview) -> Model:
                                       indices(_vector(sg, "OutputIndices"), f"subgraph '{name}'"),
                                       sorted((nodes[k] for k in members), key=lambda nd: rank[id(nd)]))
     return Model(_text(root.Name(), ""), _text(root.Version(), ""), tensors, ordered, graph_in, graph_out,
-                 subgraphs, buf.obj)
+                 subgraphs, buf.obj, root.FmkType())
 
 
 def _read_tensor(index: int, t: Any) -> TensorDef:

@@ -11,7 +11,7 @@ import flatbuffers
 import numpy as np
 
 from lite.model import NodeDef, SubGraphDef, TensorDef, implied_bias_params
-from schema import DATA_ALIGNMENT, FILE_IDENTIFIER, FORMAT_VERSION, NO_TENSOR, channel_quant, fb
+from schema import DATA_ALIGNMENT, FILE_IDENTIFIER, FMK_ONNX, FORMAT_VERSION, NO_TENSOR, channel_quant, fb
 from schema import attrs as op_attrs
 
 
@@ -99,8 +99,9 @@ def _subgraph(builder: flatbuffers.Builder, sg: SubGraphDef, node_index: dict[in
 
 
 def serialize(name: str, tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inputs: Sequence[int],
-              outputs: Sequence[int], subgraphs: Sequence[SubGraphDef] = ()) -> bytes:
-    """A `.ms` buffer. `tensors[i].index` must be `i`; nodes should be in execution order."""
+              outputs: Sequence[int], subgraphs: Sequence[SubGraphDef] = (), fmk_type: int = FMK_ONNX) -> bytes:
+    """A `.ms` buffer. `tensors[i].index` must be `i`; nodes should be in execution order; `fmk_type` names the
+    source framework (`schema.FMK_TYPES`)."""
     builder = flatbuffers.Builder(1 << 20)
     implied = {t for t, params in implied_bias_params(nodes, tensors).items()
                if channel_quant.same(tensors[t].quant_params, params)}
@@ -113,7 +114,7 @@ def serialize(name: str, tensors: Sequence[TensorDef], nodes: Sequence[NodeDef],
     fb.MetaGraphStart(builder)
     fb.MetaGraphAddName(builder, name_off)
     fb.MetaGraphAddVersion(builder, version)
-    fb.MetaGraphAddFmkType(builder, 0)
+    fb.MetaGraphAddFmkType(builder, fmk_type)
     fb.MetaGraphAddInputIndex(builder, gin)
     fb.MetaGraphAddOutputIndex(builder, gout)
     fb.MetaGraphAddNodes(builder, node_vec)

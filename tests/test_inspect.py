@@ -42,7 +42,7 @@ def test_float_model_summary(lenet, tmp_path: Path) -> None:
     path = write(tmp_path, "lenet.ms", convert(lenet))
     model = lite.Model.Load(path)
     s = summarize(model, path.stat().st_size)
-    assert (s.name, s.format_version, s.file_bytes) == ("lenet5", "1.1", path.stat().st_size)
+    assert (s.name, s.format_version, s.file_bytes, s.source) == ("lenet5", "1.1", path.stat().st_size, "ONNX")
     assert [(t.name, t.shape, t.dtype) for t in s.inputs] == [("input", (1, 1, 32, 32), "float32")]
     assert [(t.name, t.shape, t.dtype) for t in s.outputs] == [("logits", (1, 10), "float32")]
     assert s.op_counts["Conv2D"] == 2 and s.op_counts["FullConnection"] == 3 and s.op_counts["Pooling"] == 2

@@ -20,3 +20,14 @@ def test_a_rule_emitting_its_own_op_type_lists_only_that_op():
     ops = {op for op, _, _ in registered()}
     assert op_table._emitted(IMPORTERS["Sqrt"], "Sqrt", ops) == ["Sqrt"]
     assert op_table._emitted(IMPORTERS["Min"], "Min", ops) == ["Identity", "Div", "Minimum"]
+
+
+def test_every_tflite_builtin_is_imported_or_refused_with_a_reason():
+    from converter.frontends.tflite.reader import builtin_names
+    from converter.frontends.tflite.registry import IMPORTERS as TFLITE
+    text = op_table.render()
+    assert all(f"| `{op}` | `converter/frontends/tflite/" in text for op in TFLITE)
+    refused = dict(op_table._tflite_refused())
+    listed = set(refused) | set(TFLITE)
+    assert all(name in listed or name.startswith("STABLEHLO_") for name in builtin_names())
+    assert "no importer rule for this builtin" not in refused.values()

@@ -219,6 +219,17 @@ def test_signature_def_names_graph_inputs_and_outputs():
     assert list(session.GetOutputs()) == ["scores"]
 
 
+def test_converted_file_records_tflite_as_its_source(tmp_path, capsys):
+    """MetaGraph.fmk_type is MindSpore Lite's FmkType TFLITE (4), and lite.inspect shows it."""
+    from converter import convert_tflite
+    from lite.inspect import main as inspect_main
+    buf = convert_tflite(relu_model())
+    assert lite.Model.Import(buf).fmk_type == 4
+    (tmp_path / "m.ms").write_bytes(buf)
+    assert inspect_main([str(tmp_path / "m.ms")]) == 0
+    assert ", from TFLITE" in capsys.readouterr().out
+
+
 def test_dynamic_batch_resizes():
     m = TFLiteModel()
     x = m.tensor([1, 4, 4, 3], name="x", signature=[-1, 4, 4, 3])

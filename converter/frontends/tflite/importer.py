@@ -30,7 +30,7 @@ REFUSED = {
     "LSTM": "recurrent ops are not supported",
 }
 REFUSED.update({
-    **dict.fromkeys(("RNN", "SVDF"), "recurrent ops are not supported"),
+    **dict.fromkeys(("RNN", "SVDF", "BIDIRECTIONAL_SEQUENCE_RNN"), "recurrent ops are not supported"),
     "CALL": "control flow (subgraph bodies) is not supported",
     **dict.fromkeys(("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"),
                     "resource variables (state kept across invocations) are not supported"),

@@ -25,6 +25,11 @@ IDENTIFIER = b"TFL3"
 CUSTOM = tflite.BuiltinOperator.CUSTOM
 
 _NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+def builtin_names() -> list[str]:
+    """Every builtin operator the schema names."""
+    return sorted(_NAMES.values())
+
+
 _OPTIONS = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
 _OPTIONS2 = {v: k for k, v in vars(tflite.BuiltinOptions2).items() if not k.startswith("_")}
 DTYPES = {

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from converter.frontends.lowering import gelu_tanh
 from converter.frontends.onnx.registry import ImportContext, onnx_op
 from lite import dtypes
 from lite.status import InvalidOpAttrError
@@ -86,22 +87,14 @@ def emit_swish(ctx: ImportContext, x: str, alpha: float, output: str | None = No
 
 @onnx_op("Gelu")
 def gelu(ctx: ImportContext) -> None:
-    """approximate='none' is our GELU; 'tanh' is spelled out:
-    x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))."""
+    """approximate='none' is our GELU; 'tanh' is spelled out (`gelu_tanh`)."""
     x, approximate = ctx.input(0), ctx.attr("approximate", "none")
     if approximate == "none":
         ctx.emit("Activation", [x], ctx.outputs, type=A.GELU)
         return
     if approximate != "tanh":
         raise ctx.error(f"approximate='{approximate}' is not supported (only 'none' and 'tanh')")
-
-    def scalar(value: float) -> str:
-        return ctx.add_const(np.array(value, ctx.value(x).dtype))
-
-    cube = ctx.emit1("Mul", [ctx.emit1("Mul", [x, x]), x])
-    inner = ctx.emit1("Add", [x, ctx.emit1("Mul", [cube, scalar(0.044715)])])
-    tanh = ctx.emit1("Activation", [ctx.emit1("Mul", [inner, scalar(math.sqrt(2.0 / math.pi))])], type=A.TANH)
-    ctx.emit("Mul", [ctx.emit1("Mul", [x, scalar(0.5)]), ctx.emit1("Add", [tanh, scalar(1.0)])], ctx.outputs)
+    gelu_tanh(ctx, x, ctx.outputs)
 
 
 @onnx_op("PRelu")

@@ -3,10 +3,7 @@ ELU, LEAKY_RELU, GELU -> our Activation{type} (int8 tensors run as the int8 Acti
 PRELU -> PReLU."""
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
+from converter.frontends.lowering import gelu_tanh
 from converter.frontends.tflite.registry import ImportContext, tflite_op
 from schema import fb
 
@@ -38,20 +35,11 @@ def leaky_relu(ctx: ImportContext) -> None:
 
 @tflite_op("GELU")
 def gelu(ctx: ImportContext) -> None:
-    """Exact GELU is ours; the tanh approximation is spelled out (its Mul / Add / TANH nodes appear in the op
-    table): x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))."""
-    x = ctx.input(0)
-    if not ctx.opt("Approximate", False):
-        ctx.emit("Activation", [x], ctx.outputs, type=A.GELU)
-        return
-
-    def scalar(value: float) -> str:
-        return ctx.add_const(np.array(value, ctx.value(x).dtype))
-
-    cube = ctx.emit1("Mul", [ctx.emit1("Mul", [x, x]), x])
-    inner = ctx.emit1("Add", [x, ctx.emit1("Mul", [cube, scalar(0.044715)])])
-    tanh = ctx.emit1("Activation", [ctx.emit1("Mul", [inner, scalar(math.sqrt(2.0 / math.pi))])], type=A.TANH)
-    ctx.emit("Mul", [ctx.emit1("Mul", [x, scalar(0.5)]), ctx.emit1("Add", [tanh, scalar(1.0)])], ctx.outputs)
+    """Exact GELU is ours; the tanh approximation is spelled out (`gelu_tanh`)."""
+    if ctx.opt("Approximate", False):
+        gelu_tanh(ctx, ctx.input(0), ctx.outputs)
+    else:
+        ctx.emit("Activation", [ctx.input(0)], ctx.outputs, type=A.GELU)
 
 
 @tflite_op("PRELU")

@@ -222,7 +222,7 @@ def bitcast(ctx: ImportContext) -> None:
 
 
 @tflite_op("SHAPE")
-def shape(ctx: ImportContext) -> None:
+def shape_of(ctx: ImportContext) -> None:
     dims = ctx.emit1("Shape", [ctx.input(0)])
     ctx.emit("Cast", [dims], ctx.outputs, to=from_numpy(ctx.value(ctx.outputs[0]).dtype))
 
