@@ -116,6 +116,8 @@ CASES: dict[str, Callable[[], tuple[bytes, list[np.ndarray]]]] = {
     "matrix_diag": lambda: single("MATRIX_DIAG", [(2, 4)], 1, "MatrixDiagOptions"),
     "matrix_set_diag_wide": lambda: single("MATRIX_SET_DIAG", [(2, 3, 5), (2, 3)], 1, "MatrixSetDiagOptions"),
     "matrix_set_diag_tall": lambda: single("MATRIX_SET_DIAG", [(5, 3), (3,)], 1, "MatrixSetDiagOptions"),
+    "mirror_pad_symmetric": lambda: single("MIRROR_PAD", [(1, 4, 5, 2), np.array([[0, 0], [2, 4], [3, 1], [0, 0]],
+                                                                                  I32)], 1, "MirrorPadOptions", Mode=1),
     "fill": lambda: single("FILL", [np.array([2, 3], I32), Feed(np.array(1.5, np.float32))], 1, "FillOptions"),
     "zeros_like": lambda: single("ZEROS_LIKE", [(2, 3)], 1, "ZerosLikeOptions"),
     "range": lambda: single("RANGE", [np.array(1, I32), Feed(np.array(10, I32)), np.array(3, I32)], 1,
@@ -132,3 +134,36 @@ for _op in ("EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"):
 def test_builtin_matches_litert(case):
     data, feeds = CASES[case]()
     check(data, feeds)
+
+
+def nms_model(version: int, max_output: int = 6, sigma: float = 0.0) -> tuple[bytes, list[np.ndarray]]:
+    """NON_MAX_SUPPRESSION_V4 / V5 over 12 random boxes in corner form (some with swapped corners)."""
+    from tests.tflite_models import TFLiteModel
+    m = TFLiteModel()
+    corners = RNG.uniform(0, 1, (12, 2, 2)).astype(np.float32)
+    corners[:, 1] = corners[:, 0] + RNG.uniform(0.1, 0.5, (12, 2)) * np.where(np.arange(12) % 3 == 0, -1, 1)[:, None]
+    boxes, scores = corners.reshape(12, 4), RNG.uniform(0, 1, 12).astype(np.float32)
+    b, s = m.tensor([12, 4], name="boxes"), m.tensor([12], name="scores")
+    ins = [b, s, m.const(np.array(max_output, I32)), m.const(np.array(0.3, np.float32)),
+           m.const(np.array(0.2, np.float32))]
+    outs = [m.tensor([max_output], I32, name="selected")]
+    if version == 5:
+        ins.append(m.const(np.array(sigma, np.float32)))
+        outs.append(m.tensor([max_output], name="selected_scores"))
+    outs.append(m.tensor([], I32, name="valid"))
+    m.op(f"NON_MAX_SUPPRESSION_V{version}", ins, outs)
+    return m.build([b, s], outs), [boxes, scores]
+
+
+@pytest.mark.parametrize("version,max_output", [(4, 6), (4, 12), (5, 5)])
+def test_non_max_suppression_matches_litert(version, max_output):
+    data, feeds = nms_model(version, max_output)
+    check(data, feeds)
+
+
+def test_soft_non_max_suppression_is_refused():
+    import lite
+    from converter import convert_tflite
+    with pytest.raises(lite.LiteError, match="soft_nms_sigma") as info:
+        convert_tflite(nms_model(5, sigma=0.5)[0])
+    assert info.value.status == lite.RET_NOT_SUPPORT

@@ -346,3 +346,23 @@ def test_benchmark_lite_checks_converted_model_against_litert_outputs(tmp_path, 
                            f"--benchmarkDataFile={tmp_path / 'expected.npz'}", "--loopCount=2",
                            "--accuracyThreshold=0.01"]) == lite.RET_OK
     assert "Mean bias of node/tensor y" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("code,name", [("STABLEHLO_ADD", "StableHLO"), ("RANDOM_UNIFORM", "Philox"),
+                                       ("HASHTABLE_LOOKUP", "string")])
+def test_refused_builtins_name_op_node_and_reason(code, name):
+    m = TFLiteModel()
+    x, y = m.tensor([2, 3], name="x"), m.tensor([2, 3], name="odd/out")
+    m.op(code, [x, x], [y])
+    e = import_error(m.build([x], [y]))
+    assert e.status == lite.RET_NOT_SUPPORT and code in str(e) and "odd/out" in str(e) and name in str(e)
+
+
+def test_builtin_code_beyond_the_schema_is_named():
+    """A file from a newer schema: an operator code this reader has no name for."""
+    m = TFLiteModel()
+    x, y = m.tensor([2, 3], name="x"), m.tensor([2, 3], name="future")
+    m.op("RELU", [x], [y])
+    m.codes[0] = (4000, None, 1)
+    e = import_error(m.build([x], [y]))
+    assert e.status == lite.RET_NOT_SUPPORT and "BUILTIN_4000" in str(e) and "future" in str(e)

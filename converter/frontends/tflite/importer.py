@@ -42,8 +42,6 @@ REFUSED.update({
     **dict.fromkeys(("CONV_3D", "CONV_3D_TRANSPOSE"), "3-D convolutions have no kernel (Conv2D is 2-D)"),
     **dict.fromkeys(("RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL"),
                     "random draws are not imported (TFLite's Philox streams cannot be reproduced)"),
-    **dict.fromkeys(("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"),
-                    "TFLite's padded NMS outputs are not mapped yet (our NonMaxSuppression is ONNX's)"),
     "RIGHT_SHIFT": "signed right shifts are arithmetic in TFLite, logical in our Bitwise",
     "DYNAMIC_UPDATE_SLICE": "run-time update offsets are not supported",
     "FAKE_QUANT": "training-time fake quantization is not imported (convert with quantized tensors instead)",

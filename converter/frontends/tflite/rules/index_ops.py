@@ -160,3 +160,31 @@ def unique(ctx: ImportContext) -> None:
     _, _, inverse, _ = ctx.emit("Unique", [ctx.input(0)], [ctx.outputs[0], *int64], sorted=False)
     ctx.emit("Cast", [inverse], ctx.outputs[1:2], to=from_numpy(ctx.value(ctx.outputs[1]).dtype))
 
+
+
+@tflite_op("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5")
+def non_max_suppression(ctx: ImportContext) -> None:
+    """Inputs: boxes [N, 4] (corners), scores [N], max_output_size, iou_threshold, score_threshold, and for V5
+    soft_nms_sigma (only 0: hard NMS). Outputs: selected_indices [max_output_size] padded with 0, V5's
+    selected_scores likewise, valid_outputs. Our NonMaxSuppression (ONNX's, one batch and class here) selects
+    the same boxes in the same order; the padding is a Concat with zeros cut to max_output_size."""
+    boxes, scores, size, iou, threshold = ctx.inputs[:5]
+    if ctx.op.op.endswith("V5") and any(ctx.require_const(ctx.input(5), "soft_nms_sigma").ravel()):
+        raise ctx.error("soft NMS (soft_nms_sigma > 0) is not supported")
+    limit = ctx.int_list(size, "max_output_size")[0]
+    batched = ctx.emit1("Unsqueeze", [boxes, _int64(ctx, [0], "axes")])
+    classes = ctx.emit1("Reshape", [scores, _int64(ctx, [1, 1, -1], "shape")])
+    selected = ctx.emit1("NonMaxSuppression", [batched, classes, _int64(ctx, [limit], "limit"), iou, threshold],
+                         ctx.typed("selected", np.int64, 2))
+    index = ctx.emit1("Gather", [selected, ctx.add_const(np.array(2, np.int64), "column")], axis=1)
+
+    def padded(values: str, out: str) -> None:
+        zeros = ctx.add_const(np.zeros(limit, ctx.value(values).dtype), "zeros")
+        full = ctx.emit1("Slice", [ctx.emit1("Concat", [values, zeros], axis=0), _int64(ctx, [0], "starts"),
+                                   _int64(ctx, [limit], "ends")])
+        ctx.emit("Cast", [full], [out], to=from_numpy(ctx.value(out).dtype))
+    padded(index, ctx.outputs[0])
+    if len(ctx.outputs) == 3:
+        padded(ctx.emit1("Gather", [scores, index], axis=0), ctx.outputs[1])
+    count = ctx.emit1("Reshape", [ctx.emit1("Shape", [index]), _int64(ctx, [], "scalar")])
+    ctx.emit("Cast", [count], ctx.outputs[-1:], to=from_numpy(ctx.value(ctx.outputs[-1]).dtype))

@@ -175,9 +175,30 @@ def pad(ctx: ImportContext) -> None:
 
 @tflite_op("MIRROR_PAD", quant="same")
 def mirror_pad(ctx: ImportContext) -> None:
-    if int(ctx.opt("Mode", 0)) != 0:
-        raise ctx.error("SYMMETRIC mirror padding is not supported (only REFLECT)")
-    ctx.emit("Pad", [ctx.input(0), _pads(ctx)], ctx.outputs, mode=fb.PaddingFill.REFLECT)
+    """REFLECT (the edge not repeated) is our Pad; SYMMETRIC (the edge repeated) is spelled out below."""
+    if int(ctx.opt("Mode", 0)) == 0:
+        ctx.emit("Pad", [ctx.input(0), _pads(ctx)], ctx.outputs, mode=fb.PaddingFill.REFLECT)
+    else:
+        _symmetric_pad(ctx)
+
+
+def _symmetric_pad(ctx: ImportContext) -> None:
+    """Axis by axis: the first `before` entries reversed, x, the last `after` entries reversed, concatenated."""
+    x = ctx.input(0)
+    paddings = np.asarray(ctx.require_const(ctx.input(1), "paddings"), np.int64).reshape(-1, 2)
+    padded = [(axis, int(b), int(a)) for axis, (b, a) in enumerate(paddings) if b or a]
+    if not padded:
+        ctx.emit("Identity", [x], ctx.outputs)
+    for k, (axis, before, after) in enumerate(padded):
+        size = ctx.value(x).shape[axis]
+        if before > size or after > size:
+            raise ctx.error(f"SYMMETRIC padding ({before}, {after}) exceeds the size {size} of axis {axis}")
+
+        def mirrored(start: int, end: int) -> str:
+            return ctx.emit1("Slice", [x, _ints(ctx, [start], "starts"), _ints(ctx, [end], "ends"),
+                                       _ints(ctx, [axis], "axes"), _ints(ctx, [-1], "steps")])
+        parts = ([mirrored(before - 1, -BIG)] if before else []) + [x] + ([mirrored(-1, -after - 1)] if after else [])
+        x = ctx.emit1("Concat", parts, ctx.outputs[0] if k == len(padded) - 1 else None, axis=axis)
 
 
 def _resize(ctx: ImportContext, mode: int, **attrs: int) -> None:
