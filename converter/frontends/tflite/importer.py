@@ -43,7 +43,6 @@ REFUSED.update({
     **dict.fromkeys(("RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL"),
                     "random draws are not imported (TFLite's Philox streams cannot be reproduced)"),
     "RIGHT_SHIFT": "signed right shifts are arithmetic in TFLite, logical in our Bitwise",
-    "DYNAMIC_UPDATE_SLICE": "run-time update offsets are not supported",
     "FAKE_QUANT": "training-time fake quantization is not imported (convert with quantized tensors instead)",
     **dict.fromkeys(("DILATE", "REDUCE_WINDOW"), "StableHLO-derived ops are not supported"),
     "DELEGATE": "a delegate's fused node runs only inside that delegate",

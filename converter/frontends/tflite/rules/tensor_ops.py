@@ -1,6 +1,7 @@
 """TFLite importer rules for shape and data-movement builtins: RESHAPE, SQUEEZE, EXPAND_DIMS, SLICE,
-STRIDED_SLICE, CONCATENATION, SPLIT, SPLIT_V, PACK, UNPACK, GATHER, TRANSPOSE, PAD, PADV2, MIRROR_PAD,
-RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR, CAST, SHAPE.
+STRIDED_SLICE, CONCATENATION, SPLIT, SPLIT_V, PACK, UNPACK, GATHER, DYNAMIC_UPDATE_SLICE, TRANSPOSE, PAD, PADV2,
+MIRROR_PAD, RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR, CAST, BITCAST, SHAPE, FILL, ZEROS_LIKE, RANGE, RANK,
+BROADCAST_ARGS.
 
 Parameters that TFLite passes as int32 tensors (shape, axes, begin/end, paddings, sizes) must be constant (or
 computable from static shapes); they become our int64 parameter inputs or attributes. Data movement keeps int8
@@ -150,9 +151,46 @@ def unpack(ctx: ImportContext) -> None:
 
 @tflite_op("GATHER", quant="same")
 def gather(ctx: ImportContext) -> None:
-    if int(ctx.opt("BatchDims", 0)):
-        raise ctx.error("batch_dims is not supported")
-    ctx.emit("Gather", [ctx.input(0), ctx.input(1)], ctx.outputs, axis=int(ctx.opt("Axis", 0)))
+    """Without batch_dims our Gather; with b batch dims a GatherND over one coordinate per index after them,
+    on params whose gather axis is moved next to the batch dims (and the result's dims moved back)."""
+    x, indices = ctx.input(0), ctx.input(1)
+    rank, index_rank = ctx.value(x).rank, ctx.value(indices).rank
+    axis, b = _axis(ctx, int(ctx.opt("Axis", 0)), rank), int(ctx.opt("BatchDims", 0))
+    b = b + index_rank if b < 0 else b
+    if not b:
+        ctx.emit("Gather", [x, indices], ctx.outputs, axis=axis)
+        return
+    if not b <= axis or b > index_rank:
+        raise ctx.error(f"batch_dims {b} must be at most the axis {axis} and the indices' rank {index_rank}")
+    moved = [*range(b), axis, *(d for d in range(b, rank) if d != axis)]
+    if axis != b:
+        x = ctx.emit1("Transpose", [x], ctx.like(x), perm=moved)
+    coords = ctx.emit1("Unsqueeze", [indices, _ints(ctx, [-1], "axes")])
+    if axis == b:
+        ctx.emit("GatherND", [x, coords], ctx.outputs, batch_dims=b)
+        return
+    y = ctx.emit1("GatherND", [x, coords], ctx.like(x), batch_dims=b)
+    between = index_rank - b              # gathered index dims, then params' dims b..axis-1, then the rest
+    perm = [*range(b), *(b + between + j for j in range(axis - b)), *(b + j for j in range(between)),
+            *range(b + between + axis - b, between + rank - 1)]
+    ctx.emit("Transpose", [y], ctx.outputs, perm=perm)
+
+
+@tflite_op("DYNAMIC_UPDATE_SLICE")
+def dynamic_update_slice(ctx: ImportContext) -> None:
+    """Inputs: operand, update, start_indices [rank] (run-time values allowed): the update written from the
+    starts, each clamped so that the update fits (TFLite's rule) -> ScatterND with the update's index grid
+    shifted by the clamped starts."""
+    operand, update, starts = ctx.inputs[:3]
+    dims, sizes = ctx.value(operand).shape, ctx.value(update).shape
+    if len(dims) != len(sizes) or min((*dims, *sizes), default=0) < 0 or any(s > d for s, d in zip(sizes, dims)):
+        raise ctx.error(f"an update of shape {list(sizes)} does not fit the operand's {list(dims)}")
+    grid = np.stack(np.meshgrid(*(np.arange(s) for s in sizes), indexing="ij"), -1).astype(np.int64)
+    begin = ctx.emit1("Cast", [starts], to=from_numpy(np.dtype(np.int64)))
+    room = ctx.add_const(np.array([d - s for d, s in zip(dims, sizes)], np.int64), "room")
+    begin = ctx.emit1("Maximum", [ctx.emit1("Minimum", [begin, room]), ctx.add_const(np.zeros((), np.int64), "zero")])
+    index = ctx.emit1("Add", [ctx.add_const(grid, "grid"), begin])
+    ctx.emit("ScatterND", [operand, index, update], ctx.outputs, reduction=fb.ScatterReduction.NONE)
 
 
 @tflite_op("TRANSPOSE", quant="same")
