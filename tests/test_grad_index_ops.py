@@ -66,6 +66,19 @@ def test_tile():
     check(m, w, lambda a: a.repeat(3, 2), [6, 6])
 
 
+@pytest.mark.parametrize("axis, idx", [(0, np.array([[0, 3, 0], [-1, 2, 0]], np.int64)),
+                                       (1, np.array([4, 0, 4, 1], np.int32)), (2, np.array(1, np.int64))],
+                         ids=["rank2_indices_negative", "axis1_int32", "scalar_index"])
+def test_gather_with_repeated_indices(axis, idx):
+    """An embedding lookup's gradient: dy scatter-added at the indices (repeats accumulate)."""
+    w = {"w": f32(4, 5, 3)}
+    out = [4, 5, 3]
+    out[axis:axis + 1] = idx.shape
+    m = op_model("Gather", w, {"i": idx}, ["w", "i"], out, axis=axis)
+    t = torch.from_numpy(idx.astype(np.int64))
+    check(m, w, lambda a: a.movedim(axis, 0)[t].movedim(list(range(t.ndim)), list(range(axis, axis + t.ndim))), out)
+
+
 @pytest.mark.parametrize("axis", [0, 1])
 def test_gather_elements_with_repeated_indices(axis):
     w = {"w": f32(4, 5)}

@@ -85,7 +85,7 @@ def test_pow_grad_is_zero_where_autograd_defines_it_so() -> None:
 
 
 UNARY = {"NegGrad": (torch.neg, None), "SqrtGrad": (torch.sqrt, "y"), "ExpGrad": (torch.exp, "y"),
-         "LogGrad": (torch.log, "x"), "AbsGrad": (torch.abs, "x")}
+         "LogGrad": (torch.log, "x"), "AbsGrad": (torch.abs, "x"), "ErfGrad": (torch.erf, "x")}
 
 
 @pytest.mark.parametrize("op", UNARY)

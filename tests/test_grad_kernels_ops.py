@@ -276,3 +276,17 @@ def test_cumprod_det_and_hardmax_bprop_match_autograd() -> None:
         d = torch.linalg.det((t @ w).cumprod(1).reshape(2, 2, 2, 2))
         return d + F.one_hot(d.argmax(1), 2).to(d.dtype)
     _assert_same_gradients(_training_step(nodes, weights, x, labels), _torch_gradients(fn, weights, x, labels))
+
+
+def test_erf_gelu_bprop_matches_autograd() -> None:
+    """GELU as torch.onnx.export writes it, 0.5 * h * (1 + erf(h / sqrt 2)), trained through its Erf."""
+    from onnx import helper
+    weights = {"w": f32(5, 6)}
+    x, labels = f32(4, 5), f32(4, 6)
+    consts = [helper.make_node("Constant", [], [n], value_float=v) for n, v in (("r2", 2 ** 0.5), ("one", 1.0),
+                                                                                ("half", 0.5))]
+    nodes = [*consts, helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Div", ["h", "r2"], ["s"]),
+             helper.make_node("Erf", ["s"], ["e"]), helper.make_node("Add", ["e", "one"], ["a"]),
+             helper.make_node("Mul", ["h", "a"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])]
+    fn = lambda t, w: F.gelu(t @ w)  # noqa: E731
+    _assert_same_gradients(_training_step(nodes, weights, x, labels), _torch_gradients(fn, weights, x, labels))

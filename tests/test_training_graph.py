@@ -309,9 +309,10 @@ def test_frozen_layer_norm_is_accepted() -> None:
 
 def test_op_without_gradient_on_a_trained_path_is_refused() -> None:
     nodes = [helper.make_node("Gemm", ["x", "w"], ["h"], name="fc", transB=1),
-             helper.make_node("Erf", ["h"], ["y"], name="erf")]
+             helper.make_node("Mod", ["h", "d"], ["y"], name="mod", fmod=1)]
     model = _model(nodes, {"w": _rand(3, 5)}, [2, 5], [2, 3])
-    with pytest.raises(NotSupportedError, match="'Erf' at node 'erf'"):
+    model.graph.initializer.append(numpy_helper.from_array(np.array(0.7, np.float32), "d"))
+    with pytest.raises(NotSupportedError, match="'Mod' at node 'mod'"):
         to_training_graph(model, TrainParams(loss="mse"))
 
 

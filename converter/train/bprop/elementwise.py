@@ -44,9 +44,9 @@ def from_output(g: Bprop) -> Grads:
     return [g.grad(f"{g.node.op}Grad", [g.dy, g.node.outputs[0]], 0)]
 
 
-@bprop("Log", "Abs")
+@bprop("Log", "Abs", "Erf")
 def from_input(g: Bprop) -> Grads:
-    """d log(x) = dy / x, d |x| = dy * sign(x): computed from the input x."""
+    """d log(x) = dy / x, d |x| = dy * sign(x), d erf(x) = dy * 2/sqrt(pi) exp(-x^2): computed from the input x."""
     return [g.grad(f"{g.node.op}Grad", [g.dy, g.node.inputs[0]], 0)]
 
 

@@ -60,6 +60,31 @@ def tile(g: Bprop) -> Grads:
     return [_sum(g, view, list(range(0, 2 * len(shape), 2)), keep_dims=False)]
 
 
+@bprop("Gather", wrt=(0,))
+def gather(g: Bprop) -> Grads:
+    """A scatter-add of dy along the axis: dy with the index dims flattened into one, and the indices spread
+    over it, are a ScatterElements of the same rank as x (static index shapes)."""
+    x, indices = g.node.inputs
+    if not g.needs(0):
+        return []
+    rank, index_shape = g.value(x).rank, g.value(indices).shape
+    axis = int(g.node.attrs.get("axis", 0)) % rank
+    dy_shape = g.value(g.dy).shape
+    if min(index_shape + dy_shape, default=0) < 0:
+        raise NotSupportedError(f"Gather node '{g.prefix}': training through Gather needs static shapes")
+    count = int(np.prod(index_shape, dtype=np.int64))
+    flat = dy_shape[:axis] + (count,) + dy_shape[axis + len(index_shape):]
+    dy = g.emit("Reshape", [g.dy, _const(g, np.array(flat, np.int64), "flat_shape")],
+                [Value("", flat, g.value(g.dy).dtype)])[0]
+    line = (1,) * axis + (count,) + (1,) * (rank - axis - 1)
+    as_int64 = g.emit("Cast", [indices], [Value("", index_shape, np.dtype(np.int64))], to=dtypes.DataType.INT64)[0]
+    spread = g.emit("Reshape", [as_int64, _const(g, np.array(line, np.int64), "index_line")],
+                    [Value("", line, np.dtype(np.int64))])[0]
+    spread = g.emit("Expand", [spread, _const(g, np.array(flat, np.int64), "index_shape")],
+                    [Value("", flat, np.dtype(np.int64))])[0]
+    return [g.grad("ScatterElements", [_zeros_like(g, x), spread, dy], 0, reduction=R.ADD)]
+
+
 @bprop("GatherElements", wrt=(0,))
 def gather_elements(g: Bprop) -> Grads:
     x, indices = g.node.inputs

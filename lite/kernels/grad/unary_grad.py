@@ -1,4 +1,4 @@
-"""Gradients of the unary math ops: NegGrad, SqrtGrad, ExpGrad, LogGrad, AbsGrad (dy, one forward tensor ->
+"""Gradients of the unary math ops: NegGrad, SqrtGrad, ExpGrad, LogGrad, AbsGrad, ErfGrad (dy, one forward tensor ->
 dx). float32. Abs' gradient is 0 at 0, as in PyTorch autograd.
 """
 from __future__ import annotations
@@ -55,3 +55,8 @@ class LogGradKernel(UnaryGradKernel):
 @register("AbsGrad", DataType.FLOAT32)
 class AbsGradKernel(UnaryGradKernel):
     rule = staticmethod(lambda dy, x, out: np.multiply(dy, np.sign(x), out=out))                  # dy * sign x
+
+
+@register("ErfGrad", DataType.FLOAT32)
+class ErfGradKernel(UnaryGradKernel):
+    rule = staticmethod(lambda dy, x, out: np.multiply(dy, np.exp(-np.square(x)) * (2 / np.sqrt(np.pi)), out=out))
