@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from converter import convert
@@ -158,3 +158,85 @@ def test_opset_older_than_7_imports_when_its_ops_are_unchanged() -> None:
     with pytest.raises(lite.NotSupportedError, match="opset 1 .* definition of Relu differs") as e:
         convert(opset_1("Relu", TensorProto.FLOAT))
     assert e.value.status == lite.RET_NOT_SUPPORT
+
+
+# ---- the op contract: a named status and the node's name, at compile time where the value is known then --------
+def _node_model(op: str, inputs: dict[str, tuple[int, list[int]]], outputs: dict[str, int],
+                consts: dict[str, np.ndarray] | None = None, **attrs) -> onnx.ModelProto:
+    """One `op` node named 'my_node' over graph inputs and initializers, input order: inputs, then consts."""
+    consts = consts or {}
+    node = helper.make_node(op, [*inputs, *consts], list(outputs), name="my_node", **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
+                              [helper.make_tensor_value_info(n, t, None) for n, t in outputs.items()],
+                              [numpy_helper.from_array(v, n) for n, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+X = {"x": (F, [3, 4])}
+GATHERED = {"x": (F, [3, 4]), "i": (I64, [1])}
+TOPK = {"x": (F, [3, 4]), "k": (I64, [1])}
+RANGE = {"s": (I64, []), "l": (I64, []), "d": (I64, [])}
+COMPILE_TIME = {   # case: (model, status, message part)
+    "softmax_axis": (_node_model("Softmax", X, {"y": F}, axis=2), lite.RET_INVALID_OP_ATTR, "axis 2 is out of range"),
+    "flatten_axis": (_node_model("Flatten", X, {"y": F}, axis=3), lite.RET_INVALID_OP_ATTR, "axis 3 is out of range"),
+    "gather_axis": (_node_model("Gather", X, {"y": F}, {"i": np.array([0])}, axis=-3), lite.RET_INVALID_OP_ATTR,
+                    "axis -3 is out of range"),
+    "argmax_axis": (_node_model("ArgMax", X, {"y": I64}, axis=2), lite.RET_INVALID_OP_ATTR, "axis 2 is out of range"),
+    "depth_to_space_blocksize": (_node_model("DepthToSpace", {"x": (F, [1, 4, 2, 2])}, {"y": F}, blocksize=0),
+                                 lite.RET_INVALID_OP_ATTR, "blocksize must be >= 1"),
+    "gather_index": (_node_model("Gather", X, {"y": F}, {"i": np.array([3])}), lite.RET_INFER_ERR,
+                     "index 3 is out of range"),
+    "gather_nd_index": (_node_model("GatherND", X, {"y": F}, {"i": np.array([[0, 4]])}), lite.RET_INFER_ERR,
+                        "index 4 is out of range"),
+    "scatter_nd_index": (_node_model("ScatterND", X, {"y": F}, {"i": np.array([[3, 0]]), "u": np.ones(1, np.float32)}),
+                         lite.RET_INFER_ERR, "index 3 is out of range"),
+    "top_k_larger_than_axis": (_node_model("TopK", X, {"v": F, "j": I64}, {"k": np.array([5])}), lite.RET_INFER_ERR,
+                               "k = 5 is outside [0, 4]"),
+}
+RUN_TIME = {       # case: (model, feeds, status, message part)
+    "cumsum_axis": (_node_model("CumSum", {"x": (F, [3, 4]), "a": (I64, [])}, {"y": F}),
+                    {"a": np.array(5)}, lite.RET_INVALID_OP_ATTR, "axis 5 is out of range"),
+    "gather_index": (_node_model("Gather", GATHERED, {"y": F}), {"i": np.array([-4])}, lite.RET_OP_EXECUTE_FAILURE,
+                     "index -4 is out of bounds"),
+    "top_k_larger_than_axis": (_node_model("TopK", TOPK, {"v": F, "j": I64}), {"k": np.array([5])},
+                               lite.RET_INFER_ERR, "k = 5 is outside [0, 4]"),
+    "top_k_negative": (_node_model("TopK", TOPK, {"v": F, "j": I64}), {"k": np.array([-1])}, lite.RET_INFER_ERR,
+                       "k = -1 is outside"),
+    "range_zero_delta": (_node_model("Range", RANGE, {"y": I64}), {"s": np.array(0), "l": np.array(5),
+                                                                    "d": np.array(0)}, lite.RET_INFER_ERR, "delta is zero"),
+    "range_too_long": (_node_model("Range", RANGE, {"y": I64}), {"s": np.array(0), "l": np.array(1 << 40),
+                                                                  "d": np.array(1)}, lite.RET_INFER_ERR, "is too many"),
+}
+
+
+@pytest.mark.parametrize("case", COMPILE_TIME)
+def test_bad_constant_parameter_fails_conversion_naming_the_node(case: str) -> None:
+    model, status, text = COMPILE_TIME[case]
+    with pytest.raises(lite.LiteError) as e:
+        session_for(model)
+    assert e.value.status == status and text in str(e.value) and "'my_node'" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("case", RUN_TIME)
+def test_bad_run_time_parameter_fails_the_run_naming_the_node(case: str) -> None:
+    model, feeds, status, text = RUN_TIME[case]
+    session = session_for(model)
+    for t in session.GetInputs():
+        t.set_data(feeds.get(t.tensor_name(), np.ones(t.shape(), np.float32)))
+    with pytest.raises(lite.LiteError) as e:
+        session.RunGraph()
+    assert e.value.status == status and text in str(e.value) and "'my_node'" in str(e.value), str(e.value)
+
+
+def test_negative_range_count_is_empty_as_onnx_defines_it() -> None:
+    """max(ceil((limit - start) / delta), 0) entries: a limit behind the start is no error (onnxruntime agrees)."""
+    from tests.util import run_ort
+    model = _node_model("Range", RANGE, {"y": I64})
+    feeds = {"s": np.array(5), "l": np.array(0), "d": np.array(1)}
+    session = session_for(model)
+    for t in session.GetInputs():
+        t.set_data(feeds[t.tensor_name()])
+    session.RunGraph()
+    got = session.GetOutputByTensorName("y").numpy()
+    assert got.shape == run_ort(model, feeds)["y"].shape == (0,)

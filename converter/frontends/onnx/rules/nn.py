@@ -14,6 +14,7 @@ import numpy as np
 
 from converter.frontends.onnx.registry import ImportContext, onnx_op
 from converter.frontends.onnx.rules import volumetric
+from lite.status import InvalidOpAttrError
 from schema import fb
 
 _PAD_MODES = {"NOTSET": fb.PadMode.PAD, "SAME_UPPER": fb.PadMode.SAME_UPPER,
@@ -352,7 +353,7 @@ def _softmax(ctx: ImportContext, op: str) -> None:
         return
     axis = int(ctx.attr("axis", 1))
     if not -rank <= axis < rank:
-        raise ctx.error(f"axis {axis} is out of range for rank {rank}")
+        raise ctx.error(f"axis {axis} is out of range for rank {rank}", InvalidOpAttrError)
     if axis % rank == rank - 1:
         ctx.emit(op, [x], ctx.outputs, axis=-1)
         return

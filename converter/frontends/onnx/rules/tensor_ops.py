@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 from converter.frontends.onnx.registry import ImportContext, onnx_op
 from lite import dtypes
 from lite.kernels.pad import spread_pads
-from lite.status import LiteError
+from lite.status import InvalidOpAttrError, LiteError
 from schema import fb
 
 INT32_MAX = 2**31 - 1
@@ -206,7 +206,7 @@ def reshape(ctx: ImportContext) -> None:
 def flatten(ctx: ImportContext) -> None:
     rank, axis = ctx.value(ctx.input(0)).rank, ctx.attr("axis", 1)
     if not -rank <= axis <= rank:
-        raise ctx.error(f"axis {axis} is out of range for rank {rank}")
+        raise ctx.error(f"axis {axis} is out of range for rank {rank}", InvalidOpAttrError)
     ctx.emit("Flatten", [ctx.input(0)], ctx.outputs, axis=axis + rank if axis < 0 else axis)
 
 
