@@ -47,6 +47,7 @@ class ActivationType(object):
     CELU = 22
     MISH = 23
     SHRINK = 24
+    GELU_TANH = 25
 
 
 class PadMode(object):

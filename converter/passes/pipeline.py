@@ -6,7 +6,10 @@ from typing import Callable, Iterable
 from converter.ir import Graph
 from converter.passes.fold_constants import fold_constants
 from converter.passes.fuse_activation import fuse_activation
+from converter.passes.fuse_attention import fuse_attention
 from converter.passes.fuse_batchnorm import fuse_batchnorm
+from converter.passes.fuse_gelu import fuse_gelu
+from converter.passes.fuse_layer_norm import fuse_layer_norm
 from converter.passes.fuse_pad import fuse_pad
 from converter.passes.remove_identity import remove_identity
 from converter.passes.to_nhwc import to_nhwc
@@ -14,6 +17,9 @@ from converter.passes.to_nhwc import to_nhwc
 PASSES: dict[str, Callable[[Graph], None]] = {
     "fold_constants": fold_constants,
     "remove_identity": remove_identity,
+    "fuse_layer_norm": fuse_layer_norm,
+    "fuse_gelu": fuse_gelu,
+    "fuse_attention": fuse_attention,
     "to_nhwc": to_nhwc,
     "fuse_pad": fuse_pad,
     "fuse_batchnorm": fuse_batchnorm,

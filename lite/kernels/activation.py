@@ -1,5 +1,5 @@
-"""Activation (relu, relu6, sigmoid, tanh, hard-sigmoid/-swish, swish, elu, leaky relu, gelu, hard-tanh,
-softplus, softsign, mish, celu, selu, thresholded relu, shrink) and PReLU, plus `apply_activation`, which ops
+"""Activation (relu, relu6, sigmoid, tanh, hard-sigmoid/-swish, swish, elu, leaky relu, gelu (exact and tanh),
+hard-tanh, softplus, softsign, mish, celu, selu, thresholded relu, shrink) and PReLU, plus `apply_activation`, which ops
 with a fused activation call on their output in place.
 
 Every activation is a few whole-array numpy passes written with `out=`: no `np.where` (a data-dependent select
@@ -71,6 +71,18 @@ def gelu(x: np.ndarray, out: np.ndarray) -> None:
     cdf += 1.0
     cdf *= 0.5
     np.multiply(x, cdf, out=out)
+
+
+def tanh_cdf(x: np.ndarray, out: np.ndarray) -> None:
+    """(1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2: the tanh approximation of Phi(x) (GELU_TANH's gate)."""
+    np.multiply(x, x, out=out)
+    out *= 0.044715
+    out += 1.0
+    out *= x
+    out *= math.sqrt(2.0 / math.pi)
+    np.tanh(out, out=out)
+    out += 1.0
+    out *= 0.5
 
 
 def softplus(x: np.ndarray, out: np.ndarray) -> None:
@@ -150,6 +162,7 @@ _FACTORIES: dict[int, Callable[[Params], Activation]] = {
     A.HSWISH: lambda p: gated(lambda x, out: hard_sigmoid(x, out, 1.0 / 6.0, 0.5)),
     A.SWISH: lambda p: gated(sigmoid),
     A.GELU: lambda p: gelu,
+    A.GELU_TANH: lambda p: gated(tanh_cdf),
     A.SOFTPLUS: lambda p: softplus,
     A.SOFTSIGN: lambda p: softsign,
     A.MISH: lambda p: mish,

@@ -14,7 +14,7 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels.activation import A, Activation, hard_sigmoid, sigmoid, softplus
+from lite.kernels.activation import A, Activation, hard_sigmoid, sigmoid, softplus, tanh_cdf
 from lite.kernels.unary import erf
 from lite.status import NotSupportedError
 
@@ -102,6 +102,24 @@ def normal_pdf(x: np.ndarray, out: np.ndarray) -> None:
     out *= 1.0 / math.sqrt(2.0 * math.pi)
 
 
+def tanh_cdf_slope(x: np.ndarray, out: np.ndarray) -> None:
+    """d/dx of GELU_TANH's gate: (1 - t^2) / 2 * sqrt(2 / pi) * (1 + 3 * 0.044715 x^2), t its tanh."""
+    c = math.sqrt(2.0 / math.pi)
+    t = np.multiply(x, x)
+    t *= 0.044715
+    t += 1.0
+    t *= x
+    t *= c
+    np.tanh(t, out=t)
+    np.multiply(t, t, out=t)
+    np.subtract(1.0, t, out=t)
+    np.multiply(x, x, out=out)
+    out *= 3 * 0.044715
+    out += 1.0
+    out *= t
+    out *= 0.5 * c
+
+
 def gated_slope(gate: Activation, gate_slope: Derivative) -> Derivative:
     """(x * g(x))' = g(x) + x * g'(x): swish, hard-swish and gelu."""
     def slope(x: np.ndarray, out: np.ndarray) -> None:
@@ -165,6 +183,7 @@ GRADIENTS: dict[int, Callable[[Params], Gradient]] = {
                                            lambda x, out: hard_sigmoid_slope(x, out, 1.0 / 6.0, 0.5))),
     A.SWISH: lambda p: scaled(gated_slope(sigmoid, sigmoid_slope)),
     A.GELU: lambda p: scaled(gated_slope(normal_cdf, normal_pdf)),
+    A.GELU_TANH: lambda p: scaled(gated_slope(tanh_cdf, tanh_cdf_slope)),
     A.SOFTPLUS: lambda p: scaled(sigmoid),
     A.SOFTSIGN: lambda p: scaled(softsign_slope),
     A.MISH: lambda p: scaled(mish_slope),

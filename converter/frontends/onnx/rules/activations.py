@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 
-from converter.frontends.lowering import gelu_tanh
 from converter.frontends.onnx.registry import ImportContext, onnx_op
 from lite import dtypes
 from lite.status import InvalidOpAttrError
@@ -87,14 +86,12 @@ def emit_swish(ctx: ImportContext, x: str, alpha: float, output: str | None = No
 
 @onnx_op("Gelu")
 def gelu(ctx: ImportContext) -> None:
-    """approximate='none' is our GELU; 'tanh' is spelled out (`gelu_tanh`)."""
-    x, approximate = ctx.input(0), ctx.attr("approximate", "none")
-    if approximate == "none":
-        ctx.emit("Activation", [x], ctx.outputs, type=A.GELU)
-        return
-    if approximate != "tanh":
+    """approximate='none' is our GELU, 'tanh' our GELU_TANH."""
+    kinds = {"none": A.GELU, "tanh": A.GELU_TANH}
+    approximate = ctx.attr("approximate", "none")
+    if approximate not in kinds:
         raise ctx.error(f"approximate='{approximate}' is not supported (only 'none' and 'tanh')")
-    gelu_tanh(ctx, x, ctx.outputs)
+    ctx.emit("Activation", [ctx.input(0)], ctx.outputs, type=kinds[approximate])
 
 
 @onnx_op("PRelu")
