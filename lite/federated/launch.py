@@ -1,0 +1,244 @@
+"""A real federation on one machine: Flower's SuperLink and N SuperNodes as separate processes on 127.0.0.1.
+
+    python -m lite.federated.launch --model lenet_train.ms --shards shard-0.npz shard-1.npz shard-2.npz \
+        --rounds 3 --out fl-run [--test-data test.npz] [--run-config 'lr=0.001 strategy="fedadam"']
+
+Every process listens on 127.0.0.1 only, on free ports; each SuperNode is given its own shard through its
+node config. The run is submitted with `flwr run` (the app in `lite/federated/mslite-fl`), its progress lines
+(`[round r/R] ...`) are echoed, and the launcher returns when the ServerApp has written its final
+`history.json`. It is bounded: `--timeout` seconds for the whole run, after which (or on Ctrl-C, or any failure)
+every process it started — with the ClientApp/ServerApp processes they spawned — is stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Sequence
+
+try:
+    import tomllib
+except ImportError:                 # Python 3.10: the same parser, as Flower's own dependency
+    import tomli as tomllib
+
+from lite.federated import APP_DIR
+from lite.status import LiteError, ParamInvalidError
+
+HOST = "127.0.0.1"
+CONNECTION = "mslite-local"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class FederationError(LiteError):
+    """The federation did not finish: a process failed to start, the run failed or it ran out of time."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _script(name: str) -> str:
+    """A Flower console script next to this interpreter (the same environment), else on PATH."""
+    local = Path(sys.executable).parent / name
+    return str(local) if local.exists() else name
+
+
+def toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))
+
+
+def node_config_arg(config: dict[str, object]) -> str:
+    """`--node-config` text: space-separated key=value with TOML values."""
+    return " ".join(f"{k}={toml_value(v)}" for k, v in config.items())
+
+
+@dataclass
+class Federation:
+    """The processes of one local federation; `stop()` ends them all (process groups, TERM then KILL)."""
+
+    workdir: Path
+    env: dict[str, str]
+    processes: list[subprocess.Popen] = field(default_factory=list)
+    logs: list[IO[bytes]] = field(default_factory=list)
+
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(self.workdir / f"{name}.log", "wb")
+        self.logs.append(log)
+        process = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        self.processes.append(process)
+        return process
+
+    def stop(self, grace: float = 5.0) -> None:
+        for process in self.processes:
+            _signal_group(process, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for process in self.processes:
+            try:
+                process.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(process, signal.SIGKILL)     # also the ClientApp/ServerApp children left behind
+            process.wait()
+        for log in self.logs:
+            log.close()
+        self.processes, self.logs = [], []
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise FederationError(f"the SuperLink exited with status {process.returncode} before listening")
+        with socket.socket() as s:
+            if s.connect_ex((HOST, port)) == 0:
+                return
+        time.sleep(0.2)
+    raise FederationError(f"the SuperLink did not listen on {HOST}:{port} in time")
+
+
+def flower_env(workdir: Path) -> dict[str, str]:
+    """The environment of every process: a private FLWR_HOME, no telemetry or update checks, no runtime
+    dependency installs, and this checkout of `lite` importable."""
+    env = dict(os.environ)
+    env.update(FLWR_HOME=str(workdir / "flwr-home"), FLWR_TELEMETRY_ENABLED="0", FLWR_DISABLE_UPDATE_CHECK="1",
+               FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", PYTHONUNBUFFERED="1",
+               PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+               PYTHONPATH=os.pathsep.join(p for p in [str(REPO_ROOT), env.get("PYTHONPATH", "")] if p))
+    return env
+
+
+def _write_connection(home: Path, port: int) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+                                      f'address = "{HOST}:{port}"\ninsecure = true\n')
+
+
+def run_federation(nodes: Sequence[dict[str, object]], run_config: dict[str, object], workdir: str | os.PathLike,
+                   timeout: float = 600.0, echo: IO[str] | None = sys.stdout) -> dict:
+    """Start a SuperLink and one SuperNode per entry of `nodes` (its node config), submit the app with
+    `run_config` (needs `model` and `out-dir`), and return the ServerApp's final history. Progress lines go to
+    `echo`; each process's log to `<workdir>/<name>.log`. Raises FederationError on failure or after
+    `timeout` seconds; every process started is stopped before returning."""
+    if not nodes:
+        raise ParamInvalidError("a federation needs at least one node")
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = Path(str(run_config["out-dir"]))
+    (out / "history.json").unlink(missing_ok=True)
+    env = flower_env(workdir)
+    link_port = free_port()
+    _write_connection(Path(env["FLWR_HOME"]), link_port)
+    config_file = workdir / "run-config.toml"
+    config_file.write_text("".join(f"{k} = {toml_value(v)}\n" for k, v in run_config.items()))
+    federation = Federation(workdir, env)
+    deadline = time.monotonic() + timeout
+    try:
+        link = federation.start("superlink", [_script("flower-superlink"), "--insecure", "--host", HOST, "--port",
+                                              str(link_port), "--disable-runtime-dependency-installation"])
+        _wait_for_port(link_port, link, min(deadline, time.monotonic() + 60))
+        for k, config in enumerate(nodes):
+            federation.start(f"supernode-{k}", [_script("flower-supernode"), "--insecure", "--superlink",
+                                                f"{HOST}:{link_port}", "--host", HOST, "--port", str(free_port()),
+                                                "--node-config", node_config_arg(config)])
+        submit = subprocess.Popen([_script("flwr"), "run", str(APP_DIR), CONNECTION, "--run-config",
+                                   str(config_file), "--stream"], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                  start_new_session=True)
+        federation.processes.append(submit)
+        return _follow(submit, out / "history.json", workdir / "run.log", deadline, echo)
+    finally:
+        federation.stop()
+
+
+def _follow(submit: subprocess.Popen, history: Path, log_path: Path, deadline: float, echo: IO[str] | None) -> dict:
+    """Echo the run's progress lines (from a reader thread) until the history says it finished; bounded by
+    `deadline`."""
+    def pump() -> None:
+        with open(log_path, "w") as log:
+            for line in submit.stdout:
+                log.write(line)
+                log.flush()
+                if echo is not None and "[round " in line:
+                    echo.write(line[line.index("[round "):])
+                    echo.flush()
+
+    threading.Thread(target=pump, daemon=True).start()
+    while time.monotonic() < deadline:
+        finished = _finished(history)
+        if finished is not None:
+            return finished
+        if submit.poll() not in (None, 0):
+            raise FederationError(f"`flwr run` failed with status {submit.returncode}; see {log_path}")
+        time.sleep(0.5)
+    raise FederationError(f"the federation did not finish in time; logs in {log_path.parent}")
+
+
+def _finished(history: Path) -> dict | None:
+    try:
+        data = json.loads(history.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if data.get("finished") else None
+
+
+def parse_run_config(text: str) -> dict[str, object]:
+    """'key=value key2=value2' with TOML values (as `flwr run --run-config` takes them)."""
+    return tomllib.loads("\n".join(shlex.split(text))) if text.strip() else {}
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, required=True, help="the training .ms (server and every client)")
+    parser.add_argument("--shards", type=Path, nargs="+", required=True, help="one .npz shard per client node")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, required=True, help="folder for history.json, global.ms and logs")
+    parser.add_argument("--test-data", type=Path, help="a .npz test set for the server's evaluation")
+    parser.add_argument("--run-config", default="", help="more run config, e.g. 'lr=0.001 strategy=\"fedadam\"'")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for the whole run")
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    run_config = {"model": str(args.model.resolve()), "out-dir": str(out), "num-rounds": args.rounds,
+                  "min-nodes": len(args.shards), **parse_run_config(args.run_config)}
+    if args.test_data:
+        run_config["test-data"] = str(args.test_data.resolve())
+    nodes = [{"model": str(args.model.resolve()), "shard": str(s.resolve())} for s in args.shards]
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        history = run_federation(nodes, run_config, out / "processes", args.timeout)
+    except (FederationError, KeyboardInterrupt) as e:
+        print(f"federation stopped: {e or 'interrupted'}", file=sys.stderr)
+        return 1
+    last = history["rounds"][-1]
+    print(f"done: {len(history['rounds']) - 1} rounds, global model {out / 'global.ms'}"
+          + (f", test accuracy {last['test_accuracy']:.2%}" if "test_accuracy" in last else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Real federations on 127.0.0.1: Flower's SuperLink and SuperNodes as separate processes (lite.federated.launch).
+
+The oracle is each client's own record of what it sent (`record-dir`: its weights and `num-examples`); the test
+averages those itself and compares the mean with the global model the server exported as an inference `.ms`.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="the federated extra (flwr) is not installed")
+
+import lite  # noqa: E402
+import models  # noqa: E402
+from converter import convert_for_training  # noqa: E402
+from converter.train import TrainParams  # noqa: E402
+from lite.federated.launch import run_federation  # noqa: E402
+from lite.federated.local import open_session  # noqa: E402
+from lite.federated.shards import save_shard  # noqa: E402
+
+BATCH = 16
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fl-model") / "lenet_train.ms"
+    path.write_bytes(convert_for_training(models.build("lenet5", num_classes=10, input_size=28, batch=BATCH),
+                                          TrainParams(optimizer="adam", learning_rate=1e-3)))
+    return path
+
+
+def _shard(folder, k: int, n: int):
+    rng = np.random.default_rng(k)
+    return save_shard(folder / f"shard-{k}.npz", rng.normal(size=(n, 1, 28, 28)).astype(np.float32),
+                      rng.integers(0, 10, n))
+
+
+def _federate(model, folder, nodes, **run_config):
+    out = folder / "server"
+    config = {"model": str(model), "out-dir": str(out), "batch-size": BATCH, "min-nodes": len(nodes),
+              "export-every-round": True, **run_config}
+    history = run_federation(nodes, config, folder / "processes", timeout=300, echo=None)
+    return history, out
+
+
+def _sent(record_dir, server_round: int) -> tuple[dict[str, np.ndarray], int]:
+    with np.load(record_dir / f"round-{server_round}.npz") as f:
+        return {k: f[k] for k in f.files if k != "__examples__"}, int(f["__examples__"])
+
+
+def _exported(path) -> dict[str, np.ndarray]:
+    """The weights of an exported inference .ms, by name in the source layout (read with lite.Model)."""
+    return {t.name: t.data.transpose(t.source_perm) if t.source_perm else t.data
+            for t in lite.Model.Load(path).tensors if t.data is not None}
+
+
+def _mean(sent: list[tuple[dict[str, np.ndarray], int]]) -> dict[str, np.ndarray]:
+    total = sum(n for _, n in sent)
+    return {k: sum(w[k].astype(np.float64) * n for w, n in sent) / total for k in sent[0][0]}
+
+
+@pytest.fixture(scope="module")
+def three_clients(model, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fl-three")
+    nodes = [{"model": str(model), "shard": str(_shard(folder, k, n)), "record-dir": str(folder / f"node-{k}")}
+             for k, n in enumerate([32, 48, 80])]                     # unequal shards: the weights matter
+    history, out = _federate(model, folder, nodes, **{"num-rounds": 2})
+    return folder, out, history
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server_round", [1, 2])
+def test_global_model_is_the_example_weighted_mean(three_clients, server_round):
+    folder, out, history = three_clients
+    sent = [_sent(folder / f"node-{k}", server_round) for k in range(3)]
+    assert sorted(n for _, n in sent) == [32, 48, 80]
+    expected = _mean(sent)
+    exported = _exported(out / f"global-round-{server_round}.ms")
+    for name, value in expected.items():
+        np.testing.assert_allclose(exported[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert not np.allclose(expected[name], sum(w[name] for w, _ in sent) / 3)   # not the unweighted mean
+
+
+@pytest.mark.slow
+def test_rounds_start_from_the_previous_global_model(three_clients, model):
+    folder, out, history = three_clients
+    assert history["finished"] and [r["round"] for r in history["rounds"]] == [0, 1, 2]
+    initial = {t.tensor_name(): t.numpy() for t in open_session(model).GetFeatureMaps()}
+    first, _ = _sent(folder / "node-0", 1)
+    assert any(not np.allclose(first[k], initial[k]) for k in initial)        # the client trained
+    assert json.loads((out / "history.json").read_text())["rounds"][-1]["clients_train_loss"] > 0
+
+
+@pytest.fixture(scope="module")
+def faulty_clients(model, tmp_path_factory):
+    """Two sound clients, one sending NaN weights, one dying mid-round, one slower than the round timeout."""
+    folder = tmp_path_factory.mktemp("fl-faults")
+    faults = ["", "", "nan", "exit", "slow=90"]
+    nodes = [{"model": str(model), "shard": str(_shard(folder, k, 32 + 16 * k)),
+              "record-dir": str(folder / f"node-{k}"), **({"fault": f} if f else {})} for k, f in enumerate(faults)]
+    history, out = _federate(model, folder, nodes, **{"num-rounds": 1, "round-timeout": 30.0})
+    return folder, out, history
+
+
+@pytest.mark.slow
+def test_nan_update_is_rejected_by_name(faulty_clients):
+    folder, out, history = faulty_clients
+    nan_sent, _ = _sent(folder / "node-2", 1)
+    assert any(np.isnan(a).any() for a in nan_sent.values())
+    rejected = history["rounds"][1]["rejected"]
+    assert len(rejected) == 1 and "holds NaN or Inf" in rejected[0]
+
+
+@pytest.mark.slow
+def test_dead_and_slow_clients_are_left_out(faulty_clients):
+    folder, out, history = faulty_clients
+    assert not (folder / "node-3" / "round-1.npz").exists()          # died before sending anything
+    assert (folder / "node-4" / "round-1.npz").exists()              # trained, but answered too late
+    expected = _mean([_sent(folder / f"node-{k}", 1) for k in (0, 1)])
+    exported = _exported(out / "global.ms")
+    for name, value in expected.items():
+        assert np.isfinite(exported[name]).all()
+        np.testing.assert_allclose(exported[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
