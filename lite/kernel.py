@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -60,6 +60,12 @@ class Kernel(ABC):
         self.node = node
         self.attrs = node.attrs
         self.out_quant: list[list[Any]] = [[] for _ in node.outputs]   # each output's QuantParams (int8 models)
+
+    @classmethod
+    def accepts(cls, attrs: Mapping[str, Any], n_outputs: int) -> bool:
+        """Whether the kernel runs every node of its op with these attributes and output count: the quantizer
+        asks an int8 kernel before choosing it, so a node it refuses (LP pooling) stays float between casts."""
+        return True
 
     @abstractmethod
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:

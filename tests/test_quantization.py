@@ -358,6 +358,43 @@ def test_full_quant_model_stays_close_to_onnxruntime():
         assert np.abs(ours - expected).max() < 0.05 * np.abs(expected).max()
 
 
+def _conv_pool_conv(pool: onnx.NodeProto, first_conv: bool) -> onnx.ModelProto:
+    """[Conv ->] pool -> Conv, with the pool's extra outputs (MaxPool's indices) as graph outputs."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("Conv", ["input", "w1"], ["c"], pads=[1, 1, 1, 1])] if first_conv else []
+    nodes += [pool, helper.make_node("Conv", ["p", "w2"], ["y"])]
+    outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT if o == "y" else TensorProto.INT64, None)
+               for o in ["y", *pool.output[1:]]]
+    weights = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+               for n, s in (("w1", (3, 3, 3, 3)), ("w2", (2, 3, 1, 1)))]
+    graph = onnx.helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                                              [1, 3, 8, 8])],
+                                   outputs, weights[int(not first_conv):])
+    return onnx.helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("pool", ["MaxPool_indices", "LpPool", "GlobalLpPool"])
+def test_pooling_without_an_int8_kernel_stays_float_between_casts(pool: str) -> None:
+    """LP pooling and max pooling's indices have no int8 kernel: the node stays float, its neighbours int8;
+    indices of a pool on the float input match onnxruntime exactly, outputs to int8 accuracy."""
+    from onnx import helper
+    node = {"MaxPool_indices": helper.make_node("MaxPool", ["input"], ["p", "i"],
+                                                kernel_shape=[2, 2], strides=[2, 2]),
+            "LpPool": helper.make_node("LpPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2], p=2),
+            "GlobalLpPool": helper.make_node("GlobalLpPool", ["c"], ["p"], p=3)}[pool]
+    model = _conv_pool_conv(node, first_conv=pool != "MaxPool_indices")
+    samples = samples_for((1, 3, 8, 8))
+    graph = quantize(to_graph(model), QuantConfig(method="MAX_MIN"), samples)
+    pooling = next(n for n in graph.nodes if n.op == "Pooling")
+    assert graph.values[pooling.inputs[0]].dtype == np.float32 and graph.values[pooling.outputs[0]].dtype == np.float32
+    assert all(graph.values[n.inputs[0]].dtype == np.int8 for n in graph.nodes if n.op == "Conv2D")
+    ours, expected = run_buf(to_bytes(graph), samples[0]), run_ort(model, samples[0])
+    assert np.abs(ours["y"] - expected["y"]).max() < 0.05 * np.abs(expected["y"]).max()
+    if "i" in expected:
+        np.testing.assert_array_equal(ours["i"], expected["i"])
+
+
 def test_bias_of_near_zero_weights_fits_int32_by_widening_the_weight_scale():
     w = np.stack([RNG.standard_normal(16), RNG.standard_normal(16) * 1e-9]).astype(np.float32)
     b = np.array([0.5, 3.0], np.float32)

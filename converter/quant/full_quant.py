@@ -58,11 +58,14 @@ def _weighted(node: Node, graph: Graph) -> bool:
 
 
 def int8_nodes(graph: Graph, ranges: Ranges) -> list[Node]:
-    """The nodes to run in int8: an int8 kernel exists and every float activation they touch was calibrated."""
+    """The nodes to run in int8: an int8 kernel exists and accepts the node, and every float activation they
+    touch was calibrated."""
     chosen = []
     for node in graph.nodes:
         touched = [v for v in (*node.inputs, *node.outputs) if v and graph.const(v) is None]
         if (has_int8_kernel(node.op) and _weighted(node, graph) and touched
+                and kernel_registry.kernel_for(node.op, DataType.INT8, quantized=True).accepts(node.attrs,
+                                                                                              len(node.outputs))
                 and all(graph.values[v].dtype == np.float32 and v in ranges for v in touched)):
             chosen.append(node)
     return chosen

@@ -6,7 +6,7 @@ params differ from the input's, the pooled value is then requantized: y = MBQM(v
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -37,11 +37,16 @@ def tap_counts(wh: Window, ww: Window, include_pad: bool) -> np.ndarray:
 
 @register("Pooling", DataType.INT8, quantized=True)
 class PoolingInt8Kernel(Kernel):
+    @classmethod
+    def accepts(cls, attrs: Mapping[str, Any], n_outputs: int) -> bool:
+        """Max or average with one output; LP pooling and max pooling's indices stay float."""
+        return attrs.get("mode", fb.PoolMode.MAX) in (fb.PoolMode.MAX, fb.PoolMode.AVG) and n_outputs == 1
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, a = inputs[0], self.attrs
         if x.rank != 4:
             raise self.error(f"needs a 4-D NHWC input, got rank {x.rank}")
-        if a.mode not in (fb.PoolMode.MAX, fb.PoolMode.AVG) or len(self.node.outputs) != 1:
+        if not self.accepts(vars(a), len(self.node.outputs)):
             raise self.error("int8 pooling is max or average with one output", NotSupportedError)
         qx, qy = input_quant(self, x), output_quant(self, x.dtype)
         self.x, self.zp_x = x, qx.zero_point
