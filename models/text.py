@@ -32,6 +32,16 @@ class TextEncoder(nn.Module):
         layer = nn.TransformerEncoderLayer(width, heads, ff, dropout=0.0, activation="gelu", batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.head = nn.Linear(width, classes)
+        for layer in self.encoder.layers:       # distinct layers (the exporter merges equal initializers)
+            for module in layer.modules():
+                if module is not layer and hasattr(module, "reset_parameters"):
+                    module.reset_parameters()
+            layer.self_attn._reset_parameters()
+            for norm in (layer.norm1, layer.norm2):     # as after training: not all ones and zeros
+                nn.init.normal_(norm.weight, 1.0, 0.1)
+                nn.init.normal_(norm.bias, 0.0, 0.1)
+            nn.init.normal_(layer.self_attn.in_proj_bias, 0.0, 0.1)
+            nn.init.normal_(layer.self_attn.out_proj.bias, 0.0, 0.1)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens) + self.position[:, :tokens.shape[1]]
@@ -57,49 +67,57 @@ def text_encoder(seed: int = 0, batch: int = 4, **sizes: int) -> tuple[TextEncod
     return module, export(module, torch.zeros(batch, length, dtype=torch.int64))
 
 
+def encoder_weights(module: TextEncoder) -> dict[str, np.ndarray]:
+    """The initializers of `attention_encoder`, by name, from a one-layer TextEncoder's parameters (slices and
+    transposes of them: applied to the parameters' gradients, the same function gives the initializers'
+    gradients)."""
+    layer = module.encoder.layers[0]
+    attn = layer.self_attn
+    q_w, k_w, v_w = attn.in_proj_weight.chunk(3)
+    q_b, k_b, v_b = attn.in_proj_bias.chunk(3)
+    tensors = {"embed": module.embed.weight, "position": module.position}
+    for name, weight, bias in (("q", q_w, q_b), ("k", k_w, k_b), ("v", v_w, v_b), ("attn", attn.out_proj.weight,
+                               attn.out_proj.bias), ("ff1", layer.linear1.weight, layer.linear1.bias),
+                               ("ff2", layer.linear2.weight, layer.linear2.bias),
+                               ("logits", module.head.weight, module.head.bias)):
+        tensors[f"{name}.weight"], tensors[f"{name}.bias"] = weight.T, bias
+    for name, norm in (("norm1", layer.norm1), ("norm2", layer.norm2)):
+        tensors[f"{name}.weight"], tensors[f"{name}.bias"] = norm.weight, norm.bias
+    return {name: t.detach().numpy().astype(np.float32) for name, t in tensors.items()}
+
+
 def attention_encoder(seed: int = 0, batch: int = 4, **sizes: int) -> tuple[TextEncoder, onnx.ModelProto]:
     """A one-layer seeded TextEncoder and the same network written with the opset-23 Attention op."""
     torch.manual_seed(seed)
     module = TextEncoder(layers=1, **sizes).eval()
     layer = module.encoder.layers[0]
-    attn = layer.self_attn
-    width, heads = attn.embed_dim, attn.num_heads
     length = module.position.shape[1]
-    weights: dict[str, np.ndarray] = {}
+    nodes = [helper.make_node("Gather", ["embed", "tokens"], ["emb"]),
+             helper.make_node("Add", ["emb", "position"], ["x"])]
 
-    def w(name: str, tensor: torch.Tensor) -> str:
-        weights[name] = tensor.detach().numpy().astype(np.float32)
-        return name
+    def dense(x: str, out: str) -> None:
+        nodes.extend([helper.make_node("MatMul", [x, f"{out}.weight"], [f"{out}/mm"]),
+                      helper.make_node("Add", [f"{out}/mm", f"{out}.bias"], [out])])
 
-    q_w, k_w, v_w = attn.in_proj_weight.chunk(3)
-    q_b, k_b, v_b = attn.in_proj_bias.chunk(3)
-    nodes = [helper.make_node("Gather", [w("embed", module.embed.weight), "tokens"], ["emb"]),
-             helper.make_node("Add", ["emb", w("position", module.position)], ["x"])]
-
-    def dense(x: str, weight: torch.Tensor, bias: torch.Tensor, out: str) -> None:
-        nodes.extend([helper.make_node("MatMul", [x, w(f"{out}.weight", weight.T)], [f"{out}/mm"]),
-                      helper.make_node("Add", [f"{out}/mm", w(f"{out}.bias", bias)], [out])])
-
-    for name, weight, bias in (("q", q_w, q_b), ("k", k_w, k_b), ("v", v_w, v_b)):
-        dense("x", weight, bias, name)
+    for name in "qkv":
+        dense("x", name)
+    heads = layer.self_attn.num_heads
     nodes.append(helper.make_node("Attention", ["q", "k", "v"], ["heads"], q_num_heads=heads, kv_num_heads=heads))
-    dense("heads", attn.out_proj.weight, attn.out_proj.bias, "attn")
+    dense("heads", "attn")
     nodes += [helper.make_node("Add", ["x", "attn"], ["res1"]),
-              helper.make_node("LayerNormalization", ["res1", w("norm1.weight", layer.norm1.weight),
-                                                      w("norm1.bias", layer.norm1.bias)], ["h1"],
+              helper.make_node("LayerNormalization", ["res1", "norm1.weight", "norm1.bias"], ["h1"],
                                epsilon=layer.norm1.eps)]
-    dense("h1", layer.linear1.weight, layer.linear1.bias, "ff1")
+    dense("h1", "ff1")
     nodes.append(helper.make_node("Gelu", ["ff1"], ["ff1/gelu"]))
-    dense("ff1/gelu", layer.linear2.weight, layer.linear2.bias, "ff2")
+    dense("ff1/gelu", "ff2")
     nodes += [helper.make_node("Add", ["h1", "ff2"], ["res2"]),
-              helper.make_node("LayerNormalization", ["res2", w("norm2.weight", layer.norm2.weight),
-                                                      w("norm2.bias", layer.norm2.bias)], ["h2"],
+              helper.make_node("LayerNormalization", ["res2", "norm2.weight", "norm2.bias"], ["h2"],
                                epsilon=layer.norm2.eps),
-              helper.make_node("ReduceMean", ["h2", w("pool_axes", torch.tensor([1]))], ["pooled"], keepdims=0)]
-    weights["pool_axes"] = np.array([1], np.int64)
-    dense("pooled", module.head.weight, module.head.bias, "logits")
+              helper.make_node("ReduceMean", ["h2", "pool_axes"], ["pooled"], keepdims=0)]
+    dense("pooled", "logits")
+    inits = [numpy_helper.from_array(a, n) for n, a in encoder_weights(module).items()]
     graph = helper.make_graph(
         nodes, "attention_encoder", [helper.make_tensor_value_info("tokens", TensorProto.INT64, [batch, length])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, module.head.out_features])],
-        [numpy_helper.from_array(a, n) for n, a in weights.items()])
+        inits + [numpy_helper.from_array(np.array([1], np.int64), "pool_axes")])
     return module, helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])

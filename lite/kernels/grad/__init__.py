@@ -7,3 +7,4 @@ from lite.kernels.grad import (activation_grad, arithmetic_grad, batchnorm_grad,
 from lite.kernels.grad import group_norm_grad, unary_math_grad, where_grad  # noqa: F401,E402
 from lite.kernels.grad import gru_grad, lstm_grad, rnn_grad  # noqa: F401,E402  (recurrent)
 from lite.kernels.grad import cumulative_grad, det_grad, nll_loss_grad  # noqa: F401,E402
+from lite.kernels.grad import attention_grad, rms_norm_grad  # noqa: F401,E402  (transformer)
