@@ -15,6 +15,8 @@ import numpy as np
 
 from converter.ir import Graph, Node, Value
 from converter.passes.match import other_input, produced_by, scaled_by
+from lite import dtypes
+from lite.kernel import kernel_for
 
 
 def _unscaled(graph: Graph, value: str) -> tuple[str, float]:
@@ -95,6 +97,8 @@ def _fuse_one(graph: Graph, softmax: Node) -> bool:
     (q, q_factor), (k, k_factor), v = _unscaled(graph, matmul.inputs[0]), keys, out_mm.inputs[1]
     shapes = [graph.values[x].shape for x in (q, k, v)]
     scores = graph.values[matmul.outputs[0]].shape
+    if not _runs(graph.values[q].dtype):
+        return False
     if any(len(s) != rank or min(s) < 0 for s in shapes) or not shapes[0][:-2] == shapes[1][:-2] == \
             shapes[2][:-2] or mask and not _fits(graph.values[mask], scores) or \
             graph.values[softmax.inputs[0]].shape != scores:
@@ -117,6 +121,13 @@ def _fits(mask: Value, scores: tuple[int, ...]) -> bool:
     """A float mask the kernel reads as the Add did: at most the scores' rank and a full last axis (the
     kernel pads a shorter one with masked keys, where the Add would broadcast it)."""
     return mask.dtype.kind == "f" and 1 <= mask.rank <= len(scores) and mask.shape[-1] == scores[-1]
+
+
+def _runs(dtype: np.dtype) -> bool:
+    """Whether the Attention kernel runs `dtype` (narrow floats through its float32 kernel); a block of another
+    type (float64) keeps its MatMul / Softmax nodes."""
+    type_id = dtypes.from_numpy(dtype)
+    return kernel_for("Attention", type_id) is not None or type_id in dtypes.NARROW_FLOATS
 
 
 def fuse_attention(graph: Graph) -> None:
