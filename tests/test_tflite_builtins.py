@@ -70,6 +70,8 @@ CASES: dict[str, Callable[[], tuple[bytes, list[np.ndarray]]]] = {
                                            1, "ReducerOptions", out_dtypes=(B,), KeepDims=True),
     "bucketize": lambda: unary("BUCKETIZE", grid(3, 5), "BucketizeOptions", I32,
                                Boundaries=np.array([-1.0, 0.0, 0.5, 2.0], np.float32)),
+    "bucketize_int": lambda: unary("BUCKETIZE", ints(3, 5), "BucketizeOptions", I32,
+                                   Boundaries=np.array([-1.5, 0.0, 0.5, 2.0], np.float32)),
     "broadcast_to": lambda: single("BROADCAST_TO", [(3, 1), np.array([2, 3, 4], I32)], 1, "BroadcastToOptions",
                                       version=2),
     "space_to_batch_nd": lambda: single("SPACE_TO_BATCH_ND", [(2, 5, 6, 3), np.array([2, 3], I32),

@@ -84,8 +84,11 @@ def reduce_any_all(ctx: ImportContext) -> None:
 
 @tflite_op("BUCKETIZE")
 def bucketize(ctx: ImportContext) -> None:
-    """The bucket of x is the number of (sorted) boundaries b with x >= b."""
+    """The bucket of x is the number of (sorted) boundaries b with x >= b; integer x is compared in float64,
+    exactly, with the float boundaries."""
     x = ctx.input(0)
+    if ctx.value(x).dtype.kind != "f":
+        x = ctx.emit1("Cast", [x], to=from_numpy(np.dtype(np.float64)))
     boundaries = ctx.add_const(np.asarray(ctx.opt("Boundaries", []), ctx.value(x).dtype), "boundaries")
     reached = ctx.emit1("Compare", [ctx.emit1("Unsqueeze", [x, ctx.add_const(np.array([-1], np.int64), "axes")]),
                                     boundaries], mode=C.GREATER_EQUAL)
