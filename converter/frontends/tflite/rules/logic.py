@@ -1,6 +1,6 @@
 """TFLite importer rules for comparisons, logic and selection: EQUAL, NOT_EQUAL, LESS, LESS_EQUAL, GREATER,
 GREATER_EQUAL -> Compare (NOT_EQUAL as EQUAL then NOT); LOGICAL_AND / OR / NOT, BITWISE_XOR -> Bitwise; SELECT,
-SELECT_V2 -> Where.
+SELECT_V2 -> Where; RIGHT_SHIFT -> Bitwise (unsigned) or an exact floor division (signed).
 
 Quantized comparison operands are compared as reals (the importer dequantizes them), which is TFLite's rule:
 its int8 comparisons rescale both sides to a common scale first.
@@ -32,6 +32,20 @@ def not_equal(ctx: ImportContext) -> None:
 @tflite_op(*_BITWISE)
 def bitwise(ctx: ImportContext) -> None:
     ctx.emit("Bitwise", ctx.inputs, ctx.outputs, mode=_BITWISE[ctx.op.op])
+
+
+@tflite_op("RIGHT_SHIFT")
+def right_shift(ctx: ImportContext) -> None:
+    """Logical for unsigned x (our Bitwise SHIFT_RIGHT); arithmetic for signed x, which is floor(x / 2^s):
+    (x - x mod 2^s) / 2^s divides exactly, so the truncating integer Div gives the floor."""
+    x, shift = ctx.inputs[:2]
+    dtype = ctx.value(x).dtype
+    if dtype.kind == "u":
+        ctx.emit("Bitwise", [x, shift], ctx.outputs, mode=B.SHIFT_RIGHT)
+        return
+    power = ctx.emit1("Pow", [ctx.add_const(np.array(2, dtype), "two"), shift])
+    exact = ctx.emit1("Sub", [x, ctx.emit1("Mod", [x, power], fmod=False)])
+    ctx.emit("Div", [exact, power], ctx.outputs)
 
 
 @tflite_op("SELECT", "SELECT_V2")
