@@ -42,7 +42,6 @@ REFUSED.update({
     **dict.fromkeys(("CONV_3D", "CONV_3D_TRANSPOSE"), "3-D convolutions have no kernel (Conv2D is 2-D)"),
     **dict.fromkeys(("RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL"),
                     "random draws are not imported (TFLite's Philox streams cannot be reproduced)"),
-    "FAKE_QUANT": "training-time fake quantization is not imported (convert with quantized tensors instead)",
     **dict.fromkeys(("DILATE", "REDUCE_WINDOW"), "StableHLO-derived ops are not supported"),
     "DELEGATE": "a delegate's fused node runs only inside that delegate",
     "PLACEHOLDER_FOR_GREATER_OP_CODES": "a placeholder code, not an operator",

@@ -1,6 +1,6 @@
 """TFLite importer rules for elementwise math beyond arithmetic: FLOOR, CEIL, ROUND, SIN, COS, SIGN ->
 UnaryMath; FLOOR_DIV, FLOOR_MOD -> Mod (Python's remainder, the divisor's sign) and Div; ATAN2 spelled out of
-UnaryMath ATAN and Where; CUMSUM -> Cumulative; ADD_N -> a chain of Add; REDUCE_ANY / REDUCE_ALL -> Reduce MAX /
+UnaryMath ATAN and Where; FAKE_QUANT spelled out of clamps and FLOOR; CUMSUM -> Cumulative; ADD_N -> a chain of Add; REDUCE_ANY / REDUCE_ALL -> Reduce MAX /
 MIN on bool; BUCKETIZE -> a count of the boundaries each value reaches.
 
 ROUND rounds half to even, as TFLite does (and numpy's rint).
@@ -57,6 +57,30 @@ def atan2(ctx: ImportContext) -> None:
     angle = ctx.emit1("Add", [ctx.emit1("UnaryMath", [ctx.emit1("Div", [y, x])], mode=U.ATAN), shift])
     axis = ctx.emit1("Mul", [ctx.emit1("UnaryMath", [y], mode=U.SIGN), scalar(math.pi / 2)])
     ctx.emit("Where", [ctx.emit1("Compare", [x, zero], mode=C.EQUAL), axis, angle], ctx.outputs)
+
+
+@tflite_op("FAKE_QUANT")
+def fake_quant(ctx: ImportContext) -> None:
+    """TF's fake quantization with its nudged range: the zero point rounded onto the integer grid, then
+    y = floor((clamp(x, lo, hi) - lo) / scale + 0.5) * scale + lo."""
+    if ctx.opt("NarrowRange", False):
+        raise ctx.error("narrow_range fake quantization is not supported (LiteRT refuses it on activations too)")
+    q_min, q_max = 0.0, float(2 ** int(ctx.opt("NumBits", 8)) - 1)
+    low, high = float(ctx.opt("Min", 0.0)), float(ctx.opt("Max", 0.0))
+    if not low <= 0.0 <= high or low == high:
+        raise ctx.error(f"range [{low}, {high}] must contain 0 and not be empty")
+    scale = (high - low) / (q_max - q_min)
+    zero_point = min(max(math.floor(q_min - low / scale + 0.5), q_min), q_max)
+    lo, hi = (q_min - zero_point) * scale, (q_max - zero_point) * scale
+    x = ctx.input(0)
+
+    def scalar(value: float) -> str:
+        return ctx.add_const(np.array(value, ctx.value(x).dtype))
+
+    clamped = ctx.emit1("Minimum", [ctx.emit1("Maximum", [x, scalar(lo)]), scalar(hi)])
+    steps = ctx.emit1("Add", [ctx.emit1("Div", [ctx.emit1("Sub", [clamped, scalar(lo)]), scalar(scale)]), scalar(0.5)])
+    grid = ctx.emit1("UnaryMath", [steps], mode=U.FLOOR)
+    ctx.emit("Add", [ctx.emit1("Mul", [grid, scalar(scale)]), scalar(lo)], ctx.outputs)
 
 
 @tflite_op("CUMSUM")
