@@ -1,7 +1,8 @@
 """TFLite importer rules for elementwise math beyond arithmetic: FLOOR, CEIL, ROUND, SIN, COS, SIGN ->
 UnaryMath; FLOOR_DIV, FLOOR_MOD -> Mod (Python's remainder, the divisor's sign) and Div; ATAN2 spelled out of
-UnaryMath ATAN and Where; FAKE_QUANT spelled out of clamps and FLOOR; CUMSUM -> Cumulative; ADD_N -> a chain of Add; REDUCE_ANY / REDUCE_ALL -> Reduce MAX /
-MIN on bool; BUCKETIZE -> a count of the boundaries each value reaches.
+UnaryMath ATAN and Where; FAKE_QUANT spelled out of clamps and FLOOR; CUMSUM -> Cumulative; ADD_N -> a chain
+of Add; REDUCE_ANY / REDUCE_ALL -> Reduce MAX / MIN on bool; BUCKETIZE -> a count of the boundaries each value
+reaches.
 
 ROUND rounds half to even, as TFLite does (and numpy's rint).
 """
