@@ -1,7 +1,8 @@
 """Quantized (int8) variants of single builtins against LiteRT's int8 kernels. Data movement (broadcast, space /
 batch, reverse, gather, tile, pads, depth / space, top-k, select, min / max) keeps the input's scale and zero
 point, so it is exact; comparisons and ARG_MAX compare the reals exactly; ops computed in float between a
-dequantize and a quantize (SQUARED_DIFFERENCE, RSQRT, L2_NORMALIZATION, LOG_SOFTMAX, SUM, MEAN, ABS, NEG) land
+dequantize and a quantize (SQUARED_DIFFERENCE, RSQRT, L2_NORMALIZATION, LOG_SOFTMAX, SUM, MEAN, ABS, NEG) and GELU
+(our int8 lookup table) land
 within one quantum of LiteRT's integer arithmetic (on these inputs every value is equal)."""
 from __future__ import annotations
 
@@ -69,6 +70,8 @@ ONE_QUANTUM: dict[str, Callable[[], tuple[bytes, list[np.ndarray]]]] = {
     "log_softmax": lambda: computed("LOG_SOFTMAX", [q(3, 10)], (16 / 256, 127), "LogSoftmaxOptions"),
     "sum": lambda: computed("SUM", [q(2, 4, 3), np.array([1], I32)], (0.15, 0), "ReducerOptions"),
     "mean": lambda: computed("MEAN", [q(2, 4, 4, 3), np.array([1, 2], I32)], (0.03, 2), "ReducerOptions"),
+    "gelu": lambda: computed("GELU", [q(3, 20)], (0.03, -120), "GeluOptions"),
+    "gelu_tanh": lambda: computed("GELU", [q(3, 20)], (0.03, -120), "GeluOptions", Approximate=True),
     "abs": lambda: computed("ABS", [q(3, 5)], (0.03, -128)),
     "neg": lambda: computed("NEG", [q(3, 5)], (0.05, 3)),
 }

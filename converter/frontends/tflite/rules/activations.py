@@ -3,7 +3,6 @@ ELU, LEAKY_RELU, GELU -> our Activation{type} (int8 tensors run as the int8 Acti
 PRELU -> PReLU."""
 from __future__ import annotations
 
-from converter.frontends.lowering import gelu_tanh
 from converter.frontends.tflite.registry import ImportContext, tflite_op
 from schema import fb
 
@@ -33,13 +32,10 @@ def leaky_relu(ctx: ImportContext) -> None:
     ctx.emit("Activation", [ctx.input(0)], ctx.outputs, type=A.LEAKY_RELU, alpha=float(ctx.opt("Alpha", 0.2)))
 
 
-@tflite_op("GELU")
+@tflite_op("GELU", quant="int8")
 def gelu(ctx: ImportContext) -> None:
-    """Exact GELU is ours; the tanh approximation is spelled out (`gelu_tanh`)."""
-    if ctx.opt("Approximate", False):
-        gelu_tanh(ctx, ctx.input(0), ctx.outputs)
-    else:
-        ctx.emit("Activation", [ctx.input(0)], ctx.outputs, type=A.GELU)
+    """Exact GELU, or its tanh approximation (`approximate`)."""
+    ctx.emit("Activation", [ctx.input(0)], ctx.outputs, type=A.GELU_TANH if ctx.opt("Approximate", False) else A.GELU)
 
 
 @tflite_op("PRELU")
