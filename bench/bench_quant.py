@@ -4,13 +4,14 @@
 
 AaWw: a-bit activations, w-bit weights.
 (a) MNIST: a LeNet-5 trained here with PyTorch on the real MNIST (`../shared/datasets/mnist`), converted, and
-    quantized to A8W8 / A7W7 / A6W8 / A4W8 / A8W4 with and without bias correction (calibration: 1,000
-    training images); test accuracy on the 10,000 test images and logit SQNR against the float model.
+    quantized to A8W8 / A7W7 / A6W8 / A4W8 / A8W4 with and without bias correction, and with the tools combined
+    (calibration: 1,000 training images); test accuracy on the 10,000 test images and logit SQNR against the float model.
 (b) EfficientNet-Lite0 (`../shared/models/efficientnet_lite0.onnx`, real ImageNet weights): random crops and
     flips of scikit-image photos, evaluation and calibration drawn from disjoint photos. Against our float
     model: top-1 agreement (all inputs, and those where the float top-1 probability is >= 0.5), mean logit SQNR
     (dB, per input) and mean KL(float softmax || quantized softmax), for every calibration method at A8W8 and
-    `--method` at the lower bit widths. Bias correction is shown as the converter applies it (kept only when
+    `--method` alone, with each tool (bias correction, cross-layer equalization, AdaRound, MSE and percentile
+    weight scales) alone and with the tools combined at A8W8, A7W7, A6W8 and A4W8. Bias correction is shown as the converter applies it (kept only when
     the calibration outputs' SQNR does not fall) and, once, forced. onnxruntime's `quantize_static` (QDQ,
     per-channel, int8 activations and weights; MinMax, Percentile and Entropy calibration) is calibrated on the
     same inputs and scored against the same float reference (onnxruntime's own float model). The float
@@ -125,18 +126,21 @@ def bench_mnist(epochs: int) -> list[str]:
     calib = [{"input": train_x[i:i + 100]} for i in range(0, 1000, 100)]
     float_logits = mnist_logits(to_bytes(copy.deepcopy(graph)), test_x)
     float_acc = accuracy_of(float_logits, test_y)
-    rows = [f"| float32 | {float_acc:.2f} | – | – | – | – |"]
+    rows = [f"| float32 | {float_acc:.2f} | – | – | – | – | – | – |"]
+    combined = {k: v for tool in COMBINED for k, v in TOOLS[tool].items()}
     for a, w in BITS:
-        logits = [mnist_logits(to_bytes(quantize(copy.deepcopy(graph), QuantConfig(
-            activation_bits=a, weight_bits=w, bias_correction=bc), calib)), test_x) for bc in (False, True)]
+        configs = [QuantConfig(activation_bits=a, weight_bits=w, bias_correction=bc) for bc in (False, True)]
+        configs.append(QuantConfig(activation_bits=a, weight_bits=w, **combined))
+        logits = [mnist_logits(to_bytes(quantize(copy.deepcopy(graph), cfg, calib)), test_x) for cfg in configs]
         acc = [accuracy_of(z, test_y) for z in logits]
         sqnr = [agreement(float_logits, z).sqnr_db for z in logits]
-        rows.append(f"| A{a}W{w} | {acc[0]:.2f} | {acc[1]:.2f} | {float_acc - acc[1]:+.2f} | {sqnr[0]:.2f} | "
-                    f"{sqnr[1]:.2f} |")
+        rows.append(f"| A{a}W{w} | {acc[0]:.2f} | {acc[1]:.2f} | {acc[2]:.2f} | {float_acc - max(acc):+.2f} | "
+                    f"{sqnr[0]:.2f} | {sqnr[1]:.2f} | {sqnr[2]:.2f} |")
     return ["## (a) MNIST LeNet-5 (trained here, PyTorch, "
             f"{epochs} epochs), 10,000 test images: accuracy % and logit SQNR against the float model", "",
-            "| model | accuracy | accuracy, bias correction | loss (with) | logit SQNR dB | logit SQNR dB, "
-            "bias correction |", "|---|---|---|---|---|---|", *rows]
+            f"Combined: {' + '.join(COMBINED)}. Loss: float accuracy minus the best of the three.", "",
+            "| model | accuracy | accuracy, bias correction | accuracy, combined | loss (best) | logit SQNR dB | "
+            "logit SQNR dB, bias correction | logit SQNR dB, combined |", "|---|---|---|---|---|---|---|---|", *rows]
 
 
 # ---- (b) EfficientNet-Lite0 --------------------------------------------------------------------------------------
@@ -233,21 +237,28 @@ def latency(buffers: dict[str, bytes], x: np.ndarray, rounds: int) -> dict[str, 
 
 METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER", "PERCENTILE", "MSE")
 ORT_METHODS = ("MinMax", "Percentile", "Entropy")
-LOW_BITS = ((7, 7), (6, 8), (4, 8), (8, 4))
+LOW_BITS = ((7, 7), (6, 8), (4, 8))
+TOOLS = {"bias correction": {"bias_correction": True}, "CLE": {"cross_layer_equalization": True},
+         "AdaRound": {"adaround": True}, "MSE weight scales": {"weight_method": "MSE"},
+         "percentile weight scales": {"weight_method": "PERCENTILE"}}
+COMBINED = ("CLE", "AdaRound", "MSE weight scales", "bias correction")
 
 
 def ours_variants(method: str) -> list[tuple[str, QuantConfig]]:
-    """Every calibration method at A8W8 alone and with (checked) bias correction; `method` at lower bits
-    (A7W7 with bias correction too)."""
+    """Every calibration method at A8W8 alone and with (checked) bias correction; then at A8W8 and each lower
+    bit width, `method` alone, with each tool alone and with the tools COMBINED."""
     rows = []
     for m in METHODS:
         rows += [(f"ours A8W8, {m}", QuantConfig(method=m)),
                  (f"ours A8W8, {m} + bias correction", QuantConfig(method=m, bias_correction=True))]
-    for a, w in LOW_BITS:
-        cfg = QuantConfig(activation_bits=a, weight_bits=w, method=method)
-        rows.append((f"ours A{a}W{w}, {method}", cfg))
-        if (a, w) == (7, 7):
-            rows.append((f"ours A{a}W{w}, {method} + bias correction", replace(cfg, bias_correction=True)))
+    for a, w in ((8, 8), *LOW_BITS):
+        base = QuantConfig(activation_bits=a, weight_bits=w, method=method)
+        if (a, w) != (8, 8):
+            rows.append((f"ours A{a}W{w}, {method}", base))
+        rows += [(f"ours A{a}W{w}, {method} + {tool}", replace(base, **TOOLS[tool]))
+                 for tool in TOOLS if (a, w) != (8, 8) or tool != "bias correction"]
+        combined = {k: v for tool in COMBINED for k, v in TOOLS[tool].items()}
+        rows.append((f"ours A{a}W{w}, {method} + {' + '.join(COMBINED)}", replace(base, **combined)))
     return rows
 
 

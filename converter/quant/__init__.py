@@ -12,14 +12,19 @@ from converter.ir import Graph
 from converter.load import load_onnx, to_graph
 from converter.quant.bias_correction import correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration
-from converter.quant.config import POST_TRAINING, WEIGHT_QUANT, QuantConfig, load_config, parse_config
+from converter.quant.adaround import adaround_weights
+from converter.quant.config import (MIXED_BIT_WEIGHT_QUANT, POST_TRAINING, WEIGHT_QUANT, QuantConfig, load_config,
+                                    parse_config)
 from converter.quant.debug import debug_report, format_report, write_report
+from converter.quant.equalization import equalize_for_quantization
 from converter.quant.full_quant import full_quantize, split_activations
+from converter.quant.mixed_precision import search_bits, weight_only_bits
 from converter.quant.sensitivity import layer_sensitivity, sensitivity_markdown, write_sensitivity
 from converter.quant.weights import weight_only_quantize
+from lite.status import ParamInvalidError
 
 __all__ = ["QuantConfig", "convert_quantized", "load_config", "make_config", "parse_config", "quantize",
-           "POST_TRAINING", "WEIGHT_QUANT"]
+           "MIXED_BIT_WEIGHT_QUANT", "POST_TRAINING", "WEIGHT_QUANT"]
 
 
 def make_config(config_file: str | os.PathLike | None = None, **flags) -> QuantConfig:
@@ -40,15 +45,29 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     """Quantize the optimised float `graph` (consumed: use the returned graph). PostTraining needs calibration
     inputs ({input name: float32 array} per sample); WeightQuant needs none."""
     config.validate()
-    if config.quant_type == WEIGHT_QUANT:
-        return weight_only_quantize(graph, config.weight_bits, config.min_quant_weight_size,
-                                    config.min_quant_weight_channel)
+    if config.quant_type != POST_TRAINING:
+        bits = weight_only_bits(config.init_scale) if config.quant_type == MIXED_BIT_WEIGHT_QUANT else \
+            config.weight_bits
+        return weight_only_quantize(graph, bits, config.min_quant_weight_size, config.min_quant_weight_channel)
     samples = calibration_inputs if calibration_inputs is not None else load_calibration(graph, config)
+    if not samples:
+        raise ParamInvalidError("calibrate_path: no calibration samples (the calibration folder is empty)")
+    if config.cross_layer_equalization:
+        equalize_for_quantization(graph, samples)
     float_graph = copy.deepcopy(split_activations(graph))
     observers = calibrate(float_graph, samples, config.method, config.activation_bits)
     ranges = {k: o.range() for k, o in observers.items()}
-    qgraph = full_quantize(graph, ranges, config.activation_bits,
-                           config.weight_bits, config.input_data_type, config.output_data_type)
+
+    def build(layer_bits: dict[str, int], target: Graph | None = None) -> Graph:
+        return full_quantize(target or copy.deepcopy(float_graph), ranges, config.activation_bits,
+                             config.weight_bits, config.input_data_type, config.output_data_type,
+                             config.weight_method, layer_bits)
+
+    layer_bits = (search_bits(float_graph, ranges, config.activation_bits, samples, config.min_output_sqnr, build)
+                  if config.min_output_sqnr > 0 else {})
+    qgraph = build(layer_bits, graph)
+    if config.adaround:
+        adaround_weights(float_graph, qgraph, samples, config.adaround_iterations)
     if config.bias_correction:
         qgraph = correct_biases_if_better(float_graph, qgraph, samples)
     if config.debug_info_save_path:

@@ -95,7 +95,8 @@ def load_calibration(graph: Graph, cfg: QuantConfig) -> list[dict[str, np.ndarra
         suffixes = IMAGE_SUFFIXES if cfg.input_type == "IMAGE" else (".bin", ".npy")
         found = sorted(f for f in os.listdir(folder) if f.lower().endswith(suffixes))
         if not found:
-            raise ParamInvalidError(f"calibration folder '{folder}' has no {'/'.join(suffixes)} files")
+            raise ParamInvalidError(f"calibrate_path: calibration folder '{folder}' has no "
+                                    f"{'/'.join(suffixes)} files")
         files[name] = [os.path.join(folder, f) for f in found[:cfg.calibrate_size]]
     count = min(len(v) for v in files.values())
     return [{name: load_file(files[name][i], input_shape(graph, name), cfg) for name in graph.inputs}
@@ -167,3 +168,19 @@ def calibrate(graph: Graph, samples: list[dict[str, np.ndarray]], method: str, b
 
     run_samples(session_for(graph), samples, visit)
     return observers
+
+
+def channel_ranges(graph: Graph, samples: list[dict[str, np.ndarray]],
+                   names: set[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per-channel (last axis) minimum and maximum of the float activations `names` over the samples."""
+    ranges: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def visit(name: str, array: np.ndarray) -> None:
+        if name in names and array.dtype == np.float32 and array.size:
+            flat = array.reshape(-1, array.shape[-1])
+            lo, hi = flat.min(axis=0).astype(np.float64), flat.max(axis=0).astype(np.float64)
+            old = ranges.get(name)
+            ranges[name] = (lo, hi) if old is None else (np.minimum(old[0], lo), np.maximum(old[1], hi))
+
+    run_samples(session_for(graph), samples, visit, "channel ranges")
+    return ranges

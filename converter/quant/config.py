@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 
 from lite.status import ParamInvalidError
 
-POST_TRAINING, WEIGHT_QUANT = "PostTraining", "WeightQuant"
+POST_TRAINING, WEIGHT_QUANT, MIXED_BIT_WEIGHT_QUANT = "PostTraining", "WeightQuant", "MixedBitWeightQuant"
 METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER", "PERCENTILE", "MSE")
-FULL_BITS, WEIGHT_ONLY_BITS = (2, 8), (1, 16)
+FULL_BITS, WEIGHT_ONLY_BITS, MIXED_BITS = (2, 8), (1, 16), (4, 8)
+WEIGHT_METHODS = ("MAX_MIN", "MSE", "PERCENTILE")
 _OLD_METHODS = {"MAX_MIN": "MAX_MIN", "KL": "KL", "REMOVALOUTLIER": "REMOVAL_OUTLIER",
                 "REMOVAL_OUTLIER": "REMOVAL_OUTLIER", "PERCENTILE": "PERCENTILE", "MSE": "MSE"}
 
@@ -34,24 +35,40 @@ class QuantConfig:
     resize_height: int = 0
     method: str = "MAX_MIN"
     bias_correction: bool = False
+    weight_method: str = "MAX_MIN"      # per-channel weight scales: MAX_MIN | MSE | PERCENTILE
+    cross_layer_equalization: bool = False
+    adaround: bool = False
+    adaround_iterations: int = 100
+    min_output_sqnr: float = 0.0        # > 0: automatic mixed precision with this output SQNR budget (dB)
+    init_scale: float = 0.02            # MixedBitWeightQuant: the relative weight error each layer may reach
     debug_info_save_path: str = ""      # non-empty: write the per-layer debug report there (JSON)
     input_data_type: str = "FLOAT"      # FLOAT | INT8 | UINT8: graph inputs of a fully quantized model
     output_data_type: str = "FLOAT"
 
     def validate(self) -> "QuantConfig":
         """Check ranges and folders; returns self."""
-        if self.quant_type not in (POST_TRAINING, WEIGHT_QUANT):
-            raise ParamInvalidError(f"quant_type must be {POST_TRAINING} or {WEIGHT_QUANT}, got '{self.quant_type}'")
+        types = (POST_TRAINING, WEIGHT_QUANT, MIXED_BIT_WEIGHT_QUANT)
+        if self.quant_type not in types:
+            raise ParamInvalidError(f"quant_type must be one of {', '.join(types)}, got '{self.quant_type}'")
         lo, hi = FULL_BITS if self.quant_type == POST_TRAINING else WEIGHT_ONLY_BITS
         bits = {"weight_bit_num": self.weight_bits}
         if self.quant_type == POST_TRAINING:
             bits["activation_bit_num"] = self.activation_bits
-        for key, value in bits.items():
-            if not lo <= value <= hi:
-                raise ParamInvalidError(f"{key} = {value} is out of range: {self.quant_type} takes {lo}..{hi} bits")
-        if self.method not in METHODS:
-            raise ParamInvalidError(f"activation_quant_method must be one of {', '.join(METHODS)}, "
-                                    f"got '{self.method}'")
+        if self.quant_type != MIXED_BIT_WEIGHT_QUANT:
+            for key, value in bits.items():
+                if not lo <= value <= hi:
+                    raise ParamInvalidError(f"{key} = {value} is out of range: {self.quant_type} takes "
+                                            f"{lo}..{hi} bits")
+        for key, value, allowed in (("activation_quant_method", self.method, METHODS),
+                                    ("weight_quant_method", self.weight_method, WEIGHT_METHODS)):
+            if value not in allowed:
+                raise ParamInvalidError(f"{key} must be one of {', '.join(allowed)}, got '{value}'")
+        if self.adaround_iterations < 1:
+            raise ParamInvalidError(f"adaround_iterations must be positive, got {self.adaround_iterations}")
+        if self.min_output_sqnr < 0:
+            raise ParamInvalidError(f"min_output_sqnr must be >= 0 dB, got {self.min_output_sqnr}")
+        if not 0 < self.init_scale < 1:
+            raise ParamInvalidError(f"init_scale must be in (0, 1), got {self.init_scale}")
         if self.input_type not in ("BIN", "IMAGE"):
             raise ParamInvalidError(f"input_type must be BIN or IMAGE, got '{self.input_type}'")
         for key in ("input_data_type", "output_data_type"):
@@ -71,6 +88,13 @@ def _int(key: str, text: str) -> int:
         return int(text)
     except ValueError:
         raise ParamInvalidError(f"{key} must be an integer, got '{text}'") from None
+
+
+def _float(key: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ParamInvalidError(f"{key} must be a number, got '{text}'") from None
 
 
 def _bool(key: str, text: str) -> bool:
@@ -103,7 +127,8 @@ def _apply(cfg: QuantConfig, key: str, value: str, base: str) -> None:
     """Set one key (either form) on `cfg`."""
     value = value.strip()
     if key == "quant_type":
-        cfg.quant_type = {"FULL_QUANT": POST_TRAINING, "WEIGHT_QUANT": WEIGHT_QUANT}.get(value.upper(), value)
+        cfg.quant_type = {"FULL_QUANT": POST_TRAINING, "WEIGHT_QUANT": WEIGHT_QUANT,
+                          "MIXED_BIT_WEIGHT_QUANT": MIXED_BIT_WEIGHT_QUANT}.get(value.upper(), value)
     elif key == "bit_num":
         cfg.activation_bits = cfg.weight_bits = _int(key, value)
     elif key == "activation_bit_num":
@@ -123,8 +148,14 @@ def _apply(cfg: QuantConfig, key: str, value: str, base: str) -> None:
         setattr(cfg, key, _floats(key, value))
     elif key in ("activation_quant_method", "method_x"):
         cfg.method = _OLD_METHODS.get(value.upper(), value)
-    elif key == "bias_correction":
-        cfg.bias_correction = _bool(key, value)
+    elif key in ("bias_correction", "cross_layer_equalization", "adaround"):
+        setattr(cfg, key, _bool(key, value))
+    elif key == "weight_quant_method":
+        cfg.weight_method = value.upper()
+    elif key == "adaround_iterations":
+        cfg.adaround_iterations = _int(key, value)
+    elif key in ("min_output_sqnr", "init_scale"):
+        setattr(cfg, key, _float(key, value))
     elif key == "debug_info_save_path":
         cfg.debug_info_save_path = os.path.join(base, value) if value else ""
     elif key == "thread_num":
@@ -138,7 +169,9 @@ SECTIONS = {
                            "min_quant_weight_channel", "debug_info_save_path"),
     "data_preprocess_param": ("calibrate_path", "calibrate_size", "input_type", "normalize_mean", "normalize_std",
                               "resize_width", "resize_height"),
-    "full_quant_param": ("activation_quant_method", "bias_correction"),
+    "full_quant_param": ("activation_quant_method", "bias_correction", "weight_quant_method",
+                         "cross_layer_equalization", "adaround", "adaround_iterations", "min_output_sqnr"),
+    "mixed_bit_weight_quant_param": ("init_scale",),
 }
 OLD_KEYS = ("image_path", "batch_count", "method_x", "bias_correction", "thread_num")
 

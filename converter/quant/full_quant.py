@@ -80,14 +80,15 @@ def _add_cast(graph: Graph, src: str, dst: str, src_t: int, dst_t: int) -> None:
                             {"src_t": int(src_t), "dst_t": int(dst_t)}))
 
 
-def _quantize_weights(graph: Graph, node: Node, in_param: fb.QuantParamT, bits: int) -> None:
-    """Per-channel int8 weight; INT32 bias with scale s_x * s_w[c] (MatMul's B is stored untransposed)."""
+def _quantize_weights(graph: Graph, node: Node, in_param: fb.QuantParamT, bits: int, method: str) -> None:
+    """Per-channel int8 weight (scales by `method`, weights.WEIGHT_METHODS); INT32 bias with scale
+    s_x * s_w[c] (MatMul's B is stored untransposed)."""
     index = traits(node.op).weight_input
     w = graph.const(node.inputs[index])
     if node.op == "MatMul" and node.attrs.get("transpose_b"):
         w, node.attrs = w.T, {**node.attrs, "transpose_b": False}
     axis = weight_axis(node, w)
-    q, params = quantize_weight(w, axis, bits)
+    q, params = quantize_weight(w, axis, bits, method)
     source = graph.values[node.inputs[index]]
     wname = graph.add_const(q, f"{source.name}_int8")
     wvalue = graph.values[wname]
@@ -143,10 +144,14 @@ def _quantize_const_input(graph: Graph, name: str, bits: int, param: fb.QuantPar
 
 
 def full_quantize(graph: Graph, ranges: Ranges, activation_bits: int = 8, weight_bits: int = 8,
-                  input_type: str = "FLOAT", output_type: str = "FLOAT") -> Graph:
-    """Rewrite `graph` (mutated and returned) with calibrated float `ranges` of its activations."""
+                  input_type: str = "FLOAT", output_type: str = "FLOAT", weight_method: str = "MAX_MIN",
+                  layer_bits: dict[str, int] | None = None) -> Graph:
+    """Rewrite `graph` (mutated and returned) with calibrated float `ranges` of its activations; `layer_bits`
+    gives some weighted layers (by node name) their own weight bit width, and a layer it maps to 0 (or less)
+    stays float."""
     graph.sort()
-    chosen = int8_nodes(graph, ranges)
+    layer_bits = layer_bits or {}
+    chosen = [n for n in int8_nodes(graph, ranges) if layer_bits.get(n.name, weight_bits) > 0]
     chosen_ids = {id(n) for n in chosen}
     params: dict[str, fb.QuantParamT] = {}
     int8_of: dict[str, str] = {}            # float activation -> its int8 version read by int8 nodes
@@ -175,7 +180,7 @@ def full_quantize(graph: Graph, ranges: Ranges, activation_bits: int = 8, weight
                 shared = in_param if t.same_quant else None
                 node.inputs[i] = _quantize_const_input(graph, name, activation_bits, shared)
         if t.weight_input is not None:
-            _quantize_weights(graph, node, in_param, weight_bits)
+            _quantize_weights(graph, node, in_param, layer_bits.get(node.name, weight_bits), weight_method)
         for name in node.outputs:
             params[name] = in_param if t.same_quant else activation_param(*ranges[name], activation_bits)
             _set_int8(graph.values[name], params[name])

@@ -7,6 +7,8 @@ Conv2D OHWI -> 0, FullConnection [out, in] -> 0, MatMul constant B -> its last a
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from converter.ir import Graph, Node, Value
@@ -26,17 +28,38 @@ def weight_range(bits: int) -> tuple[int, int]:
     return -hi, hi
 
 
-def channel_scales(w: np.ndarray, axis: int, bits: int) -> np.ndarray:
-    """max|w| per channel over the largest integer; all-zero channels get scale 1."""
-    reduce = tuple(a for a in range(w.ndim) if a != axis)
-    top = np.abs(w.astype(np.float64)).max(axis=reduce) if w.size else np.zeros(w.shape[axis])
-    return np.where(top > 0, top / weight_range(bits)[1], 1.0)
+WEIGHT_METHODS = ("MAX_MIN", "MSE", "PERCENTILE")
+CLIP_CANDIDATES = np.linspace(0.3, 1.0, 71)     # MSE: clip fractions of max|w| tried per channel
+WEIGHT_PERCENTILE = 99.9                          # PERCENTILE: of |w| per channel
 
 
-def quantize_weight(w: np.ndarray, axis: int, bits: int) -> tuple[np.ndarray, list[fb.QuantParamT]]:
+def _channels_first(w: np.ndarray, axis: int) -> np.ndarray:
+    return np.moveaxis(w.astype(np.float64), axis, 0).reshape(w.shape[axis], -1)
+
+
+def channel_scales(w: np.ndarray, axis: int, bits: int, method: str = "MAX_MIN") -> np.ndarray:
+    """Per-channel scales: clip threshold over the largest integer; all-zero channels get scale 1.
+    MAX_MIN clips at max|w|; PERCENTILE at the channel's WEIGHT_PERCENTILE-th percentile of |w|; MSE at the
+    fraction of max|w| (CLIP_CANDIDATES) whose quantized channel is closest to the float one in squared error."""
+    hi = weight_range(bits)[1]
+    a = np.abs(_channels_first(w, axis)) if w.size else np.zeros((w.shape[axis], 1))
+    top = a.max(axis=1)
+    if method == "PERCENTILE":
+        top = np.percentile(a, WEIGHT_PERCENTILE, axis=1)
+    elif method == "MSE":
+        errors = []
+        for fraction in CLIP_CANDIDATES:
+            scale = np.where(top > 0, fraction * top / hi, 1.0)[:, None]
+            errors.append(((np.clip(np.rint(a / scale), 0, hi) * scale - a) ** 2).sum(axis=1))
+        top = top * CLIP_CANDIDATES[np.argmin(np.stack(errors), axis=0)]
+    return np.where(top > 0, top / hi, 1.0)
+
+
+def quantize_weight(w: np.ndarray, axis: int, bits: int,
+                    method: str = "MAX_MIN") -> tuple[np.ndarray, list[fb.QuantParamT]]:
     """Integer weights (int8 for <= 8 bits, else int16) and one QuantParam per channel along `axis`. min/max
     stay at their defaults (FlatBuffers then omits them): per-channel params are a large part of an int8 file."""
-    scales = channel_scales(w, axis, bits)
+    scales = channel_scales(w, axis, bits, method)
     shape = [1] * w.ndim
     shape[axis] = -1
     lo, hi = weight_range(bits)
@@ -62,16 +85,18 @@ def weight_quantizable(node: Node, graph: Graph, min_size: int, min_channel: int
     return w.size > min_size and w.shape[weight_axis(node, w)] > min_channel
 
 
-def weight_only_quantize(graph: Graph, bits: int, min_size: int = 0, min_channel: int = 16) -> Graph:
+def weight_only_quantize(graph: Graph, bits: int | Callable[[np.ndarray, int], int], min_size: int = 0,
+                         min_channel: int = 16) -> Graph:
     """Replace each quantizable weight with its integer version followed by a QuantDTypeCast to float32 (the
-    runtime folds the cast at load). Other ops and weights are untouched. Mutates and returns `graph`."""
+    runtime folds the cast at load). Other ops and weights are untouched. `bits` may choose per weight
+    (weight, channel axis) -> bits (mixed-bit weight quantization). Mutates and returns `graph`."""
     for node in list(graph.nodes):
         if not weight_quantizable(node, graph, min_size, min_channel):
             continue
         index = traits(node.op).weight_input
         w = graph.const(node.inputs[index])
         axis = weight_axis(node, w)
-        q, params = quantize_weight(w, axis, bits)
+        q, params = quantize_weight(w, axis, bits(w, axis) if callable(bits) else bits)
         source = graph.values[node.inputs[index]]
         qname = graph.add_const(q, f"{source.name}_quant")
         qvalue = graph.values[qname]
