@@ -184,3 +184,15 @@ def test_soft_non_max_suppression_is_refused():
     with pytest.raises(lite.LiteError, match="soft_nms_sigma") as info:
         convert_tflite(nms_model(5, sigma=0.5)[0])
     assert info.value.status == lite.RET_NOT_SUPPORT
+
+
+def test_hybrid_embedding_lookup_dequantizes_the_int8_table():
+    """A text model's int8 embedding table (per-tensor scale) under float outputs: LiteRT's hybrid kernel
+    dequantizes the looked-up rows; we gather from the table dequantized at conversion."""
+    from tests.tflite_models import TFLiteModel
+    m = TFLiteModel()
+    ids, out = m.tensor([4], I32, name="ids"), m.tensor([4, 6], name="rows")
+    table = m.const(RNG.integers(-127, 128, (7, 6)).astype(np.int8), scale=np.array([0.02], np.float32),
+                    zero_point=np.zeros(1, np.int64))
+    m.op("EMBEDDING_LOOKUP", [ids, table], [out])
+    check(m.build([ids], [out]), [np.array([6, 0, 3, 6], I32)])
