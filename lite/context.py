@@ -48,12 +48,15 @@ def _default_devices() -> list[DeviceContext]:
 
 @dataclass
 class Context:
-    """Session settings. `thread_num` bounds the BLAS threads a session uses; the first available device in
-    `device_list` runs the graph, with the CPU as the fallback."""
+    """Session settings. `thread_num` bounds the threads a session uses (BLAS and compiled kernels); the first
+    available device in `device_list` runs the graph, with the CPU as the fallback. `kernels` picks the kernel
+    family: "auto" (compiled kernels when numba is importable), "compiled" or "numpy" (the reference); the
+    environment variable MSLITE_KERNELS overrides it."""
     thread_num: int = 2
     device_list: list[DeviceContext] = field(default_factory=_default_devices)
     allocator: object = None
     vendor_name: str = ""
+    kernels: str = "auto"
 
     def resolve_device(self) -> DeviceContext:
         """The device the session will run on: this runtime has only the CPU, so a preferred GPU or NPU

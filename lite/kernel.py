@@ -55,6 +55,7 @@ class Kernel(ABC):
     inplace: bool = False    # output 0 may share input 0's memory when input 0 dies here
     foldable: bool = True    # may be evaluated at compile time when all its inputs are known
     native_dtypes: bool = False   # runs on float16/bfloat16/float8 as stored (data movement, casts)
+    compiled: bool = False   # set by kernels that bound a compiled (numba) kernel: tools report it
 
     def __init__(self, node: NodeDef):
         self.node = node

@@ -12,11 +12,12 @@ import numpy as np
 from lite import dtypes
 from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
+from lite.kernels.compiled import check_mode, jit_seconds, selection
 from lite.model import Model, NodeDef, SubGraphDef
 from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, OpExecuteError,
                          ParamInvalidError, ReentrantError)
 from lite.tensor import MSTensor
-from lite.threads import blas_threads
+from lite.threads import thread_limit
 from schema.train_format import EVAL
 
 
@@ -55,6 +56,7 @@ class LiteSession:
         if not isinstance(self.context, Context):
             raise ParamInvalidError(f"context must be a lite.Context, got {type(self.context).__name__}")
         self.device = self.context.resolve_device()
+        check_mode(self.context.kernels)
         self._model: Model | None = None
         self._graph: Model | SubGraphDef | None = None
         self._plan: ExecutionPlan | None = None
@@ -62,6 +64,7 @@ class LiteSession:
         self._node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]] | None = None
         self._guard = threading.RLock()
         self._in_callback = False
+        self.jit_seconds = 0.0     # compiling or loading compiled kernels during the last compile (or Resize)
 
     @staticmethod
     def CreateSession(*args, dec_key: str | bytes | None = None) -> "LiteSession":
@@ -90,7 +93,10 @@ class LiteSession:
         return RET_OK
 
     def _compile(self, shapes: dict[int, tuple[int, ...]]) -> None:
-        plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None)
+        start = jit_seconds()
+        with selection(self.context.kernels, self.context.thread_num):
+            plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None)
+        self.jit_seconds = jit_seconds() - start
         self._plan = plan
         self._node_io = None
         self._dynamic_outputs = [i for i in self._graph.outputs if plan.specs[i] is None]
@@ -155,7 +161,7 @@ class LiteSession:
         """Run every node in order. A callback returning False stops the run: the remaining nodes are skipped
         and RET_SUCCESS_EXIT is returned."""
         plan = self._require_compiled()
-        with blas_threads(self.context.thread_num):
+        with thread_limit(self.context.thread_num):
             if before is None and after is None:
                 self._run_plain(plan)
                 if plan.dynamic is not None:
@@ -171,7 +177,8 @@ class LiteSession:
         """The dynamic part, after the static steps (which never read its tensors); the graph outputs it
         computes are rebound to their new arrays."""
         wrap = self._wrap_args if before is not None or after is not None else None
-        finished = plan.dynamic.run(before, after, wrap)
+        with selection(self.context.kernels, self.context.thread_num):    # its kernels are made while running
+            finished = plan.dynamic.run(before, after, wrap)
         for i in self._dynamic_outputs:
             if i in plan.dynamic.arrays:
                 array = plan.dynamic.arrays[i]

@@ -7,12 +7,15 @@ helpers build strided numpy views once (in `bind`) so a run only copies and mult
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from lite.kernels import compiled
+from lite.kernels.activation import activation_fn, clamp_bounds
 from schema import fb
 
 PadMode = fb.PadMode
@@ -26,6 +29,29 @@ def finish(out: np.ndarray, bias: np.ndarray | None, activation: Activation | No
         out += bias
     if activation is not None:
         activation(out, out)
+
+
+def constant_view(array: np.ndarray | None) -> np.ndarray | None:
+    """A writable copy of a read-only (mapped constant) array, else the array itself: compiled kernels then see
+    one array type whatever the source (one compiled signature instead of two)."""
+    return array.copy() if array is not None and not array.flags.writeable else array
+
+
+def epilogue(out: np.ndarray, bias: np.ndarray | None, kind: int) -> Callable[[], None] | None:
+    """`finish` prebound on `out` for a fused activation `kind`, or None when there is nothing to do. With the
+    compiled kernels and a clamp activation (none, RELU, RELU6), bias and clamp are one threaded pass."""
+    bounds = clamp_bounds(kind)
+    if bias is None and bounds == clamp_bounds(0):
+        return None
+    if (bounds is not None and out.dtype == np.float32 and out.size and out.flags.c_contiguous
+            and compiled.enabled()):
+        from lite.kernels.compiled import conv
+        rows = out.reshape(-1, out.shape[-1])
+        lo, hi = np.float32(bounds[0]), np.float32(bounds[1])
+        if bias is None:
+            return conv.clamp.bind(rows.size, rows, lo, hi)
+        return conv.bias_clamp.bind(rows.size, rows, constant_view(bias), lo, hi)
+    return functools.partial(finish, out, bias, activation_fn(kind))
 
 
 @dataclass(frozen=True)

@@ -186,6 +186,11 @@ def activation_fn(kind: int, alpha: float = 0.0, beta: float = 0.0, min_val: flo
     return None if kind == A.NO_ACTIVATION else _elementwise(kind, alpha, beta, min_val, max_val)
 
 
+def clamp_bounds(kind: int) -> tuple[float, float] | None:
+    """(lo, hi) when the fused activation `kind` is a clamp (what compiled epilogues fuse), else None."""
+    return {A.NO_ACTIVATION: (-math.inf, math.inf), A.RELU: (0.0, math.inf), A.RELU6: (0.0, 6.0)}.get(kind)
+
+
 def apply_activation(out: np.ndarray, kind: int) -> None:
     """Apply a fused activation to `out` in place (no-op for NO_ACTIVATION)."""
     fn = activation_fn(kind)

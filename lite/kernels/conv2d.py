@@ -8,6 +8,9 @@ Three paths, each prebound in `bind` as a callable over fixed views, so a run on
 - `DepthwiseBands` (group == C_in == C_out): KH*KW shifted multiply-adds, in bands of output rows whose input
   is padded into a cache-sized buffer, with per-tap weights pre-tiled along W so numpy runs each product as one
   contiguous loop; bias and activation are applied per band while it is in cache.
+- `DepthwiseCompiled` (group == C_in, any channel multiplier) when the compiled kernels are enabled
+  (`lite.kernels.compiled`): one threaded pass reads the unpadded input and writes the finished output.
+The GEMM paths end in `epilogue` (bias + clamp activation in one compiled pass where available).
 """
 from __future__ import annotations
 
@@ -19,9 +22,10 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import _winograd as winograd
-from lite.kernels._conv_math import (PadCopy, Window, finish, grouped_columns, make_window, padded_shape,
-                                     phased_tap_views)
-from lite.kernels.activation import activation_fn
+from lite.kernels import compiled
+from lite.kernels._conv_math import (PadCopy, Window, constant_view, epilogue, finish, grouped_columns,
+                                     make_window, padded_shape, phased_tap_views)
+from lite.kernels.activation import activation_fn, clamp_bounds
 from lite.status import InvalidOpAttrError
 from lite.traits import declare
 
@@ -214,6 +218,43 @@ class DepthwiseBands:
             self.finish(band)
 
 
+def depthwise_taps(w: np.ndarray) -> np.ndarray:
+    """OHWI depthwise weights [O, KH, KW, 1] as the compiled kernel's [KH, KW, O] view."""
+    return w[..., 0].transpose(1, 2, 0)
+
+
+@dataclass
+class DepthwiseCompiled:
+    """Prebound compiled depthwise conv: taps skip the padding, bias and a clamp activation are fused, other
+    activations follow in numpy. A weight that changes between runs (training) is re-laid out each run."""
+    call: Callable[[], None]
+    refresh: tuple[np.ndarray, np.ndarray] | None
+    after: Callable[[], None] | None
+
+    @staticmethod
+    def build(g: Geometry, const_weight: bool, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
+              out: np.ndarray, kind: int) -> "DepthwiseCompiled":
+        from lite.kernels.compiled import conv
+        taps = np.ascontiguousarray(depthwise_taps(w), np.float32)
+        bias = np.zeros(g.out_channels, np.float32) if bias is None else constant_view(bias)
+        bounds = clamp_bounds(kind)
+        lo, hi = (np.float32(b) for b in (bounds or clamp_bounds(0)))
+        args = (x, taps, bias, out, g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin,
+                g.ww.pad_begin, lo, hi)
+        activation = None if bounds is not None else activation_fn(kind)
+        work = out.size * g.wh.kernel * g.ww.kernel
+        return DepthwiseCompiled(conv.depthwise_f32.bind(work, *args),
+                                 None if const_weight else (taps, depthwise_taps(w)),
+                                 None if activation is None else functools.partial(activation, out, out))
+
+    def __call__(self) -> None:
+        if self.refresh is not None:
+            np.copyto(*self.refresh)
+        self.call()
+        if self.after is not None:
+            self.after()
+
+
 declare("Conv2D", weight_input=1, weight_axis=0, bias_input=2, bias_correction=True, fused_activation=True,
         batchnorm_folds=True, absorbs_pad=True)
 
@@ -227,7 +268,9 @@ class Conv2DKernel(Kernel):
         check_bias(self, bias, g.out_channels)
         self.geo = g
         self.const_weight = w.value is not None
-        self.depthwise = g.group > 1 and g.group == g.in_channels == g.out_channels
+        self.compiled_depthwise = g.group > 1 and g.group == g.in_channels and compiled.enabled()
+        self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels
+                          and not self.compiled_depthwise)
         self.winograd = (self.const_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
                          and g.wh.stride == g.ww.stride == g.wh.dilation == g.ww.dilation == 1
                          and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS)
@@ -239,6 +282,8 @@ class Conv2DKernel(Kernel):
 
     def scratch(self) -> list[TensorSpec]:
         g, f32 = self.geo, np.dtype(np.float32)
+        if self.compiled_depthwise:
+            return []
         if self.depthwise:
             return DepthwiseBands.scratch(g)
         if self.winograd:
@@ -255,15 +300,20 @@ class Conv2DKernel(Kernel):
     def bind(self, inputs, outputs, scratch) -> None:
         x, w, out, work = inputs[0], inputs[1], outputs[0], list(scratch)
         self.bias = inputs[2] if len(inputs) > 2 else None
-        if self.depthwise:
+        self.finish = None                 # the depthwise paths finish inside
+        if self.compiled_depthwise:
+            self.compute = DepthwiseCompiled.build(self.geo, self.const_weight, x, w, self.bias, out,
+                                                   self.attrs.activation)
+        elif self.depthwise:
             self.compute = DepthwiseBands.build(self.geo, self.const_weight, x, w, out, work,
                                                 lambda band: finish(band, self.bias, self.activation))
-        elif self.winograd:
-            self.compute = WinogradConv.build(self.geo, x, w, out, work)
         else:
-            self.compute = Im2colGemm.build(self.geo, self.direct, self.transposed, x, w, out, work)
+            self.compute = (WinogradConv.build(self.geo, x, w, out, work) if self.winograd else
+                            Im2colGemm.build(self.geo, self.direct, self.transposed, x, w, out, work))
+            self.finish = epilogue(out, self.bias, self.attrs.activation)
+        self.compiled = self.compiled_depthwise or isinstance(self.finish, compiled.Bound)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.compute()
-        if not self.depthwise:          # depthwise finishes band by band
-            finish(outputs[0], self.bias, self.activation)
+        if self.finish is not None:
+            self.finish()

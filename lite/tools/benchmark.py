@@ -57,6 +57,8 @@ FLAGS = (
     Flag("warmUpLoopCount", "untimed runs before the timed ones", int, 3),
     Flag("numThreads", "threads of the session", int, 2),
     Flag("inputShapes", "Resize the inputs first, e.g. 1,3,224,224:1,10 (one shape per input)"),
+    Flag("kernels", "kernel family: compiled when numba is importable (auto), or forced", str, "auto",
+         ("auto", "compiled", "numpy")),
     Flag("timeProfiling", "print per-node and per-op-type time tables", bool, False),
     Flag("summary", "print what the model holds (python -m lite.inspect) before running it", bool, False),
     Flag("decryptKey", "the hex key of an encrypted model (converter_lite --encryptKey)"),
@@ -254,9 +256,11 @@ def open_session(opts: SimpleNamespace) -> lite.LiteSession:
     """Load (mmap), compile with the flags' context, Resize if asked, and fill the inputs."""
     device = lite.CpuDeviceInfo(enable_float16=opts.enableFp16, cpu_bind_mode=lite.CpuBindMode(opts.cpuBindMode))
     context = lite.Context(thread_num=opts.numThreads,
-                           device_list=[lite.DeviceContext(lite.DeviceType.DT_CPU, device)])
+                           device_list=[lite.DeviceContext(lite.DeviceType.DT_CPU, device)], kernels=opts.kernels)
+    start = time.perf_counter()
     session = lite.LiteSession.CreateSession(context)
     session.CompileGraph(lite.Model.Load(opts.modelFile, dec_key=opts.decryptKey))
+    print(kernel_line(session, time.perf_counter() - start))
     if opts.inputShapes:
         shapes = parse_shapes(opts.inputShapes)
         inputs = session.GetInputs()
@@ -265,6 +269,15 @@ def open_session(opts: SimpleNamespace) -> lite.LiteSession:
         session.Resize(inputs, shapes)
     load_inputs(session, opts.inDataFile)
     return session
+
+
+def kernel_line(session: lite.LiteSession, seconds: float) -> str:
+    """Which kernels run, how many nodes bound a compiled one, and what compiling the session cost."""
+    from lite.kernels.compiled import describe
+    steps = session._require_compiled().steps
+    count = sum(step.kernel.compiled for step in steps)
+    return (f"Kernels: {describe(session.context.kernels)}; {count} of {len(steps)} nodes run compiled code; session created in "
+            f"{seconds:.3f} s ({session.jit_seconds:.3f} s compiling or loading kernels)")
 
 
 def dump_first_run(session: lite.LiteSession, target: str) -> None:

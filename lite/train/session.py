@@ -24,12 +24,13 @@ import numpy as np
 from lite import dtypes
 from lite.compiler import ExecutionPlan, check_memory, compile_graph
 from lite.context import Context
+from lite.kernels.compiled import selection
 from lite.model import Model, SubGraphDef, TensorDef
 from lite.serialize import write_atomic
 from lite.session import KernelCallBack, LiteSession, exclusive
 from lite.status import RET_OK, InputTensorError, NotSupportedError, OpExecuteError, ParamInvalidError
 from lite.tensor import MSTensor
-from lite.threads import blas_threads
+from lite.threads import thread_limit
 from lite.train.checkpoint import checkpoint_bytes, stored_step
 from lite.train.export import Piece, inference_bytes
 from lite.train.layout import TrainLayout, draws_random, find_layout, updated_state
@@ -155,9 +156,10 @@ class TrainSession(LiteSession):
                      "the training inputs")
         inputs = {i: self._inputs[i] if current.get(i) == s else np.zeros(s, types[i]) for i, s in new.items()}
         grad_in = self._grad_sums or self._grads
-        plans = {name: compile_graph(self._model, {}, part, {**self._variables, **inputs,
-                                                            **(grad_in if name == OPTIMIZER else self._grads)})
-                 for name, part in self._parts.items()}
+        with selection(self.context.kernels, self.context.thread_num):
+            plans = {name: compile_graph(self._model, {}, part, {**self._variables, **inputs,
+                                                                **(grad_in if name == OPTIMIZER else self._grads)})
+                     for name, part in self._parts.items()}
         dynamic = next((p.dynamic.nodes[0] for p in plans.values() if p.dynamic is not None), None)
         if dynamic is not None:
             raise NotSupportedError(f"{dynamic.op} node '{dynamic.name}': training needs shapes known before "
@@ -221,7 +223,7 @@ class TrainSession(LiteSession):
         """Eval mode: one forward. Train mode: one training step (a callback returning False stops it before
         any weight update and returns RET_SUCCESS_EXIT)."""
         self._require_compiled()
-        with blas_threads(self.context.thread_num):
+        with thread_limit(self.context.thread_num):
             if not self._train:
                 return self._execute(EVAL, before, after)
             for k, kernel in enumerate(self._dropouts):
@@ -369,7 +371,7 @@ class TrainSession(LiteSession):
         self._require_training("ApplyGradients")
         inputs = self._grad_sums or self._grads
         self._assign("ApplyGradients", {w: inputs[g] for w, g in self._layout.grads.items()}, gradients, True)
-        with blas_threads(self.context.thread_num):
+        with thread_limit(self.context.thread_num):
             self._execute(OPTIMIZER, None, None)
         self._reset_virtual_batch()
         return RET_OK

@@ -16,8 +16,9 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
+from lite.kernels import compiled
 from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
-from lite.kernels.conv2d import SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band
+from lite.kernels.conv2d import SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band, depthwise_taps
 from lite.kernels.int8.common import ExactGemm, exact_ranges, fused_bounds, input_quant, output_quant
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
 from lite.status import NotSupportedError
@@ -67,12 +68,22 @@ class Conv2DInt8Kernel(Kernel):
         centred, folded = weight_terms(w.value, zp_w, bias.value if bias is not None else None, qx.zero_point)
         self.geo, self.qx, self.centred = g, qx, centred
         self.ranges = exact_ranges(centred.T, MAX_ABS_X)
-        self.depthwise = g.group > 1 and g.group == g.in_channels == g.out_channels and len(self.ranges) == 1
-        self.transposed = not self.depthwise and g.group == 1 and g.rows < SMALL_M
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
-        self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded,
-                                            acc_bounds(centred, MAX_ABS_X))
+        bounds = acc_bounds(centred, MAX_ABS_X)
+        self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded, bounds)
+        self.compiled = self.requantize.exact and compiled.enabled()
+        self.compiled_depthwise = (self.compiled and g.group > 1 and g.group == g.in_channels
+                                   and int(bounds.max()) < 1 << 30)          # int32 accumulators cannot overflow
+        self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels and len(self.ranges) == 1
+                          and not self.compiled_depthwise)
+        self.transposed = not self.depthwise and g.group == 1 and g.rows < SMALL_M
         return [TensorSpec(g.out_shape, x.dtype)]
+
+    def channel_params(self) -> tuple[np.ndarray, np.ndarray, int, float]:
+        """The requantizer's per-channel float form (scale, offset, lo, top) for the compiled kernels."""
+        rq, channels = self.requantize, self.geo.out_channels
+        scale, offset = (np.ascontiguousarray(np.broadcast_to(v, (channels,)), F64) for v in (rq.scale, rq.offset))
+        return scale, offset, rq.lo, float(rq.hi - rq.lo)
 
     def product_shape(self) -> tuple[int, ...]:
         g = self.geo
@@ -85,6 +96,8 @@ class Conv2DInt8Kernel(Kernel):
 
     def scratch(self) -> list[TensorSpec]:
         g = self.geo
+        if self.compiled_depthwise:
+            return []
         if self.depthwise:
             band = DepthwiseBands.scratch(g)
             rows, width = band[1].shape[1:3]
@@ -98,6 +111,9 @@ class Conv2DInt8Kernel(Kernel):
     def bind(self, inputs, outputs, scratch) -> None:
         g, x, out, work = self.geo, inputs[0], outputs[0], list(scratch)
         zp = float(self.qx.zero_point)
+        if self.compiled_depthwise:
+            self.bind_compiled_depthwise(x, out)
+            return
         if self.depthwise:
             self.bind_depthwise(x, out, work, zp)
             return
@@ -112,16 +128,38 @@ class Conv2DInt8Kernel(Kernel):
         rq_work = work[-1]
         if self.transposed:                  # product^T [O, M] = W @ cols^T, as the float kernel does
             self.gemm = ExactGemm.build(weight[0], columns[0].T, self.ranges, product, total)
-            self.finish = self.requantize.along((g.out_channels, 1)).bind(self.gemm.result, out2d.T, rq_work)
+            self.finish = (self.compiled_requantize(self.gemm.result.T, out2d) if self.compiled else
+                           self.requantize.along((g.out_channels, 1)).bind(self.gemm.result, out2d.T, rq_work))
         elif groups == 1:
             self.gemm = ExactGemm.build(columns[0], np.ascontiguousarray(weight[0].T), self.ranges, product[0],
                                         None if total is None else total[0])
-            self.finish = self.requantize.bind(self.gemm.result, out2d, rq_work)
+            self.finish = (self.compiled_requantize(self.gemm.result, out2d) if self.compiled else
+                           self.requantize.bind(self.gemm.result, out2d, rq_work))
         else:
+            self.compiled = False
             self.gemm = ExactGemm.build(columns, np.ascontiguousarray(weight.transpose(0, 2, 1)), self.ranges,
                                         product, total)
             self.finish = self.requantize.along((groups, 1, cog)).bind(
                 self.gemm.result, out2d.reshape(g.rows, groups, cog).transpose(1, 0, 2), rq_work)
+
+    def compiled_requantize(self, acc: np.ndarray, out: np.ndarray):
+        """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout)."""
+        from lite.kernels.compiled import conv
+        scale, offset, lo, top = self.channel_params()
+        return conv.requantize_rows.bind(acc.size, acc, scale, offset, np.int32(lo), top, out)
+
+    def bind_compiled_depthwise(self, x: np.ndarray, out: np.ndarray) -> None:
+        """The compiled depthwise kernel: int32 sums of centred products, skipping the padding (its share, the
+        zero point times the taps, is the constant `zsum`), requantized as they are written."""
+        from lite.kernels.compiled import conv
+        g, zp = self.geo, self.qx.zero_point
+        weight = self.centred.reshape(g.out_channels, g.wh.kernel, g.ww.kernel, 1)
+        taps = np.ascontiguousarray(depthwise_taps(weight), np.int32)
+        zsum = (zp * self.centred.sum(axis=1)).astype(np.int32)
+        scale, offset, lo, top = self.channel_params()
+        self.call = conv.depthwise_i8.bind(out.size * g.wh.kernel * g.ww.kernel, x, taps, zsum, np.int32(zp),
+                                           scale, offset, np.int32(lo), top, out, g.wh.stride, g.ww.stride,
+                                           g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
 
     def bind_depthwise(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray], zp: float) -> None:
         """`DepthwiseBands` over a float32 output, each band requantized into `out` while it is in cache."""
@@ -139,6 +177,9 @@ class Conv2DInt8Kernel(Kernel):
             self.bands.append((replace(fill, fill=zp), views, band, tmp, finish))
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        if self.compiled_depthwise:
+            self.call()
+            return
         if self.depthwise:
             for fill, views, band, tmp, finish in self.bands:
                 fill()

@@ -1,0 +1,167 @@
+"""Compiled kernels (numba): the multi-threaded siblings of the numpy kernels, chosen when numba is importable.
+
+The numpy kernels stay the reference and the fallback. Which family runs is decided when a session compiles:
+`Context.kernels` ("auto", "compiled" or "numpy"), overridden by the environment variable `MSLITE_KERNELS`
+(same values); "auto" takes the compiled kernels when numba and a thread-safe threading layer (OpenMP or TBB)
+load. Nothing here imports numba until a compiled kernel is bound, so `import lite` stays as fast without it.
+
+Functions are compiled lazily with `cache=True`: numba stores the machine code beside the module (`__pycache__`)
+or, when the package is installed read-only, in the user's cache directory (`NUMBA_CACHE_DIR` overrides both),
+so a second process only loads it. `Compiled.bind` compiles (or loads) a kernel for the exact argument types at
+bind time and counts the seconds, which sessions report as `jit_seconds`; a run then calls the compiled entry
+point directly, skipping numba's per-call type dispatch.
+
+Threads: each kernel has a serial and a threaded form. The threaded one runs only when the session allows more
+than one thread and the call has at least `PARALLEL_WORK` inner iterations: waking a second thread costs more
+than a small layer, and far more on a loaded machine, where a threaded region waits for its slowest thread.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import importlib
+import os
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from lite.status import NotSupportedError, ParamInvalidError
+
+ENV = "MSLITE_KERNELS"
+MODES = ("auto", "compiled", "numpy")
+PARALLEL_WORK = 1 << 19   # inner iterations (~50 us on one core) from which a threaded form pays
+
+_mode: contextvars.ContextVar[tuple[str, int]] = contextvars.ContextVar("lite_kernel_mode", default=("auto", 1))
+_lock = threading.RLock()
+_jit_seconds = 0.0
+_numba: Any = None
+_layer_error: str | None = None
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ParamInvalidError(f"kernels must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+@contextlib.contextmanager
+def selection(mode: str, threads: int = 1) -> Iterator[None]:
+    """Kernels chosen inside the block follow `mode` (a session's `Context.kernels`, unless `MSLITE_KERNELS`
+    says otherwise) and may use up to `threads` threads."""
+    token = _mode.set((check_mode(mode), max(1, int(threads))))
+    try:
+        yield
+    finally:
+        _mode.reset(token)
+
+
+def requested() -> str:
+    """The mode in force: the environment variable first, then the compiling session's context."""
+    env = os.environ.get(ENV, "").strip().lower()
+    return check_mode(env) if env else _mode.get()[0]
+
+
+def _load() -> Any:
+    """numba, set up once: a thread-safe threading layer (sessions may run in parallel threads; numba's
+    workqueue layer aborts on concurrent launches), or None with the reason kept in `_layer_error`."""
+    global _numba, _layer_error
+    with _lock:
+        if _numba is not None or _layer_error is not None:
+            return _numba
+        try:
+            import numba
+        except ImportError:
+            _layer_error = "numba is not installed"
+            return None
+        for layer, module in (("omp", "numba.np.ufunc.omppool"), ("tbb", "numba.np.ufunc.tbbpool")):
+            try:
+                importlib.import_module(module)
+            except (ImportError, OSError):
+                continue
+            numba.config.THREADING_LAYER = layer
+            _numba = numba
+            return numba
+        _layer_error = "numba has no thread-safe threading layer (install OpenMP or the tbb package)"
+        return None
+
+
+def enabled() -> bool:
+    """Whether kernels bound now should take their compiled form. "compiled" without numba is an error."""
+    mode = requested()
+    if mode == "numpy":
+        return False
+    if _load() is not None:
+        return True
+    if mode == "compiled":
+        raise NotSupportedError(f"compiled kernels were requested ({ENV} or Context.kernels) but {_layer_error}")
+    return False
+
+
+def loaded() -> Any:
+    """numba when compiled kernels have loaded it in this process, else None (never imports it)."""
+    return _numba
+
+
+def numba_module() -> Any:
+    """numba itself, for the compiled kernel modules (loaded by `enabled`)."""
+    if _load() is None:
+        raise NotSupportedError(f"compiled kernels are unavailable: {_layer_error}")
+    return _numba
+
+
+def _jit(fn: Callable, parallel: bool) -> Any:
+    """numba.njit as every compiled kernel uses it: cached on disk, releasing the GIL, exact IEEE arithmetic
+    (no fast-math, so float32 results match the numpy reference's order of operations)."""
+    return numba_module().njit(cache=True, nogil=True, parallel=parallel, error_model="numpy")(fn)
+
+
+class Bound(functools.partial):
+    """A compiled kernel call prebound on its arrays (so a kernel can tell it runs compiled code)."""
+
+
+class Compiled:
+    """A kernel function (written with `prange` over its independent work) in a serial and a threaded form,
+    each compiled on first use."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.forms: dict[bool, Any] = {}
+        functools.update_wrapper(self, fn)
+
+    def form(self, parallel: bool) -> Any:
+        with _lock:
+            if parallel not in self.forms:
+                self.forms[parallel] = _jit(self.fn, parallel)
+            return self.forms[parallel]
+
+    def bind(self, work: int, *args: Any) -> Callable[[], None]:
+        """A call of the compiled function on `args`, ready to run; `work` (inner iterations) and the
+        session's threads pick the form. Compiling or loading it now is counted in `jit_seconds`."""
+        global _jit_seconds
+        parallel = _mode.get()[1] > 1 and work >= PARALLEL_WORK
+        dispatcher = self.form(parallel)
+        signature = tuple(numba_module().typeof(a) for a in args)
+        result = dispatcher.overloads.get(signature)
+        if result is None:
+            start = time.perf_counter()
+            dispatcher.compile(signature)
+            with _lock:
+                _jit_seconds += time.perf_counter() - start
+            result = dispatcher.overloads[signature]
+        return Bound(result.entry_point, *args)
+
+
+def jit_seconds() -> float:
+    """Seconds this process has spent compiling or loading compiled kernels so far."""
+    return _jit_seconds
+
+
+def describe(mode: str = "auto") -> str:
+    """One line for tools: which kernels a session of `mode` (its `Context.kernels`) runs, and why."""
+    mode = os.environ.get(ENV, "").strip().lower() or check_mode(mode)
+    if mode == "numpy":
+        return "numpy kernels (forced)"
+    if _load() is None:
+        return f"numpy kernels ({_layer_error})"
+    return f"compiled kernels (numba {_numba.__version__}, {_numba.config.THREADING_LAYER} threading layer)"

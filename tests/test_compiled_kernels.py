@@ -1,0 +1,138 @@
+"""The compiled kernels (lite/kernels/compiled) against the numpy reference and onnxruntime: every changed kernel
+runs on both paths; float32 agrees within rounding, int8 bit for bit. Also: kernel selection, thread idling, and
+`lite` without numba."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import lite
+from converter import convert
+from lite.kernels import compiled
+from schema import fb
+from tests import test_int8_kernels as int8_tests
+from tests.test_kernels_nn import CONV_CASES, _array, node_model
+from tests.util import REPO, run_lite, run_ort
+
+A = fb.ActivationType
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+PATHS = ["numpy", pytest.param("compiled", marks=pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed"))]
+DEPTHWISE = [c for c in CONV_CASES if c.startswith("depthwise")] + ["pointwise", "pads"]
+
+
+def compiled_nodes(s: lite.LiteSession) -> list[str]:
+    return [step.node.op for step in s._plan.steps if step.kernel.compiled]
+
+
+def session(model: onnx.ModelProto, kernels: str, threads: int = 1) -> lite.LiteSession:
+    buf = convert(model)
+    return lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=threads, kernels=kernels))
+
+
+def conv_relu6(case: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Conv + bias + Clip(0, 6), which the converter fuses into one Conv2D with a RELU6 activation."""
+    x_shape, w_shape, attrs = CONV_CASES[case]
+    feeds = {"x": _array(x_shape) * 3}
+    conv = node_model("Conv", feeds, {"w": _array(w_shape), "b": _array(w_shape[:1])}, ["x", "w", "b"], **attrs)
+    graph = conv.graph
+    graph.node.append(helper.make_node("Clip", ["y", "lo", "hi"], ["z"]))
+    graph.initializer.extend([numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi")])
+    graph.output[0].name = "z"
+    return conv, feeds
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("case", DEPTHWISE)
+def test_conv_with_fused_relu6_matches_onnxruntime(case: str, kernels: str) -> None:
+    model, feeds = conv_relu6(case)
+    want = run_ort(model, feeds)["z"]
+    got = run_lite(session(model, kernels), feeds)["z"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("case", DEPTHWISE)
+def test_compiled_and_numpy_conv_agree_within_rounding(case: str) -> None:
+    model, feeds = conv_relu6(case)
+    reference = run_lite(session(model, "numpy"), feeds)["z"]
+    fast = run_lite(session(model, "compiled"), feeds)["z"]
+    np.testing.assert_allclose(fast, reference, rtol=2e-6, atol=2e-6 * float(np.abs(reference).max()))
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_context_and_environment_pick_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    model, feeds = conv_relu6("depthwise")
+    assert compiled_nodes(session(model, "compiled")) == ["Conv2D"]
+    assert compiled_nodes(session(model, "numpy")) == []
+    monkeypatch.setenv(compiled.ENV, "numpy")
+    assert compiled_nodes(session(model, "compiled")) == []
+
+
+def test_unknown_kernel_family_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(lite.ParamInvalidError, match="kernels must be one of"):
+        lite.LiteSession(lite.Context(kernels="fast"))
+    monkeypatch.setenv(compiled.ENV, "gpu")
+    with pytest.raises(lite.ParamInvalidError, match="kernels must be one of"):
+        session(conv_relu6("depthwise")[0], "auto")
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_threads_do_not_spin_after_a_run() -> None:
+    """A threaded compiled kernel (2 threads, a layer big enough for the threaded form), then an idle moment:
+    the process burns (almost) no CPU while idle."""
+    x_shape, w_shape = (1, 32, 64, 64), (32, 1, 3, 3)
+    feeds = {"x": _array(x_shape)}
+    model = node_model("Conv", feeds, {"w": _array(w_shape)}, ["x", "w"], group=32, pads=[1, 1, 1, 1])
+    s = session(model, "compiled", threads=2)
+    for _ in range(3):
+        run_lite(s, feeds)
+    time.sleep(0.05)
+    start = time.process_time()
+    time.sleep(0.5)
+    assert time.process_time() - start < 0.05
+
+
+def test_lite_runs_without_numba() -> None:
+    """With numba unimportable, `lite` imports, "auto" runs the numpy kernels and matches onnxruntime; forcing
+    "compiled" is a named error."""
+    script = (
+        "import sys; sys.modules['numba'] = None\n"
+        "import numpy as np, lite\n"
+        "from converter import convert\n"
+        "from tests.util import small_cnn, run_lite, run_ort\n"
+        "model = small_cnn(); x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)\n"
+        "buf = convert(model)\n"
+        "s = lite.LiteSession.CreateSession(buf, len(buf), lite.Context())\n"
+        "got, want = run_lite(s, {'input': x}), run_ort(model, {'input': x})\n"
+        "assert all(np.allclose(got[k], want[k], atol=1e-5) for k in want)\n"
+        "assert not any(st.kernel.compiled for st in s._plan.steps)\n"
+        "try:\n"
+        "    lite.LiteSession.CreateSession(buf, len(buf), lite.Context(kernels='compiled'))\n"
+        "except lite.NotSupportedError as e:\n"
+        "    print('refused:', e)\n")
+    env = {k: v for k, v in os.environ.items() if k != compiled.ENV}
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "refused: compiled kernels were requested" in result.stdout
+
+
+INT8_CONV_CASES = int8_tests.CONV_CASES + [
+    (2, 9, 8, 4, 8, 3, 2, 1, 4, 8, True, A.RELU6),           # depthwise, channel multiplier 2, strided
+    (1, 6, 7, 5, 5, 5, 1, 2, 5, 8, False, A.RELU),           # depthwise 5x5, per-tensor weight
+]
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("case", INT8_CONV_CASES)
+def test_int8_conv_matches_integer_reference_bit_for_bit(case: tuple, kernels: str) -> None:
+    with compiled.selection(kernels):
+        int8_tests.test_conv2d_matches_integer_reference(case)
