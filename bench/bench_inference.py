@@ -1,49 +1,54 @@
 """Inference latency of this runtime, onnxruntime and PyTorch eager, side by side on the same ONNX models.
 
-    python bench/bench_inference.py [--rounds 7] [--models lenet5,resnet50,mobilenet_v2,efficientnet_lite0]
-                                    [--batches 1,16]
+    python bench/bench_inference.py [--rounds 7] [--process-rounds 3] [--models lenet5,resnet50,mobilenet_v2,
+                                    efficientnet_lite0] [--batches 1,16] [--int8 mobilenet_v2,efficientnet_lite0]
+                                    [--modes process,back-to-back,idle]
 
-Every system gets 2 threads: our session `Context(thread_num=2)`; onnxruntime with 2 intra-op threads, 1 inter-op
-thread, `session.intra_op.allow_spinning=0` and ORT_ENABLE_ALL; PyTorch eager (`models.torch_reference.to_torch`)
-with `torch.set_num_threads(2)`, `torch.inference_mode()` and OMP_WAIT_POLICY=PASSIVE (set before torch loads,
-unless already set). Rounds are interleaved: each round times every system once on every (model, batch), right
-after an untimed run of the same call, with the systems' order rotating, so drifting machine load hits all
-systems alike; the table gives the median over rounds. Every system's output is compared with onnxruntime's (max
-abs difference). The table is printed and written atomically to `bench/results/inference.md`.
+Every system gets 2 threads: our session `Context(thread_num=2)` (compiled kernels when numba is installed: the
+machine line says which ran); onnxruntime with 2 intra-op threads, 1 inter-op thread, ORT_ENABLE_ALL and
+`session.intra_op.allow_spinning=0`; PyTorch eager (`models.torch_reference.to_torch`) with
+`torch.set_num_threads(2)`, `torch.inference_mode()` and OMP_WAIT_POLICY=PASSIVE (set before torch loads, unless
+already set). Int8 rows: our PTQ model (`converter.quant`, MAX_MIN) against onnxruntime's `quantize_static` (QDQ,
+per-channel int8 weights, int8 activations) of the same float model, both calibrated on the same 4 random inputs
+(latency only; `bench_quant.py` measures accuracy). Files are converted once, before any timing.
+
+Modes (`bench/harness.py`): **process** — each engine in its own fresh process (10 warm-up + 50 timed runs,
+`--process-rounds` rounds, order rotating; the numbers that count), also giving the cold start (process start
+-> first output, imports and session creation included); **back-to-back** — interleaved rounds in this process,
+each timed call right after an untimed one; **idle** — the same with 10 ms of sleep before each timed call. Every
+output is compared with onnxruntime's (max abs difference). The report is printed and written atomically to
+`bench/results/inference.md`.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import platform
-import statistics
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # read once, when torch loads libgomp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import onnxruntime as ort  # noqa: E402
-import torch  # noqa: E402
-from onnx import numpy_helper  # noqa: E402
-from threadpoolctl import threadpool_info  # noqa: E402
 
-import lite  # noqa: E402
-import models  # noqa: E402
-from converter import convert  # noqa: E402
-from lite.serialize import write_atomic  # noqa: E402
-from models.torch_reference import to_torch  # noqa: E402
+import harness  # noqa: E402
+
+if TYPE_CHECKING:     # workers import only their own engine: onnx is loaded where a function needs it
+    import onnx
 
 THREADS = 2
+WARMUP, RUNS = 10, 50
 EFFICIENTNET_LITE0 = REPO.parent / "shared" / "models" / "efficientnet_lite0.onnx"
 RESULTS = Path(__file__).resolve().parent / "results" / "inference.md"
 SYSTEMS = ("ours", "ORT", "torch")
+MODES = ("process", "back-to-back", "idle")
+CALIBRATION_SAMPLES = 4
 
 Runner = Callable[[np.ndarray], np.ndarray]
 
@@ -51,6 +56,8 @@ Runner = Callable[[np.ndarray], np.ndarray]
 def free_batch(model: onnx.ModelProto) -> onnx.ModelProto:
     """The EfficientNet-Lite0 export with its batch unfixed: the input's dim 0 becomes symbolic and the head's
     `Reshape(x, [1, -1])` becomes `Reshape(x, [0, -1])` (keep dim 0), so every system can run batch 16."""
+    import onnx
+    from onnx import numpy_helper
     model = onnx.ModelProto.FromString(model.SerializeToString())
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
     constants = {n.output[0]: n for n in model.graph.node if n.op_type == "Constant"}
@@ -61,19 +68,30 @@ def free_batch(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-ZOO: dict[str, Callable[[], onnx.ModelProto | None]] = {
-    "lenet5": lambda: models.build("lenet5", num_classes=10, input_size=32, batch=None),
-    "resnet50": lambda: models.build("resnet50", input_size=224, batch=None),
-    "mobilenet_v2": lambda: models.build("mobilenet_v2", input_size=224, batch=None),
-    "efficientnet_lite0": lambda: free_batch(onnx.load(EFFICIENTNET_LITE0)) if EFFICIENTNET_LITE0.exists() else None,
-}
+def zoo(name: str) -> onnx.ModelProto | None:
+    import onnx
+
+    import models
+    if name == "efficientnet_lite0":
+        return free_batch(onnx.load(EFFICIENTNET_LITE0)) if EFFICIENTNET_LITE0.exists() else None
+    if name == "lenet5":
+        return models.build("lenet5", num_classes=10, input_size=32, batch=None)
+    return models.build(name, input_size=224, batch=None)
 
 
-# ---- the three systems: each builds a runner for (ONNX model with a free batch dim, input shape) -------------
-def ours(model: onnx.ModelProto, shape: tuple[int, ...]) -> Runner:
-    buf = convert(model, {model.graph.input[0].name: list(shape)})
-    session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=THREADS))
-    tensor, output = session.GetInputs()[0], next(iter(session.GetOutputs().values()))
+ZOO = ("lenet5", "resnet50", "mobilenet_v2", "efficientnet_lite0")
+
+
+# ---- the systems: each builds a runner from its file --------------------------------------------------------------
+def ours(path: str, shape: tuple[int, ...]) -> Runner:
+    import lite
+    session = lite.LiteSession.CreateSession(lite.Context(thread_num=THREADS))
+    session.CompileGraph(lite.Model.Load(path))
+    tensor = session.GetInputs()[0]
+    if tuple(tensor.shape()) != shape:
+        session.Resize([tensor], [list(shape)])
+        tensor = session.GetInputs()[0]
+    output = next(iter(session.GetOutputs().values()))
 
     def run(x: np.ndarray) -> np.ndarray:
         tensor.set_data(x)
@@ -82,19 +100,25 @@ def ours(model: onnx.ModelProto, shape: tuple[int, ...]) -> Runner:
     return run
 
 
-def onnxruntime(model: onnx.ModelProto, shape: tuple[int, ...]) -> Runner:
+def onnxruntime(path: str, shape: tuple[int, ...]) -> Runner:
+    import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     name, output = session.get_inputs()[0].name, session.get_outputs()[0].name
     return lambda x: session.run([output], {name: x})[0]
 
 
-def pytorch(model: onnx.ModelProto, shape: tuple[int, ...]) -> Runner:
-    module = to_torch(model).eval()
+def pytorch(path: str, shape: tuple[int, ...]) -> Runner:
+    import onnx
+    import torch
+
+    from models.torch_reference import to_torch
+    torch.set_num_threads(THREADS)
+    module = to_torch(onnx.load(path)).eval()
 
     def run(x: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -102,20 +126,73 @@ def pytorch(model: onnx.ModelProto, shape: tuple[int, ...]) -> Runner:
     return run
 
 
-BUILDERS: dict[str, Callable[[onnx.ModelProto, tuple[int, ...]], Runner]] = {
-    "ours": ours, "ORT": onnxruntime, "torch": pytorch}
+BUILDERS: dict[str, Callable[[str, tuple[int, ...]], Runner]] = {"ours": ours, "ORT": onnxruntime,
+                                                                  "torch": pytorch}
 
 
-# ---- measuring -----------------------------------------------------------------------------------------------
+# ---- cases and their files -------------------------------------------------------------------------------------
 @dataclass
 class Case:
-    """One (model, batch): a runner per system that could run it, their timings (ms) and outputs."""
+    """One (model, precision, batch): each system's file, and what the modes measured."""
     model: str
+    precision: str
     batch: int
-    feed: np.ndarray
-    runners: dict[str, Runner]
-    times: dict[str, list[float]]
-    outputs: dict[str, np.ndarray]
+    shape: tuple[int, ...]
+    files: dict[str, str]
+    ms: dict[str, dict[str, float | None]] = field(default_factory=dict)    # mode -> system -> median ms
+    cold: dict[str, float | None] = field(default_factory=dict)
+    diff: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} int8" if self.precision == "int8" else self.model
+
+
+def feed(shape: tuple[int, ...]) -> np.ndarray:
+    return np.random.default_rng(shape[0]).standard_normal(shape).astype(np.float32)
+
+
+def write_files(name: str, model: onnx.ModelProto, int8: bool, folder: Path) -> dict[str, dict[str, str]]:
+    """Per precision, each system's file: ours `.ms` (batch 1, resized by the worker), the ONNX model for
+    onnxruntime and PyTorch; int8: ours PTQ `.ms` and onnxruntime's QDQ model."""
+    import onnx
+
+    from converter import convert, to_graph
+    from converter.export import to_bytes
+    from converter.quant import QuantConfig, quantize
+    input_name = model.graph.input[0].name
+    one = input_shape(model, 1)
+    onnx_path = folder / f"{name}.onnx"
+    onnx.save(model, onnx_path)
+    (folder / f"{name}.ms").write_bytes(convert(model, {input_name: list(one)}))
+    files = {"float32": {"ours": str(folder / f"{name}.ms"), "ORT": str(onnx_path), "torch": str(onnx_path)}}
+    if int8:
+        calib = [np.random.default_rng(100 + k).standard_normal(one).astype(np.float32)
+                 for k in range(CALIBRATION_SAMPLES)]
+        graph = to_graph(model, {input_name: list(one)})
+        quantized = quantize(graph, QuantConfig(method="MAX_MIN"), [{input_name: x} for x in calib])
+        (folder / f"{name}_int8.ms").write_bytes(to_bytes(quantized))
+        (folder / f"{name}_qdq.onnx").write_bytes(ort_qdq(onnx_path, input_name, calib, folder))
+        files["int8"] = {"ours": str(folder / f"{name}_int8.ms"), "ORT": str(folder / f"{name}_qdq.onnx")}
+    return files
+
+
+def ort_qdq(onnx_path: Path, input_name: str, calib: list[np.ndarray], folder: Path) -> bytes:
+    """onnxruntime's quantize_static: QDQ, per-channel int8 weights, int8 activations, MinMax."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(calib)
+
+        def get_next(self):
+            x = next(self.items, None)
+            return None if x is None else {input_name: x}
+
+    dst = folder / f"{onnx_path.stem}_qdq_tmp.onnx"
+    quantize_static(str(onnx_path), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    return dst.read_bytes()
 
 
 def input_shape(model: onnx.ModelProto, batch: int) -> tuple[int, ...]:
@@ -123,131 +200,131 @@ def input_shape(model: onnx.ModelProto, batch: int) -> tuple[int, ...]:
     return (batch, *(d.dim_value for d in dims[1:]))
 
 
-def prepare(name: str, model: onnx.ModelProto, batch: int) -> Case:
-    """Build every system's runner and run it once untimed (warm-up, output kept); a system that fails is
-    reported and left out."""
-    shape = input_shape(model, batch)
-    feed = np.random.default_rng(batch).standard_normal(shape).astype(np.float32)
-    case = Case(name, batch, feed, {}, {}, {})
-    for system, build in BUILDERS.items():
-        try:
-            runner = build(model, shape)
-            case.outputs[system] = runner(feed)
-        except Exception as e:   # a missing kernel or op must not stop the other measurements
-            print(f"note: {system} cannot run {name} batch {batch}: {type(e).__name__}: {e}".splitlines()[0])
-            continue
-        case.runners[system], case.times[system] = runner, []
-    return case
-
-
-def run_rounds(cases: list[Case], rounds: int) -> None:
-    """Interleaved rounds: each round times every system once on every case, right after an untimed run of the
-    same call (so no system is timed cold, just after another one evicted its weights from the caches). The
-    systems' order rotates from round to round, so none always follows the same neighbour."""
-    for r in range(rounds):
-        for case in cases:
-            systems = list(case.runners)
-            for system in systems[r % len(systems):] + systems[:r % len(systems)]:
-                runner = case.runners[system]
-                runner(case.feed)
-                start = time.perf_counter()
-                runner(case.feed)
-                case.times[system].append((time.perf_counter() - start) * 1e3)
-        print(f"round {r + 1}/{rounds} done", flush=True)
-
-
-# ---- reporting -----------------------------------------------------------------------------------------------
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
-def sgemm_error() -> float:
-    """Max relative error of a float32 BLAS matmul against float64: a wrong BLAS kernel shows here."""
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((257, 263)), rng.standard_normal((263, 251))
-    exact = a @ b
-    return float(np.abs((a.astype(np.float32) @ b.astype(np.float32)) - exact).max() / np.abs(exact).max())
-
-
-def machine_line() -> str:
-    blas = "; ".join(f"{i['internal_api']} {i.get('version')} ({i.get('architecture')} kernel)"
-                     for i in threadpool_info() if i["user_api"] == "blas") or "none found"
-    coretype = os.environ.get("OPENBLAS_CORETYPE", "unset")
-    return (f"Machine: {cpu_name()} ({platform.machine()}), {os.cpu_count()} cores; Python "
-            f"{platform.python_version()}, numpy {np.__version__}, onnxruntime {ort.__version__}, torch "
-            f"{torch.__version__}; BLAS: {blas}, OPENBLAS_CORETYPE {coretype}, float32 matmul rel. error "
-            f"{sgemm_error():.1e}")
-
-
-def write_report(path: Path, table_text: str, load_before: float) -> None:
-    """Print the report (machine, table, load average around the rounds) and write it atomically to `path`."""
-    load = f"1-minute load average {load_before:.1f} before the rounds, {os.getloadavg()[0]:.1f} after."
-    report = f"{machine_line()}\n\n{table_text}\n\n{load}\n"
-    print("\n" + report)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, report.encode())
-
-
-def _ms(times: list[float] | None) -> float | None:
-    return statistics.median(times) if times else None
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
-def _diff(case: Case, system: str) -> float | None:
-    if system not in case.outputs or "ORT" not in case.outputs:
-        return None
-    return float(np.abs(case.outputs[system].astype(np.float64) - case.outputs["ORT"]).max())
-
-
-def table(cases: Iterable[Case], rounds: int) -> str:
-    lines = [f"Median of {rounds} interleaved rounds, {THREADS} threads per system, times in ms.", "",
-             "| model | batch | ours ms | ORT ms | torch ms | ours/ORT | ours/torch | max abs diff ours-ORT "
-             "| max abs diff torch-ORT |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+# ---- the modes -------------------------------------------------------------------------------------------------
+def in_process(cases: list[Case], rounds: int, modes: list[str]) -> None:
+    """back-to-back and idle: every system of every case in this process; outputs compared with onnxruntime."""
     for case in cases:
-        ms = {s: _ms(case.times.get(s)) for s in SYSTEMS}
-        lines.append(f"| {case.model} | {case.batch} | {_fmt(ms['ours'], '.2f')} | {_fmt(ms['ORT'], '.2f')} "
-                     f"| {_fmt(ms['torch'], '.2f')} | {_fmt(_ratio(ms['ours'], ms['ORT']), '.2f')} "
-                     f"| {_fmt(_ratio(ms['ours'], ms['torch']), '.2f')} | {_fmt(_diff(case, 'ours'), '.2e')} "
-                     f"| {_fmt(_diff(case, 'torch'), '.2e')} |")
-    return "\n".join(lines)
+        x = feed(case.shape)
+        runners, outputs = {}, {}
+        for system, path in case.files.items():
+            try:
+                runners[system] = BUILDERS[system](path, case.shape)
+                outputs[system] = runners[system](x)
+            except Exception as e:   # a missing kernel or op must not stop the other measurements
+                print(f"note: {system} cannot run {case.label} batch {case.batch}: {type(e).__name__}: "
+                      f"{e}".splitlines()[0])
+        calls = {s: (lambda r=r: r(x)) for s, r in runners.items()}
+        for mode in modes:
+            gap = harness.IDLE_GAP if mode == "idle" else 0.0
+            times = harness.interleaved(calls, rounds, gap)
+            case.ms[mode] = {s: harness.median(t) for s, t in times.items()}
+        for system, out in outputs.items():
+            if "ORT" in outputs and system != "ORT":
+                case.diff[system] = float(np.abs(out.astype(np.float64) - outputs["ORT"]).max())
+        print(f"{case.label} batch {case.batch}: in-process modes done", flush=True)
+
+
+def worker_argv(system: str, case: Case) -> list[str]:
+    return [str(Path(__file__).resolve()), "--worker", system, "--file", case.files[system],
+            "--shape", ",".join(map(str, case.shape))]
+
+
+def own_processes(cases: list[Case], rounds: int) -> None:
+    for case in cases:
+        result = harness.own_process_rounds({s: worker_argv(s, case) for s in case.files}, rounds)
+        case.ms["process"] = {s: harness.median(r["ms"]) for s, r in result.items()}
+        case.cold = {s: harness.median(r["cold_ms"]) for s, r in result.items()}
+        print(f"{case.label} batch {case.batch}: own-process mode done", flush=True)
+
+
+def worker(system: str, path: str, shape: tuple[int, ...]) -> None:
+    """One system in this fresh process: build, first output (the cold start's end), warm-up, timed runs."""
+    runner = BUILDERS[system](path, shape)
+    x = feed(shape)
+    runner(x)
+    first = time.time()
+    harness.report_from_worker(first, harness.time_in_process(lambda: runner(x), WARMUP, RUNS))
+
+
+# ---- the report --------------------------------------------------------------------------------------------------
+def mode_table(cases: list[Case], mode: str) -> str:
+    systems = [s for s in SYSTEMS if any(s in c.files for c in cases)]
+    header = ["model", "batch", *(f"{s} ms" for s in systems), "ours/ORT", "ours/torch"]
+    if mode == "process":
+        header += [f"cold start {s} ms" for s in systems]
+    rows = []
+    for case in cases:
+        ms = case.ms.get(mode, {})
+        row = [case.label, str(case.batch), *(harness.fmt(ms.get(s), ".2f") for s in systems),
+               harness.fmt(harness.ratio(ms.get("ours"), ms.get("ORT")), ".2f"),
+               harness.fmt(harness.ratio(ms.get("ours"), ms.get("torch")), ".2f")]
+        if mode == "process":
+            row += [harness.fmt(case.cold.get(s), ".0f") for s in systems]
+        rows.append(row)
+    return harness.markdown(header, rows, "lr" + "r" * (len(header) - 2))
+
+
+def report(cases: list[Case], modes: list[str], rounds: int, process_rounds: int) -> str:
+    titles = {"process": f"Each engine in its own fresh process ({WARMUP} warm-up + {RUNS} timed runs, median of "
+                         f"{process_rounds} rounds; the numbers that count)",
+              "back-to-back": f"One process, back-to-back (median of {rounds} interleaved rounds)",
+              "idle": f"One process, {harness.IDLE_GAP * 1e3:.0f} ms idle before each timed run (median of "
+                      f"{rounds} interleaved rounds)"}
+    parts = [f"{THREADS} threads per system, times in ms."]
+    for mode in modes:
+        parts += [f"**{titles[mode]}**", mode_table(cases, mode)]
+    diffs = [[c.label, str(c.batch), harness.fmt(c.diff.get("ours"), ".2e"), harness.fmt(c.diff.get("torch"), ".2e")]
+             for c in cases if c.diff]
+    if diffs:
+        parts += ["**Max abs difference from onnxruntime's output**",
+                  harness.markdown(["model", "batch", "ours", "torch"], diffs, "lrrr")]
+    return "\n\n".join(parts)
+
+
+def versions() -> dict[str, str]:
+    import onnxruntime
+    import torch
+    return {"onnxruntime": onnxruntime.__version__, "torch": torch.__version__}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (median reported)")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds of the in-process modes")
+    parser.add_argument("--process-rounds", type=int, default=3, help="fresh processes per system and case")
     parser.add_argument("--models", default=",".join(ZOO), help=f"comma-separated, from {','.join(ZOO)}")
     parser.add_argument("--batches", default="1,16", help="comma-separated batch sizes")
+    parser.add_argument("--int8", default="mobilenet_v2,efficientnet_lite0", help="models with int8 rows too")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {','.join(MODES)}")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--file", help=argparse.SUPPRESS)
+    parser.add_argument("--shape", help=argparse.SUPPRESS)
+    parser.add_argument("--spawned-at", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.file, tuple(int(d) for d in args.shape.split(",")))
+        return 0
     names = [m for m in args.models.split(",") if m]
-    unknown = sorted(set(names) - set(ZOO))
-    if unknown or args.rounds < 1:
-        parser.error(f"unknown models {unknown}" if unknown else "--rounds must be at least 1")
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = sorted(set(names) - set(ZOO)) + sorted(set(modes) - set(MODES))
+    if unknown or args.rounds < 1 or args.process_rounds < 1:
+        parser.error(f"unknown models or modes {unknown}" if unknown else "rounds must be at least 1")
     batches = [int(b) for b in args.batches.split(",") if b]
-    torch.set_num_threads(THREADS)
-
-    cases = []
-    for name in names:
-        model = ZOO[name]()
-        if model is None:
-            print(f"note: {name} skipped: {EFFICIENTNET_LITE0} is absent")
-            continue
-        cases += [prepare(name, model, batch) for batch in batches]
-    load_before = os.getloadavg()[0]
-    run_rounds(cases, args.rounds)
-
-    write_report(RESULTS, table(cases, args.rounds), load_before)
+    int8 = set(args.int8.split(",")) if args.int8 else set()
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = []
+        for name in names:
+            model = zoo(name)
+            if model is None:
+                print(f"note: {name} skipped: {EFFICIENTNET_LITE0} is absent")
+                continue
+            for precision, files in write_files(name, model, name in int8, Path(tmp)).items():
+                cases += [Case(name, precision, b, input_shape(model, b), files) for b in batches]
+        load_before = os.getloadavg()[0]
+        if "process" in modes:
+            own_processes(cases, args.process_rounds)
+        in_process(cases, args.rounds, [m for m in modes if m != "process"])
+        body = report(cases, modes, args.rounds, args.process_rounds)
+    harness.write_report(RESULTS, body, load_before, versions())
     return 0
 
 

@@ -6,8 +6,8 @@ Models: MediaPipe 0.10's solution models, read from an installed `mediapipe` whe
 install --no-deps mediapipe==0.10.14`; absent models are skipped with a note), and a fully int8 MobileNet-v1-style
 network built here with the schema's builders (`mobilenet_int8`, always available). Every system gets 2 threads: our
 session `Context(thread_num=2)`; LiteRT's `Interpreter(num_threads=2)` twice, with its default XNNPACK delegate and
-with its builtin kernels only (the oracle of the tests). Rounds are interleaved exactly as in `bench_inference.py`
-(`run_rounds`: each timed call right after an untimed one of the same system, the systems' order rotating); the
+with its builtin kernels only (the oracle of the tests). Rounds are interleaved as `bench/harness.py`'s back-to-back
+mode (each timed call right after an untimed one of the same system, the systems' order rotating); the
 table gives medians, and each system's outputs are compared with LiteRT's builtin kernels (max difference relative
 to each output's range). Printed and written atomically to `bench/results/tflite.md`.
 """
@@ -17,17 +17,21 @@ import argparse
 import importlib.util
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 import numpy as np  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
 
+import harness  # noqa: E402
 import lite  # noqa: E402
-from bench_inference import Case, Runner, _fmt, _ms, _ratio, run_rounds, write_report  # noqa: E402
 from converter import convert_tflite  # noqa: E402
+from harness import fmt as _fmt, median as _ms, ratio as _ratio  # noqa: E402
 
 THREADS = 2
 RESULTS = Path(__file__).resolve().parent / "results" / "tflite.md"
@@ -39,6 +43,17 @@ MODELS = {
     "pose_landmark_full": "pose_landmark/pose_landmark_full.tflite",
 }
 SYSTEMS = ("ours", "LiteRT XNNPACK", "LiteRT builtin")
+Runner = Callable[[np.ndarray], list[np.ndarray]]
+
+
+@dataclass
+class Case:
+    """One model: a runner per system that could run it, their outputs and timings (ms)."""
+    model: str
+    feed: np.ndarray
+    runners: dict[str, Runner] = field(default_factory=dict)
+    outputs: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    times: dict[str, list[float]] = field(default_factory=dict)
 INT8_NET = "mobilenet_v1_int8_128"
 # (output channels, stride) of the 3x3 stem, then of each depthwise 3x3 + pointwise 1x1 block
 STEM, BLOCKS = (16, 2), ((32, 1), (64, 2), (64, 1), (128, 2), (128, 1), (256, 2), (256, 1))
@@ -172,7 +187,7 @@ BUILDERS = {"ours": ours, "LiteRT XNNPACK": litert(OpResolverType.AUTO),
 def prepare(name: str, data: bytes) -> Case:
     detail = Interpreter(model_content=data).get_input_details()[0]
     feed = np.random.default_rng(0).uniform(-1, 1, detail["shape"]).astype(detail["dtype"])
-    case = Case(name, 1, feed, {}, {}, {})
+    case = Case(name, feed)
     for system, build in BUILDERS.items():
         try:
             runner = build(data)
@@ -180,7 +195,7 @@ def prepare(name: str, data: bytes) -> Case:
         except Exception as e:   # a missing rule or kernel must not stop the other measurements
             print(f"note: {system} cannot run {name}: {type(e).__name__}: {e}".splitlines()[0])
             continue
-        case.runners[system], case.times[system] = runner, []
+        case.runners[system] = runner
     return case
 
 
@@ -207,6 +222,11 @@ def table(cases: list[Case], rounds: int) -> str:
     return "\n".join(lines)
 
 
+def litert_version() -> str:
+    from importlib.metadata import version
+    return version("ai-edge-litert")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (median reported)")
@@ -229,8 +249,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         cases.append(prepare(name, path.read_bytes()))
     load_before = os.getloadavg()[0]
-    run_rounds(cases, args.rounds)
-    write_report(RESULTS, table(cases, args.rounds), load_before)
+    for case in cases:
+        case.times = harness.interleaved({s: (lambda r=r, x=case.feed: r(x)) for s, r in case.runners.items()},
+                                         args.rounds)
+    harness.write_report(RESULTS, table(cases, args.rounds), load_before, {"ai-edge-litert": litert_version()})
     return 0
 
 

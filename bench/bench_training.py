@@ -8,8 +8,7 @@ one fixed batch. Ours: the model converted with `converter.convert_for_training`
 `torch.set_num_threads(2)` and OMP_WAIT_POLICY=PASSIVE (set before torch loads, unless already set). Both start
 from the same weights, so their first-step losses must agree (printed as a check). Models: LeNet-5 (1x32x32,
 10 classes) at batch 32 and 128, MobileNetV2 at 3x32x32 (10 classes) at batch 32. Rounds are interleaved (each
-round times one step of every system on every case) and the table gives the median over rounds, after one
-untimed warm-up step each. The table is printed and written atomically to `bench/results/training.md`.
+timed step follows an untimed one, `bench/harness.py`) and the table gives the median over rounds. The table is printed and written atomically to `bench/results/training.md`.
 On a 2-core machine the numbers swing with any other load (OpenBLAS's worker threads suffer most from a busy
 core): the report ends with the load average before and after the rounds.
 """
@@ -17,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -27,15 +24,16 @@ from typing import Callable
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # read once, when torch loads libgomp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import harness  # noqa: E402
 import lite  # noqa: E402
 import models  # noqa: E402
-from bench_inference import write_report  # noqa: E402
 from converter import convert_for_training  # noqa: E402
 from converter.train import TrainParams  # noqa: E402
 from models.torch_reference import to_torch  # noqa: E402
@@ -111,17 +109,10 @@ def prepare(name: str, batch: int) -> Case:
 
 
 def run_rounds(cases: list[Case], rounds: int) -> None:
-    for r in range(rounds):
-        for case in cases:
-            for system, step in case.steps.items():
-                start = time.perf_counter()
-                step()
-                case.times[system].append((time.perf_counter() - start) * 1e3)
-        print(f"round {r + 1}/{rounds} done", flush=True)
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
+    """Interleaved: every round times one step of each system on each case, right after an untimed one."""
+    for case in cases:
+        case.times = harness.interleaved(case.steps, rounds)
+        print(f"{case.model} batch {case.batch} done", flush=True)
 
 
 def table(cases: list[Case], rounds: int) -> str:
@@ -130,13 +121,13 @@ def table(cases: list[Case], rounds: int) -> str:
              "| model | input | batch | ours ms | torch ms | ours/torch | first-step loss ours | torch |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for case in cases:
-        ms = {s: statistics.median(case.times[s]) if case.times.get(s) else None for s in SYSTEMS}
-        ratio = ms["ours"] / ms["torch"] if ms["ours"] is not None and ms["torch"] else None
+        ms = {s: harness.median(case.times.get(s)) for s in SYSTEMS}
+        ratio = harness.ratio(ms["ours"], ms["torch"])
         shape = "1x32x32" if case.model == "lenet5" else "3x32x32"
         model = f"{case.model} (Dropout)" if case.dropout else case.model
-        lines.append(f"| {model} | {shape} | {case.batch} | {_fmt(ms['ours'], '.2f')} "
-                     f"| {_fmt(ms['torch'], '.2f')} | {_fmt(ratio, '.2f')} "
-                     f"| {_fmt(case.first_loss.get('ours'), '.6f')} | {_fmt(case.first_loss.get('torch'), '.6f')} |")
+        lines.append(f"| {model} | {shape} | {case.batch} | {harness.fmt(ms['ours'], '.2f')} "
+                     f"| {harness.fmt(ms['torch'], '.2f')} | {harness.fmt(ratio, '.2f')} "
+                     f"| {harness.fmt(case.first_loss.get('ours'), '.6f')} | {harness.fmt(case.first_loss.get('torch'), '.6f')} |")
     if any(case.dropout for case in cases):
         lines += ["", "First-step losses agree except where the model has Dropout: each system draws its own masks."]
     return "\n".join(lines)
@@ -159,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = [prepare(name, batch) for name, batch in wanted]
     load_before = os.getloadavg()[0]
     run_rounds(cases, args.rounds)
-    write_report(RESULTS, table(cases, args.rounds), load_before)
+    harness.write_report(RESULTS, table(cases, args.rounds), load_before, {"torch": torch.__version__})
     return 0
 
 

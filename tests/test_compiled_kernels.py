@@ -58,6 +58,19 @@ def test_conv_with_fused_relu6_matches_onnxruntime(case: str, kernels: str) -> N
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("op", ["Sigmoid", "HardSwish"])
+def test_depthwise_conv_with_a_fused_activation_that_is_no_clamp(op: str, kernels: str) -> None:
+    x_shape, w_shape, attrs = CONV_CASES["depthwise_stride2"]
+    feeds = {"x": _array(x_shape)}
+    model = node_model("Conv", feeds, {"w": _array(w_shape)}, ["x", "w"], opset=14, **attrs)
+    model.graph.node.append(helper.make_node(op, ["y"], ["z"]))
+    model.graph.output[0].name = "z"
+    s = session(model, kernels)
+    assert [step.node.op for step in s._plan.steps].count("Conv2D") == 1     # the activation is fused
+    np.testing.assert_allclose(run_lite(s, feeds)["z"], run_ort(model, feeds)["z"], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 @pytest.mark.parametrize("case", DEPTHWISE)
 def test_compiled_and_numpy_conv_agree_within_rounding(case: str) -> None:

@@ -14,6 +14,7 @@ The GEMM paths end in `epilogue` (bias + clamp activation in one compiled pass w
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
