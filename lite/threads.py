@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from typing import Iterator
 
 from threadpoolctl import ThreadpoolController
@@ -11,6 +12,8 @@ from threadpoolctl import ThreadpoolController
 from lite.kernels import compiled
 
 _scanned: tuple[int, list] | None = None
+_set: dict[int, int] = {}            # id(library controller) -> the BLAS limit last set
+_local = threading.local()           # numba's limit is per launching thread
 
 
 def _blas() -> list:
@@ -24,22 +27,18 @@ def _blas() -> list:
 
 @contextlib.contextmanager
 def thread_limit(limit: int) -> Iterator[None]:
-    """Run the block with at most `limit` BLAS threads and compiled-kernel threads, restoring the previous
-    limits after. Talks to each library directly (~1 us) rather than through threadpoolctl's `limit`, which
-    rescans every library (~30 us, a fifth of a small model's run)."""
+    """Run the block with at most `limit` BLAS threads and compiled-kernel threads.
+
+    The pools are process-wide, so the limit stays set after the block (the next session sets its own): a
+    library is told only when the limit changes, since setting and restoring OpenBLAS's count around every run
+    cost more than a small model's run (~0.1 ms), and threadpoolctl's `limit` rescans every library (~30 us)."""
     limit = max(1, int(limit))
-    changed = [(c, c.num_threads) for c in _blas() if c.num_threads != limit]
-    for c, _ in changed:
-        c.set_num_threads(limit)
+    for c in _blas():
+        if _set.get(id(c)) != limit:
+            c.set_num_threads(limit)
+            _set[id(c)] = limit
     numba = compiled.loaded()
-    threads = None
-    if numba is not None:
-        threads = numba.get_num_threads()
+    if numba is not None and getattr(_local, "numba", None) != limit:
         numba.set_num_threads(min(limit, numba.config.NUMBA_NUM_THREADS))
-    try:
-        yield
-    finally:
-        if threads is not None:
-            numba.set_num_threads(threads)
-        for c, previous in changed:
-            c.set_num_threads(previous)
+        _local.numba = limit
+    yield

@@ -19,6 +19,7 @@ from converter import convert
 from lite.kernels import compiled
 from schema import fb
 from tests import test_int8_kernels as int8_tests
+from tests import test_kernels_nn as nn_tests
 from tests.test_kernels_nn import CONV_CASES, _array, node_model
 from tests.util import REPO, run_lite, run_ort
 
@@ -149,3 +150,23 @@ INT8_CONV_CASES = int8_tests.CONV_CASES + [
 def test_int8_conv_matches_integer_reference_bit_for_bit(case: tuple, kernels: str) -> None:
     with compiled.selection(kernels):
         int8_tests.test_conv2d_matches_integer_reference(case)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("case", nn_tests.POOL_CASES)
+def test_pooling_matches_onnxruntime_on_both_paths(case: str, kernels: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(compiled.ENV, kernels)
+    nn_tests.test_max_pool(case)
+    for include_pad in (0, 1):
+        nn_tests.test_average_pool(case, include_pad)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_compiled_and_numpy_pooling_agree_within_rounding(op: str) -> None:
+    feeds = {"x": _array((2, 5, 13, 11))}
+    model = node_model(op, feeds, {}, ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+    fast, reference = (run_lite(session(model, k), feeds)["y"] for k in ("compiled", "numpy"))
+    assert compiled_nodes(session(model, "compiled")) == ["Pooling"]
+    np.testing.assert_allclose(fast, reference, rtol=1e-6, atol=1e-6)

@@ -8,7 +8,8 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels._conv_math import finish
+from lite.kernels import compiled
+from lite.kernels._conv_math import epilogue, finish
 from lite.kernels.activation import activation_fn
 from lite.traits import declare
 
@@ -54,11 +55,13 @@ class FullConnectionKernel(Kernel):
         self.x2d = x.reshape(-1, x.shape[-1])
         self.w_t = w.T                                  # a view: BLAS reads the transpose directly
         self.out2d = out.reshape(-1, w.shape[0])
-        self.bias = inputs[2] if len(inputs) > 2 else None
+        self.finish = epilogue(self.out2d, inputs[2] if len(inputs) > 2 else None, self.attrs.activation)
+        self.compiled = isinstance(self.finish, compiled.Bound)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         np.matmul(self.x2d, self.w_t, out=self.out2d)
-        finish(self.out2d, self.bias, self.activation)
+        if self.finish is not None:
+            self.finish()
 
 
 def matmul_shapes(kernel: Kernel, a: TensorSpec, b: TensorSpec

@@ -16,8 +16,9 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
+from lite.kernels import compiled
 from lite.kernels._conv_math import PadCopy, Window, axis_taps, finish, make_window, padded_shape, tap_view
-from lite.kernels.activation import activation_fn
+from lite.kernels.activation import activation_fn, clamp_bounds
 from lite.status import InvalidOpAttrError, NotSupportedError
 from lite.traits import declare
 from schema import fb
@@ -103,11 +104,13 @@ class PoolingKernel(Kernel):
             return [TensorSpec((n, 1, 1, c), x.dtype)]
         self.wh, self.ww = pooling_windows(self, h, w)
         self.padded = self.wh.has_padding or self.ww.has_padding or self.lp     # Lp: |x|^p needs a buffer
+        self.compiled = (x.dtype == np.float32 and not (self.lp or self.indices)
+                         and clamp_bounds(a.activation) is not None and compiled.enabled())
         out = TensorSpec((n, self.wh.out, self.ww.out, c), x.dtype)
         return [out, TensorSpec(out.shape, np.dtype(np.int64))] if self.indices else [out]
 
     def scratch(self) -> list[TensorSpec]:
-        if self.attrs.global_pool:
+        if self.attrs.global_pool or self.compiled:
             return []
         n, c, dtype = self.x.shape[0], self.x.shape[3], self.x.dtype
         padded = [TensorSpec(padded_shape(n, c, self.wh, self.ww), dtype)] if self.padded else []
@@ -115,6 +118,9 @@ class PoolingKernel(Kernel):
 
     def bind(self, inputs, outputs, scratch) -> None:
         if self.attrs.global_pool:
+            return
+        if self.compiled:
+            self.bind_compiled(inputs[0], outputs[0])
             return
         work = list(scratch)
         source = work.pop(0) if self.padded else inputs[0][None]      # [1, N, Hp, Wp, C]
@@ -133,8 +139,22 @@ class PoolingKernel(Kernel):
             self.plane = (np.arange(n)[:, None] * c + np.arange(c)[None, :])[:, None, None, :] * (h * w)
             self.position = (np.arange(self.wh.out)[:, None] * self.ww.out + np.arange(self.ww.out))[..., None]
 
+    def bind_compiled(self, x: np.ndarray, out: np.ndarray) -> None:
+        """One threaded pass over the unpadded input, the clamp activation fused."""
+        from lite.kernels.compiled import conv
+        wh, ww = self.wh, self.ww
+        scale = (reciprocal_counts(wh, ww, self.attrs.count_include_pad)[..., 0] if self.average
+                 else np.ones((wh.out, ww.out), np.float32))
+        lo, hi = (np.float32(b) for b in clamp_bounds(self.attrs.activation))
+        self.call = conv.pool_f32.bind(out.size * wh.kernel * ww.kernel, x, out, scale, wh.kernel, ww.kernel,
+                                       wh.stride, ww.stride, wh.dilation, ww.dilation, wh.pad_begin, ww.pad_begin,
+                                       self.average, lo, hi)
+
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outputs[0]
+        if self.compiled:
+            self.call()
+            return
         if self.attrs.global_pool:
             self.global_pool(x, out)
         else:

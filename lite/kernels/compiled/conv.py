@@ -133,3 +133,41 @@ def requantize_rows(acc, scale, offset, lo, top, out):  # pragma: no cover
             elif t > top:
                 t = top
             out[m, o] = np.int32(t) + lo
+
+
+@Compiled
+def pool_f32(x, out, scale, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left, average, lo,
+             hi):  # pragma: no cover
+    """Max or average pooling over the taps inside the input (max: padding never wins; average: padding adds
+    zero and `scale` [OH, OW] holds 1 / count), then a clamp. Sums run in the numpy kernel's order: along W
+    within each row of the window, then the rows."""
+    n, h, wd, c = x.shape
+    _, oh, ow, _ = out.shape
+    for task in prange(n * oh):
+        b, y = task // oh, task % oh
+        for xo in range(ow):
+            for o in range(c):
+                acc = np.float32(0.0) if average else np.float32(-np.inf)
+                for i in range(kh):
+                    iy = y * stride_h - pad_top + i * dil_h
+                    if iy < 0 or iy >= h:
+                        continue
+                    row = np.float32(0.0)
+                    for j in range(kw):
+                        ix = xo * stride_w - pad_left + j * dil_w
+                        if ix < 0 or ix >= wd:
+                            continue
+                        v = x[b, iy, ix, o]
+                        if average:
+                            row += v
+                        elif v > acc or v != v:
+                            acc = v
+                    if average:
+                        acc += row
+                if average:
+                    acc *= scale[y, xo]
+                if acc < lo:
+                    acc = lo
+                elif acc > hi:
+                    acc = hi
+                out[b, y, xo, o] = acc
