@@ -18,6 +18,7 @@ import lite
 from converter import convert
 from lite.kernels import compiled
 from schema import fb
+from tests import test_grad_kernels_nn as grad_tests
 from tests import test_int8_kernels as int8_tests
 from tests import test_kernels_nn as nn_tests
 from tests.test_kernels_nn import CONV_CASES, _array, node_model
@@ -170,3 +171,26 @@ def test_compiled_and_numpy_pooling_agree_within_rounding(op: str) -> None:
     fast, reference = (run_lite(session(model, k), feeds)["y"] for k in ("compiled", "numpy"))
     assert compiled_nodes(session(model, "compiled")) == ["Pooling"]
     np.testing.assert_allclose(fast, reference, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("name", [c for c in grad_tests.CONV if c.startswith("depthwise")])
+def test_depthwise_conv_grads_match_autograd_on_both_paths(name: str, kernels: str) -> None:
+    with compiled.selection(kernels):
+        grad_tests.test_conv2d_grad_input_matches_autograd(name)
+        grad_tests.test_conv2d_grad_filter_matches_autograd(name)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_compiled_depthwise_grads_read_new_weights_and_data_at_every_run() -> None:
+    attrs, x, w, dy = grad_tests.conv_case("depthwise_stride2")
+    with compiled.selection("compiled"):
+        k_in, (dx,) = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)
+        k_w, (dw,) = grad_tests.compiled("Conv2DGradFilter", [dy, x], 1, attrs)
+    assert k_in.compiled and k_w.compiled
+    for _ in range(2):
+        w[...], x[...], dy[...] = (grad_tests.f32(*a.shape) for a in (w, x, dy))
+        k_in.run([dy, w, x], [dx])
+        k_w.run([dy, x], [dw])
+        want_x, want_w = grad_tests.autograd(lambda tx, tw: grad_tests.torch_conv(attrs, tx, tw), dy, x, w)
+        assert grad_tests.rel(dx, want_x) < grad_tests.TOL and grad_tests.rel(dw, want_w) < grad_tests.TOL

@@ -14,6 +14,8 @@ With M = N*OH*OW output pixels, T = KH*KW kernel taps and K = T*C/group window c
   view. dx at unit stride is the transposed conv as one einsum: dy, padded, correlated with the flipped taps;
   at larger strides (where that correlation would multiply stride^2 times as many zeros) the tap-major columns
   are dy times each tap's weights, one broadcast multiply, scattered as above.
+With the compiled kernels (`lite.kernels.compiled.grad`), depthwise dx and dW are single threaded passes that
+skip the padding instead.
 """
 from __future__ import annotations
 
@@ -25,10 +27,11 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
+from lite.kernels import compiled
 from lite.kernels._conv_math import (PadCopy, PadMode, Window, grouped_columns, make_window, padded_shape, patches,
                                      tap_view)
 from lite.kernels._reduce_math import column_sums
-from lite.kernels.conv2d import Geometry, conv_geometry
+from lite.kernels.conv2d import Geometry, conv_geometry, depthwise_taps
 from lite.status import InvalidOpAttrError, NotSupportedError
 from schema import fb
 
@@ -91,6 +94,11 @@ def is_direct(g: Geometry) -> bool:
             and not g.padded)
 
 
+def window_args(g: Geometry) -> tuple[int, ...]:
+    """Strides, dilations and leading pads, as the compiled depthwise kernels take them."""
+    return (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
+
+
 def check_dy(kernel: Kernel, dy: TensorSpec, g: Geometry) -> None:
     if dy.shape != g.out_shape:
         raise kernel.error(f"dy {list(dy.shape)} is not the conv output shape {list(g.out_shape)}")
@@ -135,7 +143,8 @@ class Conv2DGradInputKernel(_ConvGradKernel):
         g = conv_geometry(self, x, w)
         check_dy(self, dy, g)
         self.geo, self.depthwise = g, is_depthwise(g)
-        self.gather = self.depthwise and g.wh.stride == g.ww.stride == 1
+        self.compiled = self.depthwise and compiled.enabled()
+        self.gather = self.depthwise and g.wh.stride == g.ww.stride == 1 and not self.compiled
         self.direct = is_direct(g)
         if self.gather:
             (self.wh, rows), (self.ww, cols) = transposed_axis(g.wh), transposed_axis(g.ww)
@@ -145,6 +154,8 @@ class Conv2DGradInputKernel(_ConvGradKernel):
     def scratch(self) -> list[TensorSpec]:
         g, f32 = self.geo, np.dtype(np.float32)
         taps = g.wh.kernel * g.ww.kernel
+        if self.compiled:
+            return [TensorSpec((g.wh.kernel, g.ww.kernel, g.in_channels), f32)]
         if self.gather:
             return [TensorSpec((g.batch, self.wh.size, self.ww.size, g.in_channels), f32),
                     TensorSpec((g.wh.kernel, g.ww.kernel, g.in_channels), f32)]
@@ -156,6 +167,12 @@ class Conv2DGradInputKernel(_ConvGradKernel):
         dy, w, dx = inputs[0], inputs[1], outputs[0]
         g = self.geo
         self.tap_copy = None          # (contiguous scratch, weight view): depthwise taps copied at every run
+        if self.compiled:
+            from lite.kernels.compiled import grad
+            self.tap_copy = (scratch[0], depthwise_taps(w))
+            self.call = grad.depthwise_dx.bind(dy.size * g.wh.kernel * g.ww.kernel, dy, scratch[0], dx,
+                                               *window_args(g))
+            return
         if self.gather:
             self._bind_gather(dy, w, *scratch)
             return
@@ -193,6 +210,9 @@ class Conv2DGradInputKernel(_ConvGradKernel):
         dx = outputs[0]
         if self.tap_copy is not None:
             np.copyto(*self.tap_copy)
+        if self.compiled:
+            self.call()
+            return
         if self.gather:
             self.buffer.fill(0.0)
             if self.spread_copy is not None:
@@ -228,11 +248,14 @@ class Conv2DGradFilterKernel(_ConvGradKernel):
         g = conv_geometry(self, x, w)
         check_dy(self, dy, g)
         self.geo, self.depthwise, self.direct = g, is_depthwise(g), is_direct(g)
+        self.compiled = self.depthwise and compiled.enabled()
         self.narrow = g.group == 1 and g.in_channels <= NARROW_CHANNELS and not self.direct
         return [w]
 
     def scratch(self) -> list[TensorSpec]:
         g, f32 = self.geo, np.dtype(np.float32)
+        if self.compiled:
+            return [TensorSpec((g.wh.kernel, g.ww.kernel, g.out_channels), f32)]
         padded = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), f32)] if g.padded else []
         taps = g.wh.kernel * g.ww.kernel
         if self.depthwise:
@@ -248,6 +271,12 @@ class Conv2DGradFilterKernel(_ConvGradKernel):
         dy, x, dw = inputs[0], inputs[1], outputs[0]
         g = self.geo
         work = list(scratch)
+        if self.compiled:         # [KH, KW, C] sums (padding skipped), then into OHWI
+            from lite.kernels.compiled import grad
+            self.call = grad.depthwise_dw.bind(dy.size * g.wh.kernel * g.ww.kernel, dy, x, work[0],
+                                               *window_args(g))
+            self.unpack = (dw.reshape(g.out_channels, g.wh.kernel, g.ww.kernel), work[0].transpose(2, 0, 1))
+            return
         source = work.pop(0) if g.padded else x[None]                            # [1, N, Hp, Wp, C]
         self.pad = PadCopy.build(source, x, g.wh, g.ww, 0.0) if g.padded else None
         xp = source[0]
@@ -276,6 +305,10 @@ class Conv2DGradFilterKernel(_ConvGradKernel):
             self.product = (np.matmul, lhs, columns, dw3)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        if self.compiled:
+            self.call()
+            np.copyto(*self.unpack)
+            return
         if self.pad is not None:
             self.pad()
         for dst, src in self.copies:
