@@ -18,6 +18,7 @@ import lite
 from converter import convert
 from lite.kernels import compiled
 from schema import fb
+from tests import test_grad_kernels_basic as basic_tests
 from tests import test_grad_kernels_nn as grad_tests
 from tests import test_int8_kernels as int8_tests
 from tests import test_kernels_nn as nn_tests
@@ -194,3 +195,29 @@ def test_compiled_depthwise_grads_read_new_weights_and_data_at_every_run() -> No
         k_w.run([dy, x], [dw])
         want_x, want_w = grad_tests.autograd(lambda tx, tw: grad_tests.torch_conv(attrs, tx, tw), dy, x, w)
         assert grad_tests.rel(dx, want_x) < grad_tests.TOL and grad_tests.rel(dw, want_w) < grad_tests.TOL
+
+
+OPTIMIZER_CASES = ([("Sgd", hp) for hp in basic_tests.SGD_CASES]
+                   + [("ApplyMomentum", hp) for hp in (dict(momentum=0.9), dict(momentum=0.5, use_nesterov=True,
+                                                                                   weight_decay=0.01))]
+                   + [("Adam", hp) for hp in (dict(), dict(beta1=0.8, beta2=0.99, epsilon=1e-6, weight_decay=0.01))])
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("op, hp", OPTIMIZER_CASES, ids=lambda v: v if isinstance(v, str) else str(v))
+def test_compiled_optimizer_updates_equal_numpy_bit_for_bit(op: str, hp: dict) -> None:
+    """The compiled update takes numpy's float32 steps in numpy's order (numpy's path is checked against
+    torch.optim in tests/test_grad_kernels_basic.py)."""
+    grads = [basic_tests.f32(4, 6) for _ in range(basic_tests.STEPS)]
+    w = basic_tests.f32(4, 6)
+    runs = {}
+    for kernels in ("numpy", "compiled"):
+        with compiled.selection(kernels):
+            opt = basic_tests.Optimizer(op, hp, w.copy(), basic_tests.state(op, w))
+        assert opt.kernel.compiled == (kernels == "compiled")
+        for g in grads:
+            opt.step(g)
+        runs[kernels] = (opt.w.copy(), {k: a.copy() for k, a in opt.arrays.items()})
+    np.testing.assert_array_equal(runs["compiled"][0], runs["numpy"][0])
+    for name, array in runs["numpy"][1].items():
+        np.testing.assert_array_equal(runs["compiled"][1][name], array, err_msg=name)

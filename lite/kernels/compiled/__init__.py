@@ -138,6 +138,10 @@ class Compiled:
     def bind(self, work: int, *args: Any) -> Callable[[], None]:
         """A call of the compiled function on `args`, ready to run; `work` (inner iterations) and the
         session's threads pick the form. Compiling or loading it now is counted in `jit_seconds`."""
+        return Bound(self.entry(work, *args), *args)
+
+    def entry(self, work: int, *args: Any) -> Callable[..., None]:
+        """The compiled entry point for arguments typed like `args` (for calls whose scalars change)."""
         global _jit_seconds
         parallel = _mode.get()[1] > 1 and work >= PARALLEL_WORK
         dispatcher = self.form(parallel)
@@ -149,7 +153,7 @@ class Compiled:
             with _lock:
                 _jit_seconds += time.perf_counter() - start
             result = dispatcher.overloads[signature]
-        return Bound(result.entry_point, *args)
+        return result.entry_point
 
 
 def jit_seconds() -> float:
