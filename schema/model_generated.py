@@ -373,6 +373,7 @@ class Primitive(object):
     DetGrad = 147
     NLLLossGrad = 148
     ErfGrad = 149
+    PReLUGrad = 150
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -676,6 +677,8 @@ def PrimitiveCreator(unionType, table):
         return NLLLossGradT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.ErfGrad:
         return ErfGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.PReLUGrad:
+        return PReLUGradT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -6457,6 +6460,73 @@ class ActivationGradT(object):
         ActivationGradAddMaxVal(builder, self.maxVal)
         activationGrad = ActivationGradEnd(builder)
         return activationGrad
+
+
+class PReLUGrad(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = PReLUGrad()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsPReLUGrad(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def PReLUGradBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # PReLUGrad
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+def PReLUGradStart(builder):
+    builder.StartObject(0)
+
+def PReLUGradEnd(builder):
+    return builder.EndObject()
+
+
+
+class PReLUGradT(object):
+
+    # PReLUGradT
+    def __init__(
+        self,
+    ):
+        pass
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        preLugrad = PReLUGrad()
+        preLugrad.Init(buf, pos)
+        return cls.InitFromObj(preLugrad)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, preLugrad):
+        x = PReLUGradT()
+        x._UnPack(preLugrad)
+        return x
+
+    # PReLUGradT
+    def _UnPack(self, preLugrad):
+        if preLugrad is None:
+            return
+
+    # PReLUGradT
+    def Pack(self, builder):
+        PReLUGradStart(builder)
+        preLugrad = PReLUGradEnd(builder)
+        return preLugrad
 
 
 class BiasGrad(object):
@@ -17929,7 +17999,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT', 'CumProdGradT', 'DetGradT', 'NLLLossGradT', 'ErfGradT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT', 'CumProdGradT', 'DetGradT', 'NLLLossGradT', 'ErfGradT', 'PReLUGradT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

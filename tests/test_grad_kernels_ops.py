@@ -290,3 +290,20 @@ def test_erf_gelu_bprop_matches_autograd() -> None:
              helper.make_node("Mul", ["h", "a"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])]
     fn = lambda t, w: F.gelu(t @ w)  # noqa: E731
     _assert_same_gradients(_training_step(nodes, weights, x, labels), _torch_gradients(fn, weights, x, labels))
+
+
+@pytest.mark.parametrize("slope_shape", [(3, 1, 1), (1,), (2, 3, 4, 5)], ids=["per_channel", "shared", "full"])
+def test_prelu_grad_matches_autograd(slope_shape: tuple[int, ...]) -> None:
+    x, dy, slope = f32(2, 3, 4, 5), f32(2, 3, 4, 5), f32(*slope_shape, low=0.05, high=0.5)
+    dx, dslope = run_op("PReLUGrad", [dy, x, slope], 2)
+    want_x, want_slope = autograd(lambda a, s: torch.where(a >= 0, a, s * a), dy, x, slope)
+    assert rel(dx, want_x) < TOL and rel(dslope, want_slope) < TOL
+
+
+def test_prelu_bprop_trains_the_slope_like_autograd() -> None:
+    from onnx import helper
+    weights = {"w": f32(5, 6), "slope": f32(6, low=0.05, high=0.5)}
+    x, labels = f32(4, 5), f32(4, 6)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("PRelu", ["h", "slope"], ["y"])]
+    fn = lambda t, w, slope: F.prelu(t @ w, slope)  # noqa: E731
+    _assert_same_gradients(_training_step(nodes, weights, x, labels), _torch_gradients(fn, weights, x, labels))

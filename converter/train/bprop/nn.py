@@ -99,6 +99,11 @@ def log_softmax(g: Bprop) -> Grads:
     return [g.grad("LogSoftmaxGrad", [g.dy, g.node.outputs[0]], 0)]
 
 
+@bprop("PReLU")
+def prelu(g: Bprop) -> Grads:
+    return g.grads("PReLUGrad", [g.dy, *g.node.inputs], [0, 1])
+
+
 @bprop("Hardmax")
 def hardmax(g: Bprop) -> Grads:
     """A one-hot of the argmax is piecewise constant: its gradient is zero wherever it is defined."""

@@ -1,4 +1,5 @@
-"""ActivationGrad: dx = dy * f'(x) from the forward INPUT x, for every activation the Activation kernel runs.
+"""ActivationGrad: dx = dy * f'(x) from the forward INPUT x, for every activation the Activation kernel runs;
+PReLUGrad, which also gives the slope its gradient.
 
 Smooth derivatives write f'(x) into dx with whole-array numpy passes (no `np.where`), then dx *= dy; clipping
 activations multiply dy by a boolean mask of the open interval where they pass x through (1.5x faster than
@@ -15,6 +16,7 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.activation import A, Activation, hard_sigmoid, sigmoid, softplus, tanh_cdf
+from lite.kernels.grad.arithmetic_grad import broadcast_axes, sum_to
 from lite.kernels.unary import erf
 from lite.status import NotSupportedError
 
@@ -210,3 +212,23 @@ class ActivationGradKernel(Kernel):
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.gradient(inputs[0], inputs[1], outputs[0])
+
+
+@register("PReLUGrad", DataType.FLOAT32)
+class PReLUGradKernel(Kernel):
+    """inputs: dy, x, slope -> dx = dy where x >= 0 else dy * slope; dslope = dy * x where x < 0, summed over
+    the axes the slope was broadcast along."""
+
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        dy, x, slope = inputs[:3]
+        if dy.shape != x.shape or tuple(np.broadcast_shapes(slope.shape, x.shape)) != x.shape:
+            raise self.error(f"needs dy and x of one shape and a slope broadcasting to it, got "
+                             f"{[list(t.shape) for t in (dy, x, slope)]}")
+        self.axes = broadcast_axes(slope.shape, x.shape)
+        return [TensorSpec(x.shape, dy.dtype), TensorSpec(slope.shape, dy.dtype)]
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        dy, x, slope = inputs[:3]
+        negative = x < 0
+        np.multiply(dy, np.where(negative, slope, 1), out=outputs[0])
+        sum_to(dy * np.where(negative, x, 0), self.axes, outputs[1])
