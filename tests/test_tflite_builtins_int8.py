@@ -42,6 +42,7 @@ EXACT: dict[str, Callable[[], tuple[bytes, list[np.ndarray]]]] = {
     "less": lambda: single("LESS", [q(2, 3, 4), q(2, 3, 4)], 1, out_dtypes=(B,)),
     "greater_equal": lambda: single("GREATER_EQUAL", [q(2, 3, 4), q(4)], 1, out_dtypes=(B,)),
     "select_v2": lambda: moved("SELECT_V2", [Feed(RNG.random((3, 1)) < 0.5), q(3, 4), q(4)], "SelectV2Options"),
+    "select_rows": lambda: moved("SELECT", [Feed(RNG.random(3) < 0.5), q(3, 2, 4), q(3, 2, 4)], "SelectOptions"),
     "broadcast_to": lambda: moved("BROADCAST_TO", [q(3, 1), np.array([2, 3, 4], I32)], "BroadcastToOptions",
                                   version=2),
     "space_to_batch_nd": lambda: moved("SPACE_TO_BATCH_ND", [q(1, 5, 4, 3), np.array([2, 2], I32),

@@ -164,8 +164,10 @@ class _Importer:
             self.graph.values[name].const = None
         mode = QUANT[op.op]
         quantized = [n for n in (*inputs, *outputs) if n and self.graph.values[n].quant_params]
-        data = next((n for n in inputs if n and self.graph.values[n].const is None), inputs[0] if inputs else "")
-        if mode == "same" and quantized and not self.same_params(data, outputs):
+        runtime = [n for n in inputs if n and self.graph.values[n].const is None]
+        data = next((n for n in runtime if self.graph.values[n].quant_params), runtime[0] if runtime else
+                    inputs[0] if inputs else "")
+        if mode == "same" and quantized and not self.same_params(data, quantized, outputs):
             mode = "float"
         if mode == "int8" and quantized and all(self.graph.values[n].const is not None for n in quantized):
             mode = "float"          # only weights are quantized (a hybrid model): float math on dequantized weights
@@ -194,11 +196,15 @@ class _Importer:
         self.ctx.emit("QuantDTypeCast", [real], [target.name], src_t=DataType.FLOAT32, dst_t=from_numpy(target.dtype))
         return target.name
 
-    def same_params(self, x: str, outputs: list[str]) -> bool:
+    def same_params(self, x: str, quantized: list[str], outputs: list[str]) -> bool:
+        """Whether values can pass unchanged: every quantized tensor has x's one (scale, zero point), and the
+        outputs that are not quantized are integer (indices: TopK, ArgMax), not reals."""
         a = self.graph.values[x].quant_params
-        return bool(a) and len(a) == 1 and all(
-            len(b) == 1 and (b[0].scale, b[0].zeroPoint) == (a[0].scale, a[0].zeroPoint)
-            for b in (self.graph.values[o].quant_params for o in outputs))
+        key = (a[0].scale, a[0].zeroPoint) if len(a) == 1 else None
+        return key is not None and all(
+            len(b) == 1 and (b[0].scale, b[0].zeroPoint) == key for b in (self.graph.values[n].quant_params
+                                                                          for n in quantized)) and all(
+            self.graph.values[o].quant_params or self.graph.values[o].dtype.kind in "iub" for o in outputs)
 
     def float_input(self, name: str) -> str:
         """A float copy of a quantized tensor: constants dequantized at once, activations by a QuantDTypeCast."""

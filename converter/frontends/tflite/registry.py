@@ -4,8 +4,9 @@ A rule declares how it treats quantized tensors (`quant`):
 - "float" (default): the importer hands it float tensors: quantized inputs are dequantized before it (constants at
   once, activations by a `QuantDTypeCast`), and quantized outputs quantized after it. Such ops run in float
   between int8 neighbours and land within one quantum of TFLite's integer kernels.
-- "same": data movement (reshape, slice, gather, ...): values pass unchanged, so int8 tensors stay int8 when the
-  output's scale and zero point are the input's (TFLite's rule for these ops); otherwise "float".
+- "same": data movement (reshape, slice, gather, select, top-k, ...): values pass unchanged, so int8 tensors stay
+  int8 when every quantized input and output has the same scale and zero point (TFLite's rule for these ops) and
+  the other outputs are integer indices; otherwise "float".
 - "int8": the rule maps int8 tensors onto our int8 kernels itself (convolutions, FC, Add, Mul, pooling, ...).
 """
 from __future__ import annotations

@@ -36,7 +36,7 @@ def arg_min_max(ctx: ImportContext) -> None:
            axis=axis, keep_dims=False)
 
 
-@tflite_op("TOPK_V2")
+@tflite_op("TOPK_V2", quant="same")
 def top_k(ctx: ImportContext) -> None:
     k = ctx.int_list(ctx.input(1), "k")
     _typed(ctx, "TopK", [ctx.input(0), _int64(ctx, k, "k")], [1], axis=-1, largest=True, sorted=True)

@@ -48,13 +48,14 @@ def right_shift(ctx: ImportContext) -> None:
     ctx.emit("Div", [exact, power], ctx.outputs)
 
 
-@tflite_op("SELECT", "SELECT_V2")
+@tflite_op("SELECT", "SELECT_V2", quant="same")
 def select(ctx: ImportContext) -> None:
     """Inputs: condition, x, y. SELECT_V2 broadcasts all three; SELECT also takes a rank-1 condition that picks
-    whole rows of higher-rank x and y, which becomes a condition of shape [n, 1, ...]."""
+    whole rows of higher-rank x and y, which becomes a condition of shape [n, 1, ...]. int8 x and y pass
+    through when they and the output share their params (else the importer runs it in float)."""
     condition, x, y = ctx.inputs[:3]
     rank = max(ctx.value(x).rank, ctx.value(y).rank)
     if ctx.op.op == "SELECT" and ctx.value(condition).rank == 1 and rank > 1:
         shape = ctx.add_const(np.array([-1] + [1] * (rank - 1), np.int64), "shape")
-        condition = ctx.emit1("Reshape", [condition, shape])
+        condition = ctx.emit1("Reshape", [condition, shape], ctx.graph.fresh(f"{ctx.name}:condition"))
     ctx.emit("Where", [condition, x, y], ctx.outputs)
