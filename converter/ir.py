@@ -41,12 +41,16 @@ class Value:
 
 @dataclass
 class Node:
-    """One op. `inputs` may contain "" for an omitted optional input; `attrs` are schema field values."""
+    """One op. `inputs` may contain "" for an omitted optional input; `attrs` are schema field values.
+    A control-flow node's `bodies` are its subgraphs, in the order of `traits(op).bodies.attrs` (the exporter
+    turns them into subgraph indices); each is a self-contained Graph whose last inputs receive the node's
+    captured (`implicit_inputs`) values."""
     op: str
     name: str
     inputs: list[str]
     outputs: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
+    bodies: list["Graph"] = field(default_factory=list)
 
 
 @dataclass

@@ -142,6 +142,9 @@ def _traits_cell(op: str) -> str:
         if name == "layout":
             extra = {k: v for k, v in vars(value).items() if k != "kind" and v != type(value)().__dict__[k]}
             parts.append(f"layout={value.kind}" + "".join(f" {k}={v}" for k, v in extra.items()))
+        elif name == "bodies":
+            parts.append("bodies=" + "+".join(value.attrs) + "".join(
+                f" {k}={v}" for k, v in vars(value).items() if k != "attrs" and v))
         elif name == "train":
             parts.append("train(" + ", ".join(f"{k}={v}" for k, v in vars(value).items() if v) + ")")
         else:

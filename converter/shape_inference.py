@@ -56,7 +56,10 @@ def mark_dynamic(graph: Graph, node: Node) -> None:
 
 
 def infer_node(graph: Graph, node: Node) -> bool:
-    """Infer (and where possible fold) `node`; returns True when it was folded into constants."""
+    """Infer (and where possible fold) `node`; returns True when it was folded into constants. A control-flow
+    node keeps the output values its importer rule derived from its bodies (the runtime compiles the bodies)."""
+    if node.bodies:
+        return False
     nd = NodeDef(node.name, node.op, make_attrs(node.op, node.attrs), [], node.outputs)
     if any(graph.values[i].dynamic for i in node.inputs if i):
         mark_dynamic(graph, node)

@@ -17,7 +17,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from lite import dtypes
-from lite import kernels as _kernels  # noqa: F401  (registers every kernel)
 from lite.kernel import Kernel, TensorSpec, create_kernel
 from lite.memory_plan import Buffer, RunPool, plan
 from lite.model import Model, NodeDef, SubGraphDef

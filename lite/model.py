@@ -13,7 +13,7 @@ from lite.protect import unwrap
 from lite.rewrites import topological_order
 from lite.status import GraphFileError, LiteError, NotSupportedError
 from lite.traits import traits
-from lite.verify import verify_buffer
+from lite.verify import Part, verify_buffer, verify_control_flow
 from schema import FMK_ONNX, NO_TENSOR, channel_quant, fb
 from schema import attrs as op_attrs
 
@@ -49,28 +49,35 @@ class NodeDef:
     inputs: list[int]
     outputs: list[int]
     quant_type: int = 0
+    bodies: list["SubGraphDef"] = field(default_factory=list)   # a control-flow node's subgraphs, as its op
+                                                                # names them (`traits(op).bodies`)
 
 
 @dataclass
 class SubGraphDef:
-    """A named part of the graph (a training model has "eval", "gradients" and "optimizer" parts)."""
+    """A named part of the graph (a training model has "eval", "gradients" and "optimizer" parts), or the body
+    of a control-flow node, which compiles on its own over the tensors of `model`."""
     name: str
     inputs: list[int]
     outputs: list[int]
     nodes: list[NodeDef]     # in execution order
+    model: "Model | None" = None    # bodies only: the model whose tensor table they index
 
 
 class Model:
-    """An imported model: its tensors, its nodes in execution (topological) order, its graph inputs/outputs
-    and its named subgraphs."""
+    """An imported model: its tensors, its main graph's nodes in execution (topological) order, its graph
+    inputs/outputs, its named subgraphs (training parts) and the bodies of its control-flow nodes."""
 
     def __init__(self, name: str, version: str, tensors: list[TensorDef], nodes: list[NodeDef],
                  inputs: list[int], outputs: list[int], subgraphs: dict[str, SubGraphDef] | None = None,
-                 buffer: Any = None, fmk_type: int = FMK_ONNX):
+                 buffer: Any = None, fmk_type: int = FMK_ONNX, bodies: list[SubGraphDef] | None = None):
         self.name, self.version, self.fmk_type = name, version, fmk_type
         self.tensors, self.nodes = tensors, nodes
         self.inputs, self.outputs = inputs, outputs
         self.subgraphs = subgraphs or {}
+        self.bodies = bodies or []
+        for body in self.bodies:
+            body.model = self
         self._buffer = buffer    # keeps the mapped bytes alive as long as weight views exist
 
     @staticmethod
@@ -107,7 +114,7 @@ class Model:
 
     def Free(self) -> None:
         """Drop the graph definition; sessions already compiled keep what they need."""
-        self.tensors, self.nodes, self.subgraphs, self._buffer = [], [], {}, None
+        self.tensors, self.nodes, self.subgraphs, self.bodies, self._buffer = [], [], {}, [], None
 
 
 def _text(value: bytes | None, default: str) -> str:
@@ -147,20 +154,44 @@ def _read(buf: memoryview) -> Model:
     graph_out = indices(_vector(root, "OutputIndex"), "graph output")
     if not graph_out:
         raise GraphFileError("model has no outputs")
-    ordered = _topological_order(nodes, tensors, graph_in)
-    rank = {id(node): k for k, node in enumerate(ordered)}
-    subgraphs = {}
+    parts = []
     for i in range(root.SubGraphsLength()):
         sg = root.SubGraphs(i)
         name = _text(sg.Name(), f"subgraph_{i}")
         members = _vector(sg, "NodeIndices")
         if any(k >= len(nodes) for k in members):
             raise GraphFileError(f"subgraph '{name}' refers to a node beyond the {len(nodes)} of the model")
-        subgraphs[name] = SubGraphDef(name, indices(_vector(sg, "InputIndices"), f"subgraph '{name}'"),
-                                      indices(_vector(sg, "OutputIndices"), f"subgraph '{name}'"),
-                                      sorted((nodes[k] for k in members), key=lambda nd: rank[id(nd)]))
+        parts.append(Part(name, indices(_vector(sg, "InputIndices"), f"subgraph '{name}'"),
+                          indices(_vector(sg, "OutputIndices"), f"subgraph '{name}'"), members))
+    body_parts, owner = verify_control_flow(nodes, parts, [t.data_type for t in tensors])
+    _written_once(nodes, tensors, [*graph_in, *(t for s in body_parts for t in parts[s].inputs)])
+    ordered = _topological_order([nd for k, nd in enumerate(nodes) if k not in owner], tensors, graph_in)
+    rank = {id(node): k for k, node in enumerate(ordered)}
+    subgraphs, bodies = {}, {}
+    for s, part in enumerate(parts):
+        if s in body_parts:
+            bodies[s] = _body(part, [nd for k, nd in enumerate(nodes) if owner.get(k) == s], tensors)
+        else:
+            subgraphs[part.name] = SubGraphDef(part.name, part.inputs, part.outputs,
+                                               sorted((nodes[k] for k in part.members), key=lambda nd: rank[id(nd)]))
+    for node in nodes:
+        spec = traits(node.op).bodies
+        if spec is not None:
+            node.bodies = [bodies[int(getattr(node.attrs, a))] for a in spec.attrs]
     return Model(_text(root.Name(), ""), _text(root.Version(), ""), tensors, ordered, graph_in, graph_out,
-                 subgraphs, buf.obj, root.FmkType())
+                 subgraphs, buf.obj, root.FmkType(), list(bodies.values()))
+
+
+def _body(part: Part, members: list[NodeDef], tensors: list[TensorDef]) -> SubGraphDef:
+    """A control-flow body: its nodes ordered over its own inputs, every output made by it (or an input or a
+    constant of it)."""
+    ordered = _topological_order(members, tensors, part.inputs, f"subgraph '{part.name}'")
+    made = {t for nd in members for t in nd.outputs} | set(part.inputs)
+    for t in part.outputs:
+        if t not in made and not tensors[t].is_const:
+            raise GraphFileError(f"subgraph '{part.name}' outputs tensor '{tensors[t].name}', which it does not "
+                                 f"produce")
+    return SubGraphDef(part.name, part.inputs, part.outputs, ordered)
 
 
 def _read_tensor(index: int, t: Any) -> TensorDef:
@@ -234,23 +265,31 @@ def implied_bias_params(nodes: Sequence[NodeDef], tensors: Sequence[TensorDef]) 
     return {t: params for t, params in implied.items() if t not in conflicting}
 
 
-def _topological_order(nodes: list[NodeDef], tensors: list[TensorDef], graph_in: list[int]) -> list[NodeDef]:
-    """Nodes in an order where every input is ready before use; rejects cycles and dangling inputs."""
-    producer: dict[int, int] = {}
-    for i, node in enumerate(nodes):
+def _written_once(nodes: list[NodeDef], tensors: list[TensorDef], inputs: list[int]) -> None:
+    """No tensor is written by two nodes (of any graph), nor is a constant or an input of a graph written."""
+    written = set(inputs) | {t.index for t in tensors if t.is_const}
+    for node in nodes:
         for t in node.outputs:
-            if t in producer or tensors[t].is_const or t in graph_in:
+            if t in written:
                 raise GraphFileError(f"tensor '{tensors[t].name}' is written twice (node '{node.name}')")
-            producer[t] = i
-    ready = {t.index for t in tensors if t.is_const} | set(graph_in)
+            written.add(t)
+
+
+def _topological_order(nodes: list[NodeDef], tensors: list[TensorDef], inputs: list[int],
+                       graph: str = "the graph") -> list[NodeDef]:
+    """Nodes in an order where every input is ready before use; rejects cycles and dangling inputs (a body
+    node reading a tensor of another graph, too)."""
+    producer = {t: i for i, node in enumerate(nodes) for t in node.outputs}
+    ready = {t.index for t in tensors if t.is_const} | set(inputs)
     pending = {i: {t for t in n.inputs if t >= 0 and t not in ready} for i, n in enumerate(nodes)}
     for i, node in enumerate(nodes):
         for t in pending[i]:
             if t not in producer:
-                raise GraphFileError(f"node '{node.name}' reads tensor '{tensors[t].name}', which nothing produces")
+                raise GraphFileError(f"node '{node.name}' reads tensor '{tensors[t].name}', which nothing in "
+                                     f"{graph} produces")
     order = topological_order(list(pending.values()), [n.outputs for n in nodes])
     if len(order) != len(nodes):
         placed = set(order)
         stuck = next(nodes[i].name for i in pending if i not in placed)
-        raise GraphFileError(f"the graph has a cycle through node '{stuck}'")
+        raise GraphFileError(f"{graph} has a cycle through node '{stuck}'")
     return [nodes[i] for i in order]

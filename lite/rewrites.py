@@ -3,7 +3,7 @@ order and when a node returns its input. Each side applies them to its own graph
 from __future__ import annotations
 
 import heapq
-from typing import Collection, Hashable, Sequence
+from typing import Callable, Collection, Hashable, Sequence
 
 import numpy as np
 
@@ -49,3 +49,16 @@ def returns_input(op: str, training: bool, perm: Sequence[int] | None, x: tuple[
     if t.noop == SAME_SHAPE:
         return all(d >= 0 for d in x[0]) and tuple(x[0]) == tuple(y[0])
     return t.noop == ALWAYS
+
+
+def forwards(out: Hashable, source: Hashable,
+             producer: Callable[[Hashable], tuple[str, Sequence[Hashable]] | None]) -> bool:
+    """True when value `out` is `source` itself, or `source` passed on through nodes that always return their
+    input (Identity); `producer(v)` gives the op and inputs of the node making `v` (None when none does). A Loop
+    body's condition output that forwards its condition input keeps the loop's trip count known."""
+    while out != source:
+        made = producer(out)
+        if made is None or traits(made[0]).noop != ALWAYS or not made[1]:
+            return False
+        out = made[1][0]
+    return True

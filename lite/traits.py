@@ -60,6 +60,18 @@ class TrainMode:
 
 
 @dataclass(frozen=True)
+class Bodies:
+    """A control-flow op's subgraphs: the attributes holding their indices into the file's subgraphs, and how the
+    node's inputs and outputs line up with every body's, position by position (same count, same dtypes): node
+    inputs from `inputs_from` on are body inputs from `body_inputs_from` on; node outputs are body outputs from
+    `body_outputs_from` on. The loader checks this, and the converter and the kernels rely on it."""
+    attrs: tuple[str, ...]
+    inputs_from: int = 0
+    body_inputs_from: int = 0
+    body_outputs_from: int = 0
+
+
+@dataclass(frozen=True)
 class OpTraits:
     """The declarative record of one op. Input indices count the op's inputs in our schema's order."""
     # weights and quantization
@@ -74,6 +86,8 @@ class OpTraits:
     absorbs_pad: bool = False           # a constant zero spatial Pad before it becomes its pad_* attributes
     noop: str | None = None             # when the node returns its input unchanged (one of NOOP_KINDS)
     layout: Layout = Layout()
+    # control flow
+    bodies: Bodies | None = None        # the subgraphs the op runs (If, Loop, Scan)
     # training
     train: TrainMode | None = None      # None: the training forward runs the node as at inference
 

@@ -2,19 +2,31 @@
 
 Python FlatBuffers reads whatever offsets a buffer holds, so a truncated or hostile file could otherwise raise
 arbitrary exceptions, read garbage or loop for a long time. This walker follows `schema/model.fbs` (via
-`schema.fbs_layout`) and raises `GraphFileError` naming the first inconsistency.
+`schema.fbs_layout`) and raises `GraphFileError` naming the first inconsistency. `verify_control_flow` then checks
+what the structure cannot show: how control-flow nodes refer to their subgraphs.
 """
 from __future__ import annotations
 
 import struct
+from typing import Any, NamedTuple, Sequence
 
+from lite.dtypes import type_name
 from lite.status import GraphFileError
+from lite.traits import Bodies, traits
 from schema import FILE_IDENTIFIER
 from schema.fbs_layout import Field, Layout, load
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
+
+
+class Part(NamedTuple):
+    """A subgraph as the file states it: tensor indices of its inputs and outputs, indices of its nodes."""
+    name: str
+    inputs: list[int]
+    outputs: list[int]
+    members: list[int]
 
 
 class _Walker:
@@ -113,3 +125,83 @@ def verify_buffer(buf: bytes | bytearray | memoryview) -> None:
     layout = load()
     walker = _Walker(view, layout)
     walker.table(walker.follow(0, "root offset"), layout.root)
+
+
+def verify_control_flow(nodes: Sequence[Any], parts: Sequence[Part],
+                        data_types: Sequence[int]) -> tuple[set[int], dict[int, int]]:
+    """Check how control-flow nodes (`traits(op).bodies`) refer to the file's subgraphs; return the subgraphs that
+    are bodies and the body each body node belongs to (node index -> subgraph index). `nodes` are the file's nodes (`op`, `attrs`, `inputs`,
+    `outputs`, `name`), `parts` its subgraphs in file order, `data_types` the TypeId of every tensor.
+
+    Refused with `GraphFileError`: a reference out of range; a node in two bodies, or a body node in a training
+    part; a cycle of bodies (a body that runs itself, directly or through others, would never finish compiling);
+    a body whose inputs or outputs disagree with the node's in count or data type."""
+    refs: dict[int, list[int]] = {}         # node index -> the subgraphs it runs
+    for k, node in enumerate(nodes):
+        spec = traits(node.op).bodies
+        if spec is None:
+            continue
+        refs[k] = [int(getattr(node.attrs, a)) for a in spec.attrs]
+        for attr, s in zip(spec.attrs, refs[k]):
+            if not 0 <= s < len(parts):
+                raise GraphFileError(f"{node.op} node '{node.name}': {attr} refers to subgraph {s}, but the model "
+                                     f"has {len(parts)}")
+            _check_interface(node, spec, attr, parts[s], data_types)
+    bodies = {s for ss in refs.values() for s in ss}
+    owner: dict[int, int] = {}
+    for s, part in enumerate(parts):
+        for k in part.members:
+            if s in bodies and k in owner:
+                raise GraphFileError(f"node '{nodes[k].name}' belongs to two bodies: subgraphs "
+                                     f"'{parts[owner[k]].name}' and '{part.name}'")
+            if s in bodies:
+                owner[k] = s
+    for s, part in enumerate(parts):
+        stray = next((k for k in part.members if k in owner), None) if s not in bodies else None
+        if stray is not None:
+            raise GraphFileError(f"subgraph '{part.name}' lists node '{nodes[stray].name}' of the body "
+                                 f"'{parts[owner[stray]].name}'")
+    runs: dict[int, set[int]] = {s: set() for s in bodies}     # body -> the bodies its nodes run
+    for k, ss in refs.items():
+        if k in owner:
+            runs[owner[k]].update(ss)
+    _refuse_cycles(runs, parts)
+    return bodies, owner
+
+
+def _check_interface(node: Any, spec: Bodies, attr: str, part: Part, data_types: Sequence[int]) -> None:
+    """The node's inputs and outputs line up with the body's (`Bodies`), in count and data type."""
+    sides = (("input", node.inputs, spec.inputs_from, part.inputs, spec.body_inputs_from),
+             ("output", node.outputs, 0, part.outputs, spec.body_outputs_from))
+    for side, node_side, skip, body, own in sides:
+        ours, theirs = node_side[skip:], body[own:]
+        if len(body) < own or len(ours) != len(theirs):
+            raise GraphFileError(f"{node.op} node '{node.name}': its {attr} '{part.name}' has {len(body)} {side}s, "
+                                 f"{own + len(ours)} expected ({own} of its own and one per {side} of the node)")
+        for k, (a, b) in enumerate(zip(ours, theirs)):
+            if a >= 0 and data_types[a] != data_types[b]:
+                raise GraphFileError(f"{node.op} node '{node.name}': its {side} {k + skip} "
+                                     f"is {type_name(data_types[a])}, but {side} {k + own} of its {attr} "
+                                     f"'{part.name}' is {type_name(data_types[b])}")
+
+
+def _refuse_cycles(runs: dict[int, set[int]], parts: Sequence[Part]) -> None:
+    """Depth-first search of the bodies' call graph (iterative: a long chain must not exhaust the stack)."""
+    state: dict[int, int] = {}      # 1: on the current path, 2: done
+    for root in runs:
+        if root in state:
+            continue
+        stack = [(root, iter(sorted(runs[root])))]
+        state[root] = 1
+        while stack:
+            s, pending = stack[-1]
+            t = next(pending, None)
+            if t is None:
+                state[s] = 2
+                stack.pop()
+            elif state.get(t) == 1:
+                raise GraphFileError(f"subgraph '{parts[t].name}' runs itself (a cycle of control-flow bodies "
+                                     f"through '{parts[s].name}')")
+            elif t not in state:
+                state[t] = 1
+                stack.append((t, iter(sorted(runs[t]))))

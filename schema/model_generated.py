@@ -374,6 +374,9 @@ class Primitive(object):
     NLLLossGrad = 148
     ErfGrad = 149
     PReLUGrad = 150
+    If = 151
+    Loop = 152
+    Scan = 153
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -679,6 +682,12 @@ def PrimitiveCreator(unionType, table):
         return ErfGradT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.PReLUGrad:
         return PReLUGradT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.If:
+        return IfT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Loop:
+        return LoopT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.Scan:
+        return ScanT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -17008,6 +17017,542 @@ class TensorScatterT(object):
         return tensorScatter
 
 
+class If(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = If()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsIf(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def IfBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # If
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # If
+    def ThenBranch(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # If
+    def ElseBranch(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # If
+    def ImplicitInputs(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def IfStart(builder):
+    builder.StartObject(3)
+
+def IfAddThenBranch(builder, thenBranch):
+    builder.PrependInt32Slot(0, thenBranch, 0)
+
+def IfAddElseBranch(builder, elseBranch):
+    builder.PrependInt32Slot(1, elseBranch, 0)
+
+def IfAddImplicitInputs(builder, implicitInputs):
+    builder.PrependInt32Slot(2, implicitInputs, 0)
+
+def IfEnd(builder):
+    return builder.EndObject()
+
+
+
+class IfT(object):
+
+    # IfT
+    def __init__(
+        self,
+        thenBranch = 0,
+        elseBranch = 0,
+        implicitInputs = 0,
+    ):
+        self.thenBranch = thenBranch  # type: int
+        self.elseBranch = elseBranch  # type: int
+        self.implicitInputs = implicitInputs  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        if_ = If()
+        if_.Init(buf, pos)
+        return cls.InitFromObj(if_)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, if_):
+        x = IfT()
+        x._UnPack(if_)
+        return x
+
+    # IfT
+    def _UnPack(self, if_):
+        if if_ is None:
+            return
+        self.thenBranch = if_.ThenBranch()
+        self.elseBranch = if_.ElseBranch()
+        self.implicitInputs = if_.ImplicitInputs()
+
+    # IfT
+    def Pack(self, builder):
+        IfStart(builder)
+        IfAddThenBranch(builder, self.thenBranch)
+        IfAddElseBranch(builder, self.elseBranch)
+        IfAddImplicitInputs(builder, self.implicitInputs)
+        if_ = IfEnd(builder)
+        return if_
+
+
+class Loop(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Loop()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsLoop(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def LoopBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Loop
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Loop
+    def Body(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Loop
+    def ImplicitInputs(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def LoopStart(builder):
+    builder.StartObject(2)
+
+def LoopAddBody(builder, body):
+    builder.PrependInt32Slot(0, body, 0)
+
+def LoopAddImplicitInputs(builder, implicitInputs):
+    builder.PrependInt32Slot(1, implicitInputs, 0)
+
+def LoopEnd(builder):
+    return builder.EndObject()
+
+
+
+class LoopT(object):
+
+    # LoopT
+    def __init__(
+        self,
+        body = 0,
+        implicitInputs = 0,
+    ):
+        self.body = body  # type: int
+        self.implicitInputs = implicitInputs  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        loop = Loop()
+        loop.Init(buf, pos)
+        return cls.InitFromObj(loop)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, loop):
+        x = LoopT()
+        x._UnPack(loop)
+        return x
+
+    # LoopT
+    def _UnPack(self, loop):
+        if loop is None:
+            return
+        self.body = loop.Body()
+        self.implicitInputs = loop.ImplicitInputs()
+
+    # LoopT
+    def Pack(self, builder):
+        LoopStart(builder)
+        LoopAddBody(builder, self.body)
+        LoopAddImplicitInputs(builder, self.implicitInputs)
+        loop = LoopEnd(builder)
+        return loop
+
+
+class Scan(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Scan()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsScan(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ScanBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # Scan
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Scan
+    def Body(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Scan
+    def ImplicitInputs(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Scan
+    def NumScanInputs(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # Scan
+    def ScanInputAxes(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Scan
+    def ScanInputAxesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Scan
+    def ScanInputAxesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Scan
+    def ScanInputAxesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+    # Scan
+    def ScanInputDirections(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Scan
+    def ScanInputDirectionsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Scan
+    def ScanInputDirectionsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Scan
+    def ScanInputDirectionsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        return o == 0
+
+    # Scan
+    def ScanOutputAxes(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Scan
+    def ScanOutputAxesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Scan
+    def ScanOutputAxesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Scan
+    def ScanOutputAxesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        return o == 0
+
+    # Scan
+    def ScanOutputDirections(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Scan
+    def ScanOutputDirectionsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Scan
+    def ScanOutputDirectionsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Scan
+    def ScanOutputDirectionsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        return o == 0
+
+    # Scan
+    def Batched(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def ScanStart(builder):
+    builder.StartObject(8)
+
+def ScanAddBody(builder, body):
+    builder.PrependInt32Slot(0, body, 0)
+
+def ScanAddImplicitInputs(builder, implicitInputs):
+    builder.PrependInt32Slot(1, implicitInputs, 0)
+
+def ScanAddNumScanInputs(builder, numScanInputs):
+    builder.PrependInt32Slot(2, numScanInputs, 0)
+
+def ScanAddScanInputAxes(builder, scanInputAxes):
+    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(scanInputAxes), 0)
+
+def ScanStartScanInputAxesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def ScanAddScanInputDirections(builder, scanInputDirections):
+    builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(scanInputDirections), 0)
+
+def ScanStartScanInputDirectionsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def ScanAddScanOutputAxes(builder, scanOutputAxes):
+    builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(scanOutputAxes), 0)
+
+def ScanStartScanOutputAxesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def ScanAddScanOutputDirections(builder, scanOutputDirections):
+    builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(scanOutputDirections), 0)
+
+def ScanStartScanOutputDirectionsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def ScanAddBatched(builder, batched):
+    builder.PrependBoolSlot(7, batched, 0)
+
+def ScanEnd(builder):
+    return builder.EndObject()
+
+
+try:
+    from typing import List
+except:
+    pass
+
+class ScanT(object):
+
+    # ScanT
+    def __init__(
+        self,
+        body = 0,
+        implicitInputs = 0,
+        numScanInputs = 0,
+        scanInputAxes = None,
+        scanInputDirections = None,
+        scanOutputAxes = None,
+        scanOutputDirections = None,
+        batched = False,
+    ):
+        self.body = body  # type: int
+        self.implicitInputs = implicitInputs  # type: int
+        self.numScanInputs = numScanInputs  # type: int
+        self.scanInputAxes = scanInputAxes  # type: Optional[List[int]]
+        self.scanInputDirections = scanInputDirections  # type: Optional[List[int]]
+        self.scanOutputAxes = scanOutputAxes  # type: Optional[List[int]]
+        self.scanOutputDirections = scanOutputDirections  # type: Optional[List[int]]
+        self.batched = batched  # type: bool
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        scan = Scan()
+        scan.Init(buf, pos)
+        return cls.InitFromObj(scan)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, scan):
+        x = ScanT()
+        x._UnPack(scan)
+        return x
+
+    # ScanT
+    def _UnPack(self, scan):
+        if scan is None:
+            return
+        self.body = scan.Body()
+        self.implicitInputs = scan.ImplicitInputs()
+        self.numScanInputs = scan.NumScanInputs()
+        if not scan.ScanInputAxesIsNone():
+            if np is None:
+                self.scanInputAxes = []
+                for i in range(scan.ScanInputAxesLength()):
+                    self.scanInputAxes.append(scan.ScanInputAxes(i))
+            else:
+                self.scanInputAxes = scan.ScanInputAxesAsNumpy()
+        if not scan.ScanInputDirectionsIsNone():
+            if np is None:
+                self.scanInputDirections = []
+                for i in range(scan.ScanInputDirectionsLength()):
+                    self.scanInputDirections.append(scan.ScanInputDirections(i))
+            else:
+                self.scanInputDirections = scan.ScanInputDirectionsAsNumpy()
+        if not scan.ScanOutputAxesIsNone():
+            if np is None:
+                self.scanOutputAxes = []
+                for i in range(scan.ScanOutputAxesLength()):
+                    self.scanOutputAxes.append(scan.ScanOutputAxes(i))
+            else:
+                self.scanOutputAxes = scan.ScanOutputAxesAsNumpy()
+        if not scan.ScanOutputDirectionsIsNone():
+            if np is None:
+                self.scanOutputDirections = []
+                for i in range(scan.ScanOutputDirectionsLength()):
+                    self.scanOutputDirections.append(scan.ScanOutputDirections(i))
+            else:
+                self.scanOutputDirections = scan.ScanOutputDirectionsAsNumpy()
+        self.batched = scan.Batched()
+
+    # ScanT
+    def Pack(self, builder):
+        if self.scanInputAxes is not None:
+            if np is not None and type(self.scanInputAxes) is np.ndarray:
+                scanInputAxes = builder.CreateNumpyVector(self.scanInputAxes)
+            else:
+                ScanStartScanInputAxesVector(builder, len(self.scanInputAxes))
+                for i in reversed(range(len(self.scanInputAxes))):
+                    builder.PrependInt32(self.scanInputAxes[i])
+                scanInputAxes = builder.EndVector()
+        if self.scanInputDirections is not None:
+            if np is not None and type(self.scanInputDirections) is np.ndarray:
+                scanInputDirections = builder.CreateNumpyVector(self.scanInputDirections)
+            else:
+                ScanStartScanInputDirectionsVector(builder, len(self.scanInputDirections))
+                for i in reversed(range(len(self.scanInputDirections))):
+                    builder.PrependInt32(self.scanInputDirections[i])
+                scanInputDirections = builder.EndVector()
+        if self.scanOutputAxes is not None:
+            if np is not None and type(self.scanOutputAxes) is np.ndarray:
+                scanOutputAxes = builder.CreateNumpyVector(self.scanOutputAxes)
+            else:
+                ScanStartScanOutputAxesVector(builder, len(self.scanOutputAxes))
+                for i in reversed(range(len(self.scanOutputAxes))):
+                    builder.PrependInt32(self.scanOutputAxes[i])
+                scanOutputAxes = builder.EndVector()
+        if self.scanOutputDirections is not None:
+            if np is not None and type(self.scanOutputDirections) is np.ndarray:
+                scanOutputDirections = builder.CreateNumpyVector(self.scanOutputDirections)
+            else:
+                ScanStartScanOutputDirectionsVector(builder, len(self.scanOutputDirections))
+                for i in reversed(range(len(self.scanOutputDirections))):
+                    builder.PrependInt32(self.scanOutputDirections[i])
+                scanOutputDirections = builder.EndVector()
+        ScanStart(builder)
+        ScanAddBody(builder, self.body)
+        ScanAddImplicitInputs(builder, self.implicitInputs)
+        ScanAddNumScanInputs(builder, self.numScanInputs)
+        if self.scanInputAxes is not None:
+            ScanAddScanInputAxes(builder, scanInputAxes)
+        if self.scanInputDirections is not None:
+            ScanAddScanInputDirections(builder, scanInputDirections)
+        if self.scanOutputAxes is not None:
+            ScanAddScanOutputAxes(builder, scanOutputAxes)
+        if self.scanOutputDirections is not None:
+            ScanAddScanOutputDirections(builder, scanOutputDirections)
+        ScanAddBatched(builder, self.batched)
+        scan = ScanEnd(builder)
+        return scan
+
+
 class QuantParam(object):
     __slots__ = ['_tab']
 
@@ -17999,7 +18544,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT', 'CumProdGradT', 'DetGradT', 'NLLLossGradT', 'ErfGradT', 'PReLUGradT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT', 'CumProdGradT', 'DetGradT', 'NLLLossGradT', 'ErfGradT', 'PReLUGradT', 'IfT', 'LoopT', 'ScanT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

@@ -28,11 +28,16 @@ PASSES: dict[str, Callable[[Graph], None]] = {
 
 
 def optimize(graph: Graph, disabled: Iterable[str] = ()) -> Graph:
-    """Run every pass not in `disabled`, in order, then re-infer shapes for the exporter."""
+    """Run every pass not in `disabled`, in order, then re-infer shapes for the exporter. The bodies of
+    control-flow nodes are optimised first, each as a graph of its own (its inputs and outputs keep their names
+    and layout)."""
     skip = set(disabled)
     unknown = skip - PASSES.keys()
     if unknown:
         raise ValueError(f"unknown passes {sorted(unknown)}; passes are {list(PASSES)}")
+    for node in graph.nodes:
+        for body in node.bodies:
+            optimize(body, skip)
     for name, run in PASSES.items():
         if name not in skip:
             run(graph)

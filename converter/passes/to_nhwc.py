@@ -168,6 +168,8 @@ def _as_reshape(graph: Graph, node: Node, perm: Perm) -> bool:
     """A transpose that keeps the order of all dims other than 1s is a (copy-free) reshape. The target shape
     copies dims that stay in place (0) and infers the one moved dim (-1), so it survives a batch Resize."""
     x = graph.values[node.inputs[0]]
+    if x.dynamic:           # its rank may be a guess: only a transpose knows how many dims it has
+        return False
     moved = [p for p in perm if x.shape[p] != 1]
     if moved != sorted(moved):
         return False

@@ -6,12 +6,11 @@ import onnx
 from onnx import numpy_helper
 
 from converter.frontends.onnx import rules  # noqa: F401  (registers every importer rule)
-from converter.frontends.onnx.registry import IMPORTERS, ImportContext
+from converter.frontends.onnx.registry import DEFAULT_DOMAINS, IMPORTERS, ImportContext
 from converter.ir import Graph, Value
-from lite.status import GraphFileError, InputTensorError, LiteError, NotSupportedError
+from lite.status import GraphFileError, InputTensorError, NotSupportedError
 
 MIN_OPSET = 7
-_DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def supported_ops() -> list[str]:
@@ -19,7 +18,7 @@ def supported_ops() -> list[str]:
 
 
 def _opset(model: onnx.ModelProto) -> int:
-    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    versions = [o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS]
     if not versions:
         raise NotSupportedError("the ONNX model imports no default-domain opset")
     opset = versions[0]
@@ -76,14 +75,25 @@ def _source_types(model: onnx.ModelProto) -> dict[str, tuple[np.dtype, int]]:
     except Exception:   # noqa: BLE001  (a best-effort hint: any failure leaves the fallback rule)
         return {}
     types = {}
-    for vi in [*inferred.graph.value_info, *inferred.graph.output]:
+    for vi in _value_infos(inferred.graph):
         tt = vi.type.tensor_type
         if vi.type.HasField("tensor_type") and tt.HasField("shape") and tt.elem_type:
             try:
-                types[vi.name] = (np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)), len(tt.shape.dim))
+                types.setdefault(vi.name, (np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)),
+                                           len(tt.shape.dim)))
             except (KeyError, TypeError, ValueError):
                 continue
     return types
+
+
+def _value_infos(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    """The typed values of `graph` and, after them, of the subgraphs of its control-flow nodes."""
+    found = [*graph.value_info, *graph.output]
+    for node in graph.node:
+        for a in node.attribute:
+            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                found += [*sub.input, *_value_infos(sub)]
+    return found
 
 
 def import_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> Graph:
@@ -109,24 +119,7 @@ def import_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | No
         raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
                                f"(inputs: {graph.inputs})")
     graph.source_types = _source_types(model)
-    ctx = ImportContext(graph, opset)
-    for index, node in enumerate(g.node):
-        ctx.node, ctx.name = node, node.name or f"{node.op_type}_{index}"
-        if node.domain not in _DEFAULT_DOMAINS:
-            raise NotSupportedError(f"Unsupported ONNX op '{node.domain}.{node.op_type}' at node '{ctx.name}' "
-                                    f"(opset {opset})")
-        rule = IMPORTERS.get(node.op_type)
-        if rule is None:
-            raise NotSupportedError(f"Unsupported ONNX op '{node.op_type}' at node '{ctx.name}' (opset {opset})")
-        missing = [i for i in node.input if i and i not in graph.values]
-        if missing:
-            raise GraphFileError(f"ONNX node '{ctx.name}' reads '{missing[0]}', which is not produced before it")
-        try:
-            rule(ctx)
-        except LiteError:
-            raise
-        except (ValueError, TypeError, KeyError, IndexError) as e:
-            raise ctx.error(f"cannot import: {e}") from e
+    ImportContext(graph, opset).import_nodes(g)
     graph.outputs = [o.name for o in g.output]
     missing = [o for o in graph.outputs if o not in graph.values]
     if missing:

@@ -1,26 +1,98 @@
 """The ONNX importer registry: one rule per ONNX op type, found by name (`IMPORTERS["Conv"]`)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
+import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
 from converter.frontends.emit import EmitContext
-from converter.ir import Graph
-from lite.status import LiteError, NotSupportedError
+from converter.ir import Graph, Value
+from lite.status import GraphFileError, LiteError, NotSupportedError
 
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
 
 
-class ImportContext(EmitContext):
-    """What an importer rule sees: the ONNX node being imported and helpers to emit IR for it."""
+DEFAULT_DOMAINS = ("", "ai.onnx")
 
-    def __init__(self, graph: Graph, opset: int):
+
+class ImportContext(EmitContext):
+    """What an importer rule sees: the ONNX node being imported and helpers to emit IR for it. The context of a
+    control-flow body has the context of the graph around it as `parent`, from which it captures the outer-scope
+    values its nodes read."""
+
+    def __init__(self, graph: Graph, opset: int, parent: "ImportContext | None" = None):
         super().__init__(graph)
         self.opset = opset
         self.node: onnx.NodeProto | None = None
+        self.parent = parent
+
+    # ---- walking a graph -----------------------------------------------------------------------------------------
+    def import_nodes(self, g: onnx.GraphProto) -> None:
+        """Apply one importer rule per node of `g`, in order."""
+        for index, node in enumerate(g.node):
+            self.node, self.name = node, node.name or f"{node.op_type}_{index}"
+            if node.domain not in DEFAULT_DOMAINS:
+                raise NotSupportedError(f"Unsupported ONNX op '{node.domain}.{node.op_type}' at node '{self.name}' "
+                                        f"(opset {self.opset})")
+            rule = IMPORTERS.get(node.op_type)
+            if rule is None:
+                raise NotSupportedError(f"Unsupported ONNX op '{node.op_type}' at node '{self.name}' "
+                                        f"(opset {self.opset})")
+            missing = [i for i in node.input if i and not self.capture(i)]
+            if missing:
+                raise GraphFileError(f"ONNX node '{self.name}' reads '{missing[0]}', which is not produced before it")
+            try:
+                rule(self)
+            except LiteError:
+                raise
+            except (ValueError, TypeError, KeyError, IndexError) as e:
+                raise self.error(f"cannot import: {e}") from e
+
+    def capture(self, name: str) -> bool:
+        """Make the value `name` readable in this graph: its own, or an outer-scope value captured from the
+        enclosing graphs (a constant is copied in; any other value becomes a trailing input of the body, which
+        its control-flow node passes in). False when no scope has it."""
+        if name in self.graph.values:
+            return True
+        if self.parent is None or not self.parent.capture(name):
+            return False
+        outer = self.parent.graph.values[name]
+        if outer.const is not None:
+            self.graph.values[name] = dataclasses.replace(outer)    # the same array: one tensor in the file
+        else:
+            self.graph.values[name] = Value(name, outer.shape, outer.dtype, format=outer.format, dynamic=outer.dynamic)
+            self.graph.inputs.append(name)
+        return True
+
+    def subgraph(self, g: onnx.GraphProto, inputs: list[Value]) -> Graph:
+        """Import the body `g` of the node being imported, its inputs having the shapes and dtypes of `inputs`
+        (placeholders: a body never folds on them). Outer-scope values it reads are captured: they follow
+        its own inputs, their names those of the outer values (`captured`)."""
+        if len(g.input) != len(inputs):
+            raise self.error(f"subgraph '{g.name}' has {len(g.input)} inputs, {len(inputs)} expected",
+                             GraphFileError)
+        body = Graph(g.name or f"{self.name}/body")
+        body.source_types = self.graph.source_types
+        for init in g.initializer:
+            array = numpy_helper.to_array(init)
+            body.values[init.name] = Value(init.name, tuple(array.shape), array.dtype,
+                                           np.ascontiguousarray(array).reshape(array.shape))
+        for vi, v in zip(g.input, inputs):
+            body.values[vi.name] = Value(vi.name, v.shape, v.dtype, format=v.format, dynamic=v.dynamic)
+            body.inputs.append(vi.name)
+        inner = ImportContext(body, self.opset, self)
+        inner.import_nodes(g)
+        missing = [o.name for o in g.output if not inner.capture(o.name)]
+        if missing:
+            raise GraphFileError(f"subgraph '{g.name}' of ONNX node '{self.name}' outputs '{missing[0]}', which "
+                                 f"nothing produces")
+        body.outputs = [o.name for o in g.output]
+        body.prune()
+        return body
 
     # ---- reading the ONNX node ---------------------------------------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
