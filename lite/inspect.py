@@ -2,9 +2,10 @@
 `.ms` file (an encrypted one with its key).
 
 Prints the format version, the graph inputs and outputs (shape, dtype), node counts by op type, the parameters
-(count and bytes by dtype), the quantized tensors with the range of their scales, the training subgraphs and the
-arena a session plans for the model. `--graph` writes the graph as Graphviz `.dot` (a `.png` needs Graphviz's
-`dot` on the PATH); `--text` prints it as numbered lines, each naming the nodes it reads unless that is the line above.
+(count and bytes by dtype), the quantized tensors with the range of their scales, the training subgraphs, the
+bodies of the control-flow nodes and the arena a session plans for the model. `--graph` writes the graph as Graphviz `.dot` (a `.png` needs Graphviz's
+`dot` on the PATH); `--text` prints it as numbered lines, each naming the nodes it reads unless that is the line above,
+with the bodies of control-flow nodes indented below them.
 """
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ import numpy as np
 
 from lite import dtypes, protect
 from lite.context import Context
-from lite.model import Model, TensorDef
+from lite.model import Model, NodeDef, TensorDef
 from lite.session import LiteSession
 from lite.status import LiteError
+from lite.traits import traits
 from schema import FMK_TYPES
 
 
@@ -58,6 +60,7 @@ class Summary:
     parameters: dict[str, tuple[int, int]]          # dtype -> (elements, bytes) of constant tensors
     quantized: list[QuantInfo]
     subgraphs: dict[str, int] = field(default_factory=dict)   # name -> node count
+    bodies: dict[str, int] = field(default_factory=dict)      # control-flow bodies: name -> node count
     arena_bytes: int | None = None
     arena_error: str = ""
     encrypted: bool = False
@@ -101,9 +104,10 @@ def summarize(model: Model, file_bytes: int | None = None, encrypted: bool = Fal
     summary = Summary(
         name=model.name, format_version=model.version, file_bytes=file_bytes,
         inputs=[_info(model.tensors[i]) for i in model.inputs], outputs=[_info(model.tensors[i]) for i in model.outputs],
-        op_counts=Counter(n.op for n in model.nodes), parameters=parameters,
-        quantized=[_quant(t) for t in model.tensors if t.quant_params],
-        subgraphs={name: len(sg.nodes) for name, sg in model.subgraphs.items()}, encrypted=encrypted,
+        op_counts=Counter(n.op for n in [*model.nodes, *(n for b in model.bodies for n in b.nodes)]),
+        parameters=parameters, quantized=[_quant(t) for t in model.tensors if t.quant_params],
+        subgraphs={name: len(sg.nodes) for name, sg in model.subgraphs.items()},
+        bodies={b.name: len(b.nodes) for b in model.bodies}, encrypted=encrypted,
         source=FMK_TYPES.get(model.fmk_type, f"fmk_type {model.fmk_type}"))
     try:
         summary.arena_bytes = _planned_arena(model)
@@ -123,7 +127,7 @@ def format_summary(s: Summary) -> str:
     for title, items in (("inputs", s.inputs), ("outputs", s.outputs)):
         lines.append(f"{title}:")
         lines += [f"  {t.name:<24} {t.dtype:<8} {list(t.shape)}" for t in items]
-    lines.append(f"nodes: {sum(s.op_counts.values())}")
+    lines.append(f"nodes: {sum(s.op_counts.values())}" + (" (bodies included)" if s.bodies else ""))
     lines += [f"  {op:<28} {n:>5}" for op, n in s.op_counts.most_common()]
     lines.append(f"parameters: {s.parameter_count:,}")
     lines += [f"  {dtype:<8} {n:>12,} elements  {_mb(b):>10}" for dtype, (n, b) in sorted(s.parameters.items())]
@@ -138,6 +142,8 @@ def format_summary(s: Summary) -> str:
                          f"{len(qs):>5} tensors, scales {lo:.3g} .. {hi:.3g}")
     if s.subgraphs:
         lines.append("subgraphs: " + ", ".join(f"{name} ({n} nodes)" for name, n in s.subgraphs.items()))
+    if s.bodies:
+        lines.append("control-flow bodies: " + ", ".join(f"{name} ({n} nodes)" for name, n in s.bodies.items()))
     lines.append(f"planned arena: {_mb(s.arena_bytes)}" if s.arena_bytes is not None
                  else f"planned arena: not compiled ({s.arena_error})")
     return "\n".join(lines)
@@ -164,17 +170,28 @@ def graph_dot(model: Model) -> str:
 
 def graph_text(model: Model) -> str:
     """The graph as numbered lines `k op name -> shape`, each followed by `<- ...` naming the nodes (by number) or
-    graph inputs it reads, unless it reads only the line above it: chains read straight down, branches stand out."""
-    producer = {o: k for k, n in enumerate(model.nodes) for o in n.outputs}
-    width = len(str(len(model.nodes)))
+    graph inputs it reads, unless it reads only the line above it: chains read straight down, branches stand out.
+    A control-flow node's bodies follow it, indented, each headed by its inputs and outputs."""
+    return "\n".join(_text_lines(model, model.nodes, ""))
+
+
+def _text_lines(model: Model, nodes: Sequence[NodeDef], indent: str) -> list[str]:
+    producer = {o: k for k, n in enumerate(nodes) for o in n.outputs}
+    width = len(str(len(nodes)))
+    names = [t.name for t in model.tensors]
     lines = []
-    for k, n in enumerate(model.nodes):
-        sources = [str(producer[i]) if i in producer else model.tensors[i].name
+    for k, n in enumerate(nodes):
+        sources = [str(producer[i]) if i in producer else names[i]
                    for i in n.inputs if i >= 0 and not model.tensors[i].is_const]
         shape = list(model.tensors[n.outputs[0]].dims) if n.outputs else []
         reads = "" if sources == [str(k - 1)] else f"  <- {', '.join(sources) or 'constants'}"
-        lines.append(f"{k:>{width}} {n.op} {n.name} -> {shape}{reads}")
-    return "\n".join(lines)
+        lines.append(f"{indent}{k:>{width}} {n.op} {n.name} -> {shape}{reads}")
+        spec = traits(n.op).bodies
+        for attr, body in zip(spec.attrs if spec else (), n.bodies):
+            lines.append(f"{indent}{' ' * width}   {attr} '{body.name}' ({', '.join(names[i] for i in body.inputs)})"
+                         f" -> ({', '.join(names[o] for o in body.outputs)}):")
+            lines += _text_lines(model, body.nodes, indent + " " * (width + 5))
+    return lines
 
 
 def write_graph(model: Model, path: Path) -> str:

@@ -2,8 +2,9 @@
 
 Every builder is ``builder(num_classes=..., input_size=..., in_channels=..., batch=1, seed=0) -> onnx.ModelProto``
 with graph input ``input`` (NCHW float32; ``batch=None`` gives a symbolic "N") and output ``logits``
-``[batch, num_classes]``. ``TASKS`` holds the detection and segmentation models of ``models.tasks``, built in
-PyTorch and exported with ``torch.onnx.export`` (same builder keywords; their outputs are described there). Only
+``[batch, num_classes]``. ``TASKS`` holds the detection and segmentation models of ``models.tasks`` and the
+control-flow model of ``models.control_flow``, built in PyTorch and exported with ``torch.onnx.export`` (same
+builder keywords; their outputs are described there). Only
 these and ``models.pretrained`` (to read a published checkpoint) import torch; see ``models.torch_reference`` for
 the PyTorch executor.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 import onnx
 
 from .classic import alexnet, lenet5
+from .control_flow import gated_refiner
 from .efficientnet import efficientnet_b0, efficientnet_lite0
 from .mobilenet import mobilenet_v1, mobilenet_v2, mobilenet_v3_large, mobilenet_v3_small
 from .resnet import resnet18, resnet50
@@ -35,7 +37,8 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "efficientnet_b0": efficientnet_b0,
     "efficientnet_lite0": efficientnet_lite0,
 }
-TASKS: dict[str, Callable[..., onnx.ModelProto]] = {"tiny_yolo": tiny_yolo, "tiny_unet": tiny_unet}
+TASKS: dict[str, Callable[..., onnx.ModelProto]] = {"tiny_yolo": tiny_yolo, "tiny_unet": tiny_unet,
+                                                    "gated_refiner": gated_refiner}
 
 
 def build(name: str, **kwargs: object) -> onnx.ModelProto:
