@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategy", default="fedavg", choices=["fedavg", "fedadam"])
     parser.add_argument("--dp-clip", type=float, default=0.0, help="> 0: client-side DP with this clipping norm")
     parser.add_argument("--dp-epsilon", type=float, default=1.0)
+    parser.add_argument("--secagg", action="store_true", help="SecAgg+ secure aggregation")
     parser.add_argument("--baseline", choices=["run", "skip"], default="run")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds for the whole federation")
     parser.add_argument("--out", type=Path, default=REPO / "examples" / "results")
@@ -141,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     run_config = {"model": str(model), "out-dir": str(work / "server"), "test-data": str(test),
                   "num-rounds": args.rounds, "min-nodes": args.clients, "strategy": args.strategy,
                   "local-epochs": args.local_epochs, "batch-size": args.batch, "lr": args.lr,
-                  "round-timeout": 900.0, "dp-clip": args.dp_clip, "dp-epsilon": args.dp_epsilon}
+                  "round-timeout": 900.0, "dp-clip": args.dp_clip, "dp-epsilon": args.dp_epsilon,
+                  "secagg": args.secagg, "secagg-max-weight": float(args.per_client)}
     nodes = [{"model": str(model), "shard": str(s)} for s in shards]
     started = time.perf_counter()
     try:

@@ -123,3 +123,18 @@ def test_dead_and_slow_clients_are_left_out(faulty_clients):
     for name, value in expected.items():
         assert np.isfinite(exported[name]).all()
         np.testing.assert_allclose(exported[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.slow
+def test_secure_aggregation_yields_the_weighted_mean(model, tmp_path):
+    """Under SecAgg+ the server sees only the masked sum; the result is still the example-weighted mean (up to
+    SecAgg+'s quantization of the updates)."""
+    nodes = [{"model": str(model), "shard": str(_shard(tmp_path, k, n)), "record-dir": str(tmp_path / f"node-{k}")}
+             for k, n in enumerate([32, 48, 80])]
+    history, out = _federate(model, tmp_path, nodes, **{"num-rounds": 1, "secagg": True,
+                                                                   "secagg-max-weight": 80.0})
+    assert history["finished"]
+    expected = _mean([_sent(tmp_path / f"node-{k}", 1) for k in range(3)])
+    exported = _exported(out / "global.ms")
+    for name, value in expected.items():
+        np.testing.assert_allclose(exported[name], value, rtol=0, atol=1e-4, err_msg=name)

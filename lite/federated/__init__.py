@@ -2,9 +2,10 @@
 
 `client` (the ClientApp: local epochs on the node's shard), `server` (the ServerApp: FedAvg/FedAdam from the
 model's initial weights, the global model exported as an inference `.ms` after every round), `strategies`
-(the guard against NaN/Inf and malformed updates), `arrays` (weights <-> Flower records), `privacy`
-(client-side DP), `shards` (non-IID splits and the per-node data files), `local` (one client's round without
-Flower), `launch` (a SuperLink and N SuperNodes as processes on 127.0.0.1).
+(the guard against NaN/Inf and malformed updates), `secagg` (FedAvg under SecAgg+), `arrays` (weights <->
+Flower records), `wire` (the two request layouts a client answers), `privacy` (client-side DP, SecAgg+ mod),
+`shards` (non-IID splits and the per-node data files), `local` (one client's round without Flower), `launch`
+(a SuperLink and N SuperNodes as processes on 127.0.0.1).
 The runtime core (`lite` without this package) never imports Flower.
 """
 from pathlib import Path

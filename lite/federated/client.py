@@ -20,13 +20,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from lite.federated.arrays import load_weights, record_views, weights_record
 from lite.federated.local import evaluate_locally, open_session, train_locally
 from lite.federated.privacy import privacy_mods
 from lite.federated.shards import load_shard
+from lite.federated.wire import train_reply, train_request
 from lite.serialize import write_atomic
 from lite.status import ParamInvalidError
 from lite.train.session import TrainSession
@@ -41,9 +42,10 @@ def _node_value(context: Context, key: str, default: object = None) -> object:
     return value
 
 
-def _session(msg: Message, context: Context) -> TrainSession:
+def _session(context: Context, weights: ArrayRecord | None = None) -> TrainSession:
     session = open_session(str(_node_value(context, "model")), int(_node_value(context, "threads", 1)))
-    load_weights(session, msg.content.array_records["arrays"])
+    if weights is not None:
+        load_weights(session, weights)
     return session
 
 
@@ -76,26 +78,26 @@ def _record(context: Context, server_round: int, arrays: ArrayRecord, examples: 
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
-    config: ConfigRecord = msg.content.config_records["config"]
-    session = _session(msg, context)
+    session = _session(context)
+    request = train_request(msg, [t.tensor_name() for t in session.GetFeatureMaps()])
+    load_weights(session, request.arrays)
     x, y = load_shard(str(_node_value(context, "shard")))
-    server_round = int(config.get("server-round", 0))
-    result = train_locally(session, x, y, epochs=int(config.get("local-epochs", 1)),
-                           batch_size=int(config.get("batch-size", 32)),
-                           learning_rate=float(config.get("lr", session.GetLearningRate())),
+    server_round = int(request.config.get("server-round", 0))
+    result = train_locally(session, x, y, epochs=int(request.config.get("local-epochs", 1)),
+                           batch_size=int(request.config.get("batch-size", 32)),
+                           learning_rate=float(request.config.get("lr", session.GetLearningRate())),
                            seed=server_round)
     _break(context, session)
     arrays = weights_record(session)
     _record(context, server_round, arrays, result.examples)
     _delay(context)
-    metrics = MetricRecord({"train-loss": result.loss, "train-accuracy": result.accuracy,
-                            "num-examples": result.examples})
-    return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)
+    return train_reply(msg, request, arrays, {"train-loss": result.loss, "train-accuracy": result.accuracy},
+                       result.examples)
 
 
 @app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
-    session = _session(msg, context)
+    session = _session(context, msg.content.array_records["arrays"])
     x, y = load_shard(str(_node_value(context, "shard")))
     result = evaluate_locally(session, x, y)
     metrics = MetricRecord({"eval-loss": result.loss, "eval-accuracy": result.accuracy,

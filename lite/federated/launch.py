@@ -107,6 +107,19 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
         pass
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _interruptible():
+    """SIGINT and SIGTERM raise KeyboardInterrupt while a federation runs (also where the shell started us with
+    SIGINT ignored), so the processes are always stopped; returns the function that puts the old handlers back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    saved = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    return lambda: [signal.signal(sig, handler) for sig, handler in saved.items()]
+
+
 def _wait_for_port(port: int, process: subprocess.Popen, deadline: float) -> None:
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -154,6 +167,7 @@ def run_federation(nodes: Sequence[dict[str, object]], run_config: dict[str, obj
     config_file.write_text("".join(f"{k} = {toml_value(v)}\n" for k, v in run_config.items()))
     federation = Federation(workdir, env)
     deadline = time.monotonic() + timeout
+    restore = _interruptible()
     try:
         link = federation.start("superlink", [_script("flower-superlink"), "--insecure", "--host", HOST, "--port",
                                               str(link_port), "--disable-runtime-dependency-installation"])
@@ -170,6 +184,7 @@ def run_federation(nodes: Sequence[dict[str, object]], run_config: dict[str, obj
         return _follow(submit, out / "history.json", workdir / "run.log", deadline, echo)
     finally:
         federation.stop()
+        restore()
 
 
 def _follow(submit: subprocess.Popen, history: Path, log_path: Path, deadline: float, echo: IO[str] | None) -> dict:
@@ -208,10 +223,6 @@ def parse_run_config(text: str) -> dict[str, object]:
     return tomllib.loads("\n".join(shlex.split(text))) if text.strip() else {}
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True, help="the training .ms (server and every client)")
@@ -228,7 +239,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.test_data:
         run_config["test-data"] = str(args.test_data.resolve())
     nodes = [{"model": str(args.model.resolve()), "shard": str(s.resolve())} for s in args.shards]
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
         history = run_federation(nodes, run_config, out / "processes", args.timeout)
     except (FederationError, KeyboardInterrupt) as e:

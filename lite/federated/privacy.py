@@ -1,4 +1,8 @@
-"""Client-side differential privacy from Flower's own `LocalDpMod`, switched per run.
+"""The client's privacy mods, each switched per run: Flower's `LocalDpMod` and `secaggplus_mod`.
+
+`secagg` (run config `secagg = true`): the SecAgg+ protocol (Bell et al. 2020) — the client masks its quantized
+update with pairwise and private masks, so the server learns only the sum (`lite.federated.secagg` runs the
+server side). It sits outside `local_dp`, so the noise is added before masking.
 
 `local_dp` wraps every train reply: the update (sent weights minus received global weights) is clipped to L2
 norm `dp-clip` and Gaussian noise of std `dp-sensitivity * sqrt(2 ln(1.25 / dp-delta)) / dp-epsilon` is added
@@ -9,6 +13,7 @@ The guarantee is (epsilon, delta) per round for each client's update (rounds com
 from __future__ import annotations
 
 from flwr.app import Context, Message, MessageType
+from flwr.client.mod import secaggplus_mod
 from flwr.clientapp.mod import LocalDpMod
 from flwr.clientapp.typing import ClientAppCallable, Mod
 
@@ -35,6 +40,13 @@ def local_dp(msg: Message, context: Context, call_next: ClientAppCallable) -> Me
     return LocalDpMod(*settings)(msg, context, call_next)
 
 
+def secagg(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """Flower's `secaggplus_mod` when the run config's `secagg` is true; a pass-through otherwise."""
+    if not context.run_config.get("secagg", False):
+        return call_next(msg, context)
+    return secaggplus_mod(msg, context, call_next)
+
+
 def privacy_mods() -> list[Mod]:
     """The client app's mods, outermost first."""
-    return [local_dp]
+    return [secagg, local_dp]

@@ -1,10 +1,11 @@
 """The Flower `ServerApp`: `lite.federated.server:app`.
 
 It starts from the training `.ms` file's own initial weights (`GetFeatureMaps` of a fresh session), runs
-`num-rounds` of the chosen strategy (FedAvg or FedAdam, guarded: `lite.federated.strategies`) with
-`round-timeout` seconds per round, and after every round loads the global weights into its session, exports
-them as an inference `.ms` (`<out-dir>/global.ms`, and `global-round-<r>.ms` with `export-every-round`),
-evaluates them on `test-data` when given, logs one progress line and rewrites `<out-dir>/history.json`.
+`num-rounds` of the chosen strategy (FedAvg or FedAdam, guarded: `lite.federated.strategies`; with `secagg`,
+FedAvg under SecAgg+: `lite.federated.secagg`) with `round-timeout` seconds per round, and after every round
+loads the global weights into its session, exports them as an inference `.ms` (`<out-dir>/global.ms`, and
+`global-round-<r>.ms` with `export-every-round`), evaluates them on `test-data` when given, logs one progress
+line and rewrites `<out-dir>/history.json`.
 
 Run config (`[tool.flwr.app.config]` of the app, `flwr run --run-config`): see `ServerSettings`.
 """
@@ -22,6 +23,7 @@ from flwr.supercore import log
 
 from lite.federated.arrays import load_weights, weights_record
 from lite.federated.local import evaluate_locally, open_session
+from lite.federated.secagg import run_secure
 from lite.federated.shards import load_shard
 from lite.federated.strategies import GuardedUpdates, make_strategy
 from lite.serialize import write_atomic
@@ -47,6 +49,9 @@ class ServerSettings:
     fraction_evaluate: float = 0.0  # share of nodes asked to evaluate the global model on their shard
     export_every_round: bool = False
     threads: int = 1
+    secagg: bool = False            # SecAgg+ (lite.federated.secagg): the server sees only the sum of updates
+    secagg_clip: float = 8.0        # SecAgg+ quantizes weights in [-secagg-clip, secagg-clip]
+    secagg_max_weight: float = 1000.0   # about the largest client's num-examples (lite.federated.secagg)
 
     @staticmethod
     def from_run_config(config: dict) -> "ServerSettings":
@@ -108,11 +113,15 @@ def main(grid: Grid, context: Context) -> None:
                              fraction_evaluate=settings.fraction_evaluate,
                              **({"eta": settings.server_lr} if settings.strategy == "fedadam" else {}))
     report = RoundReport(settings, session, strategy)
-    train_config = ConfigRecord({"local-epochs": settings.local_epochs, "batch-size": settings.batch_size,
-                                 "lr": settings.lr})
-    result = strategy.start(grid=grid, initial_arrays=weights_record(session), num_rounds=settings.num_rounds,
-                            timeout=settings.round_timeout, train_config=train_config, evaluate_fn=report)
-    train_metrics = {r: dict(m) for r, m in result.train_metrics_clientapp.items()}
+    train_config = {"local-epochs": settings.local_epochs, "batch-size": settings.batch_size, "lr": settings.lr}
+    train_metrics: dict[int, dict] = {}
+    if settings.secagg:
+        run_secure(grid, context, settings, weights_record(session), report, train_config)
+    else:
+        result = strategy.start(grid=grid, initial_arrays=weights_record(session), num_rounds=settings.num_rounds,
+                                timeout=settings.round_timeout, train_config=ConfigRecord(train_config),
+                                evaluate_fn=report)
+        train_metrics = {r: dict(m) for r, m in result.train_metrics_clientapp.items()}
     for row in report.history:
         row.update({f"clients_{k.replace('-', '_')}": v for k, v in train_metrics.get(row["round"], {}).items()})
     write_atomic(report.out / "history.json", json.dumps({"settings": asdict(settings), "rounds": report.history,
