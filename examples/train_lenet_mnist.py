@@ -45,13 +45,14 @@ def halve_after_second_epoch(lr: float, epoch: int) -> float:
     return lr * 0.5 if epoch >= 1 else lr
 
 
-def save_curve(rows: list[dict[str, float]], out: Path) -> list[Path]:
-    """The CSV always, the PNG when matplotlib is importable; both written atomically."""
+def save_curve(rows: list[dict[str, float]], out: Path, stem: str = "lenet_mnist",
+               title: str = "LeNet-5 on MNIST") -> list[Path]:
+    """`<stem>.csv` always, `<stem>.png` when matplotlib is importable; both written atomically."""
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
-    written = [out / "lenet_mnist.csv"]
+    written = [out / f"{stem}.csv"]
     write_atomic(written[0], text.getvalue().encode())
     try:
         import matplotlib
@@ -62,7 +63,7 @@ def save_curve(rows: list[dict[str, float]], out: Path) -> list[Path]:
     epochs = [r["epoch"] for r in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
     left.plot(epochs, [r["train_loss"] for r in rows], marker="o")
-    left.set(xlabel="epoch", ylabel="training loss", title="LeNet-5 on MNIST")
+    left.set(xlabel="epoch", ylabel="training loss", title=title)
     right.plot(epochs, [100 * r["train_accuracy"] for r in rows], marker="o", label="train")
     right.plot(epochs, [100 * r["test_accuracy"] for r in rows], marker="o", label="test")
     right.set(xlabel="epoch", ylabel="accuracy (%)")
@@ -70,7 +71,7 @@ def save_curve(rows: list[dict[str, float]], out: Path) -> list[Path]:
     fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=100)
-    written.append(out / "lenet_mnist.png")
+    written.append(out / f"{stem}.png")
     write_atomic(written[1], png.getvalue())
     return written
 
