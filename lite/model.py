@@ -178,8 +178,15 @@ def _read(buf: memoryview) -> Model:
         spec = traits(node.op).bodies
         if spec is not None:
             node.bodies = [bodies[int(getattr(node.attrs, a))] for a in spec.attrs]
-    return Model(_text(root.Name(), ""), _text(root.Version(), ""), tensors, ordered, graph_in, graph_out,
-                 subgraphs, buf.obj, root.FmkType(), list(bodies.values()))
+    version = _text(root.Version(), "")
+    return Model(_text(root.Name(), ""), version, tensors, ordered, graph_in, graph_out,
+                 subgraphs, buf.obj, _fmk_type(root.FmkType(), version), list(bodies.values()))
+
+
+def _fmk_type(stored: int, version: str) -> int:
+    """The source framework; files before format 1.2 came only from ONNX and wrote 0 for it."""
+    before_1_2 = tuple(int(p) for p in version.split(".")[:2] if p.isdigit()) < (1, 2)
+    return FMK_ONNX if stored == 0 and before_1_2 else stored
 
 
 def _body(part: Part, members: list[NodeDef], tensors: list[TensorDef]) -> SubGraphDef:

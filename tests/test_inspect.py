@@ -38,11 +38,22 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
     return path
 
 
+def test_files_before_format_1_2_name_onnx_as_their_source(lenet, tmp_path: Path, monkeypatch) -> None:
+    """Format 1.1 wrote fmk_type 0 for ONNX (TF's FmkType since 1.2): such files still read as ONNX."""
+    import lite.serialize
+    monkeypatch.setattr(lite.serialize, "FORMAT_VERSION", "1.1")
+    old = lite.Model.Load(write(tmp_path, "old.ms", to_bytes(to_graph(lenet), fmk_type=0)))
+    monkeypatch.setattr(lite.serialize, "FORMAT_VERSION", "1.2")
+    new = lite.Model.Load(write(tmp_path, "new.ms", to_bytes(to_graph(lenet), fmk_type=0)))
+    assert (old.version, summarize(old, 0).source) == ("1.1", "ONNX")
+    assert (new.version, summarize(new, 0).source) == ("1.2", "TF")
+
+
 def test_float_model_summary(lenet, tmp_path: Path) -> None:
     path = write(tmp_path, "lenet.ms", convert(lenet))
     model = lite.Model.Load(path)
     s = summarize(model, path.stat().st_size)
-    assert (s.name, s.format_version, s.file_bytes, s.source) == ("lenet5", "1.1", path.stat().st_size, "ONNX")
+    assert (s.name, s.format_version, s.file_bytes, s.source) == ("lenet5", "1.2", path.stat().st_size, "ONNX")
     assert [(t.name, t.shape, t.dtype) for t in s.inputs] == [("input", (1, 1, 32, 32), "float32")]
     assert [(t.name, t.shape, t.dtype) for t in s.outputs] == [("logits", (1, 10), "float32")]
     assert s.op_counts["Conv2D"] == 2 and s.op_counts["FullConnection"] == 3 and s.op_counts["Pooling"] == 2
