@@ -300,7 +300,7 @@ def test_custom_op_is_not_supported_naming_op_and_node():
     assert "TFLite_Detection_PostProcess" in str(e) and "postprocess/out" in str(e)
 
 
-@pytest.mark.parametrize("op", ["WHILE", "UNIDIRECTIONAL_SEQUENCE_LSTM"])
+@pytest.mark.parametrize("op", ["CALL_ONCE", "UNIDIRECTIONAL_SEQUENCE_LSTM"])
 def test_control_flow_and_recurrent_ops_are_refused(op):
     m = TFLiteModel()
     x, y = m.tensor([2, 3], name="x"), m.tensor([2, 3], name="loop_out")

@@ -57,11 +57,21 @@ class Sparse:
 
 @dataclass
 class TFLiteModel:
-    """A one-subgraph TFLite model under construction: tensors, constants and operators by index."""
+    """A TFLite model under construction: tensors, constants and operators of subgraph 0 by index, and the
+    body subgraphs that WHILE / IF name (`subgraph`)."""
     tensors: list[dict] = field(default_factory=list)
     buffers: list[np.ndarray | None] = field(default_factory=lambda: [None])
     operators: list[dict] = field(default_factory=list)
     codes: list[tuple[int, str | None, int]] = field(default_factory=list)
+    bodies: list[tuple["TFLiteModel", list[int], list[int]]] = field(default_factory=list)
+
+    def subgraph(self, build: Any) -> int:
+        """Add a body subgraph: `build(g)` fills a fresh tensor table `g` (sharing this model's buffers and
+        operator codes) and returns its (inputs, outputs); returns the subgraph index."""
+        g = TFLiteModel(buffers=self.buffers, codes=self.codes)
+        inputs, outputs = build(g)
+        self.bodies.append((g, inputs, outputs))
+        return len(self.bodies)
 
     def tensor(self, shape, dtype=np.float32, name: str | None = None, data: np.ndarray | None = None,
                scale=None, zero_point=None, axis: int = 0, sparse: Sparse | None = None,
@@ -135,6 +145,12 @@ class TFLiteModel:
             fields["BuiltinOptionsType"] = getattr(tflite.BuiltinOptions, op["options"])
         return table(b, "Operator", **fields)
 
+    def _subgraph(self, b: flatbuffers.Builder, inputs: list[int], outputs: list[int], name: str) -> int:
+        tensors = [self._tensor(b, t) for t in self.tensors]
+        ops = [self._operator(b, op) for op in self.operators]
+        return table(b, "SubGraph", Tensors=offsets(b, tensors), Inputs=vector(b, inputs),
+                     Outputs=vector(b, outputs), Operators=offsets(b, ops), Name=b.CreateString(name))
+
     def build(self, inputs: list[int], outputs: list[int], signature: dict[str, list[str]] | None = None,
               version: int = 3) -> bytes:
         """The file; `signature` {"inputs": names, "outputs": names} adds a signature def for subgraph 0."""
@@ -143,16 +159,14 @@ class TFLiteModel:
         for data in self.buffers:
             buffers.append(table(b, "Buffer", **({} if data is None else {"Data": vector(b, data.reshape(-1).view(np.uint8),
                                                                                          np.uint8)})))
-        tensors = [self._tensor(b, t) for t in self.tensors]
-        ops = [self._operator(b, op) for op in self.operators]
-        graph = table(b, "SubGraph", Tensors=offsets(b, tensors), Inputs=vector(b, inputs),
-                      Outputs=vector(b, outputs), Operators=offsets(b, ops), Name=b.CreateString("main"))
+        graphs = [g._subgraph(b, ins, outs, name) for name, (g, ins, outs) in
+                  [("main", (self, inputs, outputs)), *((f"body{k + 1}", body) for k, body in enumerate(self.bodies))]]
         codes = []
         for builtin, custom, code_version in self.codes:
             extra = {"CustomCode": b.CreateString(custom)} if custom else {}
             codes.append(table(b, "OperatorCode", BuiltinCode=builtin, DeprecatedBuiltinCode=min(builtin, 127),
                                Version=code_version, **extra))
-        fields = dict(Version=version, OperatorCodes=offsets(b, codes), Subgraphs=offsets(b, [graph]),
+        fields = dict(Version=version, OperatorCodes=offsets(b, codes), Subgraphs=offsets(b, graphs),
                       Buffers=offsets(b, buffers), Description=b.CreateString("test"))
         if signature:
             maps = {}

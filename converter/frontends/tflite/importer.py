@@ -1,4 +1,5 @@
-"""Walk subgraph 0 of a TFLite model in order and apply one importer rule per operator.
+"""Walk subgraph 0 of a TFLite model in order and apply one importer rule per operator; the subgraphs that
+WHILE and IF name are imported the same way, as bodies, when their rules ask (`ImportContext.body`).
 
 TFLite is NHWC already, so layout-bound ops are emitted directly on its tensors (no transposes), and graph
 inputs and outputs keep TFLite's layout. Tensor names come from the file (made unique); graph inputs and outputs
@@ -11,18 +12,17 @@ from typing import Any
 import numpy as np
 
 from converter.frontends.tflite import rules  # noqa: F401  (registers every importer rule)
-from converter.frontends.tflite.reader import ModelRecord, OperatorRecord, Quantization, TensorRecord, read_model
+from converter.frontends.tflite.reader import (GraphRecord, ModelRecord, OperatorRecord, Quantization, TensorRecord,
+                                              read_model)
 from converter.frontends.tflite.registry import IMPORTERS, QUANT, ImportContext, dequantized
 from converter.ir import Graph, Value
 from lite.dtypes import DataType, from_numpy
-from lite.status import InputTensorError, LiteError, NotSupportedError
+from lite.status import GraphFileError, InputTensorError, LiteError, NotSupportedError
 from schema import fb
 
 QUANTIZED_TYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.int32))
 # Builtins that need what this runtime does not have yet; refused with the reason.
 REFUSED = {
-    "WHILE": "control flow (subgraph bodies) is not supported",
-    "IF": "control flow (subgraph bodies) is not supported",
     "CALL_ONCE": "control flow (subgraph bodies) is not supported",
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "recurrent ops are not supported",
     "BIDIRECTIONAL_SEQUENCE_LSTM": "recurrent ops are not supported",
@@ -94,10 +94,10 @@ def _ir_dtype(t: TensorRecord) -> np.dtype:
     return np.dtype(np.int8) if _uint8_io(t) else t.dtype
 
 
-def _unique_names(model: ModelRecord) -> list[str]:
+def _unique_names(graph: GraphRecord, signature: dict[int, str]) -> list[str]:
     names, seen = [], set()
-    for t in model.tensors:
-        name = model.names.get(t.index, t.name)
+    for t in graph.tensors:
+        name = signature.get(t.index, t.name)
         while name in seen:
             name = f"{name}_{t.index}"
         seen.add(name)
@@ -106,11 +106,15 @@ def _unique_names(model: ModelRecord) -> list[str]:
 
 
 class _Importer:
-    def __init__(self, model: ModelRecord, input_shapes: dict[str, list[int]]):
-        self.model = model
-        self.names = _unique_names(model)
-        self.graph = Graph("graph")
+    """Imports one subgraph of `file` (`stack`: the subgraph indices being imported, this one last)."""
+
+    def __init__(self, file: ModelRecord, input_shapes: dict[str, list[int]], stack: tuple[int, ...] = (0,)):
+        self.file, self.stack = file, stack
+        self.model = model = file.graphs[stack[-1]]
+        self.names = _unique_names(model, file.names if stack == (0,) else {})
+        self.graph = Graph("graph" if stack == (0,) else model.name or f"subgraph_{stack[-1]}")
         self.ctx = ImportContext(self.graph)
+        self.ctx.body = self.body
         self.floats: dict[str, str] = {}        # quantized tensor -> its dequantized float copy
         self.graph.source_types = {self.names[t.index]: (_ir_dtype(t), len(t.shape)) for t in model.tensors}
         for t in model.tensors:
@@ -143,6 +147,30 @@ class _Importer:
             raise NotSupportedError(f"TFLite graph output '{missing[0]}' is produced by no operator")
         self.graph.prune()
         return self.graph
+
+    def body(self, option: str, inputs: list[Value]) -> Graph:
+        """The subgraph that the operator's option `option` names, imported with inputs shaped as `inputs`
+        (TFLite sizes a body's inputs from the values passed in, whatever the file declares)."""
+        ctx, index = self.ctx, int(self.ctx.opt(option, -1))
+        if not 0 < index < self.file.subgraphs:
+            raise ctx.error(f"{option} {index} is not a body subgraph (the file has {self.file.subgraphs} "
+                            f"subgraphs; subgraph 0 is the main graph)", GraphFileError)
+        if index in self.stack:
+            raise ctx.error(f"{option} {index} runs itself (a cycle of subgraphs)", GraphFileError)
+        record = self.file.graphs[index]
+        if len(record.inputs) != len(inputs):
+            raise ctx.error(f"{option} {index} has {len(record.inputs)} inputs, {len(inputs)} expected",
+                            GraphFileError)
+        if any(record.tensors[i].quant is not None for i in (*record.inputs, *record.outputs)):
+            raise ctx.error(f"{option} {index} passes quantized values: control flow runs on float and integer "
+                            f"values only")
+        names = _unique_names(record, {})
+        for i, v in zip(record.inputs, inputs):
+            if _ir_dtype(record.tensors[i]) != v.dtype:
+                raise ctx.error(f"{option} {index} input '{names[i]}' is {_ir_dtype(record.tensors[i])}, the "
+                                f"value passed in is {v.dtype}", GraphFileError)
+        return _Importer(self.file, {names[i]: list(v.shape) for i, v in zip(record.inputs, inputs)},
+                         (*self.stack, index)).run()
 
     def import_op(self, op: OperatorRecord) -> None:
         ctx = self.ctx

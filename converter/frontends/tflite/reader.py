@@ -71,14 +71,25 @@ class OperatorRecord:
 
 
 @dataclass
-class ModelRecord:
-    version: int
+class GraphRecord:
+    """One subgraph: subgraph 0 is the main graph, the others are bodies of WHILE / IF operators."""
     tensors: list[TensorRecord]
     operators: list[OperatorRecord]
     inputs: list[int]
     outputs: list[int]
-    names: dict[int, str]            # tensor index -> signature-def name of graph inputs and outputs
-    subgraphs: int
+    name: str = ""
+
+
+@dataclass
+class ModelRecord(GraphRecord):
+    """The file: subgraph 0's records, every subgraph in `graphs` (by subgraph index)."""
+    version: int = SCHEMA_VERSION
+    names: dict[int, str] = field(default_factory=dict)   # tensor index -> signature-def name of graph inputs/outputs
+    graphs: list[GraphRecord] = field(default_factory=list)
+
+    @property
+    def subgraphs(self) -> int:
+        return len(self.graphs)
 
 
 class _Bounded:
@@ -215,6 +226,24 @@ def _operator(op: Any, index: int, codes: list[tuple[str, int]], bounded: _Bound
                           [int(i) for i in _vector(op, "Outputs")], options)
 
 
+def _graph(model: Any, graph: Any, k: int, codes: list[tuple[str, int]], data: bytes, bounded: _Bounded) -> GraphRecord:
+    where = f"subgraph {k}: " if k else ""
+    try:
+        tensors = [_tensor(model, graph.Tensors(i), i, data, bounded)
+                   for i in range(bounded.count(graph.TensorsLength(), "tensors"))]
+        operators = [_operator(graph.Operators(i), i, codes, bounded)
+                     for i in range(bounded.count(graph.OperatorsLength(), "operators"))]
+    except GraphFileError as e:
+        raise GraphFileError(where + e.args[0]) from None
+    for op in operators:
+        if any(not -1 <= t < len(tensors) for t in (*op.inputs, *op.outputs)):
+            raise GraphFileError(f"{where}operator {op.index} ({op.op}) refers to a tensor index out of range")
+    inputs, outputs = ([int(i) for i in _vector(graph, n)] for n in ("Inputs", "Outputs"))
+    if any(not 0 <= t < len(tensors) for t in (*inputs, *outputs)):
+        raise GraphFileError(f"{where}a graph input or output index is out of range")
+    return GraphRecord(tensors, operators, inputs, outputs, (graph.Name() or b"").decode(errors="replace"))
+
+
 def _signature_names(model: Any, bounded: _Bounded) -> dict[int, str]:
     """Names that the signature def of subgraph 0 gives its input and output tensors."""
     names: dict[int, str] = {}
@@ -241,7 +270,7 @@ def _check_header(data: bytes, source: str) -> Any:
 
 
 def read_model(data: bytes, source: str = "<buffer>") -> ModelRecord:
-    """The records of subgraph 0 of a `.tflite` file (the main graph; other subgraphs are WHILE/IF bodies)."""
+    """The records of every subgraph of a `.tflite` file (subgraph 0 the main graph, the others WHILE/IF bodies)."""
     bounded = _Bounded(len(data))
     try:
         model = _check_header(data, source)
@@ -254,19 +283,10 @@ def read_model(data: bytes, source: str = "<buffer>") -> ModelRecord:
         if subgraphs == 0:
             raise GraphFileError(f"'{source}' has no subgraph")
         bounded.count(model.BuffersLength(), "buffers")
-        graph = model.Subgraphs(0)
-        tensors = [_tensor(model, graph.Tensors(i), i, data, bounded)
-                   for i in range(bounded.count(graph.TensorsLength(), "tensors"))]
-        operators = [_operator(graph.Operators(i), i, codes, bounded)
-                     for i in range(bounded.count(graph.OperatorsLength(), "operators"))]
-        for op in operators:
-            if any(not -1 <= t < len(tensors) for t in (*op.inputs, *op.outputs)):
-                raise GraphFileError(f"operator {op.index} ({op.op}) refers to a tensor index out of range")
-        inputs, outputs = ([int(i) for i in _vector(graph, n)] for n in ("Inputs", "Outputs"))
-        if any(not 0 <= t < len(tensors) for t in (*inputs, *outputs)):
-            raise GraphFileError(f"'{source}': a graph input or output index is out of range")
-        return ModelRecord(model.Version(), tensors, operators, inputs, outputs, _signature_names(model, bounded),
-                           subgraphs)
+        graphs = [_graph(model, model.Subgraphs(k), k, codes, data, bounded) for k in range(subgraphs)]
+        main = graphs[0]
+        return ModelRecord(main.tensors, main.operators, main.inputs, main.outputs, main.name, model.Version(),
+                           _signature_names(model, bounded), graphs)
     except GraphFileError as e:
         if source in e.args[0]:
             raise

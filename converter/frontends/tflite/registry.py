@@ -39,6 +39,8 @@ class ImportContext(EmitContext):
         self.inputs: list[str] = []
         self.outputs: list[str] = []
         self.pass_quant: list[Any] = []          # "same" rules: the params every fresh value inherits
+        # the subgraph an option names (WHILE, IF), imported with inputs shaped as the values given (the importer's)
+        self.body: Callable[[str, list[Value]], Graph] | None = None
 
     def input(self, i: int) -> str:
         return self.inputs[i] if i < len(self.inputs) else ""

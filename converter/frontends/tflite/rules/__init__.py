@@ -1,2 +1,2 @@
-from converter.frontends.tflite.rules import (activations, elementwise, index_ops, logic, math, nn,  # noqa: F401
-                                              quant, scatter, tensor_ops)
+from converter.frontends.tflite.rules import (activations, control_flow, elementwise, index_ops, logic,  # noqa: F401
+                                              math, nn, quant, scatter, tensor_ops)
