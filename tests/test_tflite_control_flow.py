@@ -12,9 +12,9 @@ from tests.tflite_models import TFLiteModel, check, run_litert, run_ours
 I32, F32, BOOL = np.int32, np.float32, np.bool_
 
 
-def _less(g: TFLiteModel):
+def _less(g: TFLiteModel, shape: tuple[int, ...] = (2,)):
     """cond(i, n, acc) = i < n."""
-    i, n, acc = g.tensor([], I32), g.tensor([], I32), g.tensor([2], F32)
+    i, n, acc = g.tensor([], I32), g.tensor([], I32), g.tensor(shape, F32)
     c = g.tensor([], BOOL)
     g.op("LESS", [i, n], [c])
     return [i, n, acc], [c]
@@ -160,3 +160,24 @@ def test_quantized_values_through_a_body_are_not_supported():
     m.op("IF", [c, x], [y], "IfOptions", ThenSubgraphIndex=branch, ElseSubgraphIndex=branch)
     e = _error(m.build([c, x], [y]))
     assert e.status == lite.RET_NOT_SUPPORT and "'y'" in str(e) and "quantized" in str(e)
+
+
+def test_if_nested_in_a_while_body():
+    """Bodies import recursively: acc = acc * 2 while i < 2, acc - 1 after, for n iterations."""
+    m = TFLiteModel()
+    then, other = m.subgraph(_branch("MUL", 2.0)), m.subgraph(_branch("SUB", 1.0))
+
+    def body(g: TFLiteModel):
+        i, n, acc = g.tensor([], I32), g.tensor([], I32), g.tensor([2, 3], F32)
+        i1, early, acc1 = g.tensor([], I32), g.tensor([], BOOL), g.tensor([2, 3], F32)
+        g.op("ADD", [i, g.const(np.array(1, I32))], [i1], "AddOptions")
+        g.op("LESS", [i, g.const(np.array(2, I32))], [early])
+        g.op("IF", [early, acc], [acc1], "IfOptions", ThenSubgraphIndex=then, ElseSubgraphIndex=other)
+        return [i, n, acc], [i1, n, acc1]
+    n, acc = m.tensor([], I32, name="n"), m.tensor([2, 3], F32, name="acc")
+    outs = [m.tensor([], I32, name="i_out"), m.tensor([], I32, name="n_out"), m.tensor([2, 3], F32, name="acc_out")]
+    m.op("WHILE", [m.const(np.array(0, I32)), n, acc], outs, "WhileOptions",
+         CondSubgraphIndex=m.subgraph(lambda g: _less(g, (2, 3))), BodySubgraphIndex=m.subgraph(body))
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    _, out = check(m.build([n, acc], [outs[0], outs[2]]), [np.array(4, I32), x])
+    np.testing.assert_allclose(out, x * 4 - 2)
