@@ -1,9 +1,14 @@
 """ONNX importer rules for the transformer ops of opsets 23-28: Attention, RotaryEmbedding, RMSNormalization and
-TensorScatter map one to one onto our ops; SwiGLU is spelled out as Swish(a) * b."""
+TensorScatter map one to one onto our ops; SwiGLU (Swish(a) * b) and CausalConvWithState (a depthwise Conv over
+the state and the input) are spelled out."""
 from __future__ import annotations
+
+import numpy as np
+from onnx import helper
 
 from converter.frontends.onnx.registry import ImportContext, onnx_op
 from converter.frontends.onnx.rules.activations import emit_swish
+from converter.frontends.onnx.rules.nn import conv
 from lite.status import InvalidOpAttrError
 
 
@@ -58,3 +63,37 @@ def swiglu(ctx: ImportContext) -> None:
     if ctx.value(a).shape != ctx.value(b).shape:
         raise ctx.error(f"inputs must have one shape, got {list(ctx.value(a).shape)} and {list(ctx.value(b).shape)}")
     ctx.emit("Mul", [emit_swish(ctx, a, float(ctx.attr("alpha", 1.0))), b], ctx.outputs)
+
+
+@onnx_op("CausalConvWithState")
+def causal_conv_with_state(ctx: ImportContext) -> None:
+    """Opset 27's streaming depthwise causal conv, spelled out: padded = Concat(past_state or zeros, x) along
+    time; y = the depthwise Conv of padded (ONNX's own Conv rule) [* sigmoid: silu]; present_state = padded's
+    last k - 1 steps."""
+    x, w, b, past = ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3)
+    activation = ctx.attr("activation", "none")
+    if activation not in ("none", "silu", "swish") or ctx.value(x).rank != 3 or ctx.value(w).rank != 3:
+        raise ctx.error(f"needs input [B, C, L], weight [C, 1, k] and activation none/silu/swish, got "
+                        f"{list(ctx.value(x).shape)}, {list(ctx.value(w).shape)}, '{activation}'",
+                        InvalidOpAttrError)
+    (batch, channels, _), k = ctx.value(x).shape, ctx.value(w).shape[2]
+    if not past:
+        past = ctx.add_const(np.zeros((batch, channels, k - 1), ctx.value(x).dtype), "zero_state")
+    padded = ctx.emit1("Concat", [past, x], axis=2)
+    conv_node, source = helper.make_node("Conv", [padded, w] + ([b] if b else []), [ctx.graph.fresh(
+        f"{ctx.name}/conv")], group=channels, kernel_shape=[k]), ctx.node
+    ctx.node = conv_node
+    try:
+        conv(ctx)
+    finally:
+        ctx.node = source
+    y = conv_node.output[0]
+    outputs = _outputs(ctx, 2)
+    if activation == "none":
+        ctx.emit("Identity", [y], outputs[:1])
+    else:
+        emit_swish(ctx, y, 1.0, outputs[0])
+    start = ctx.value(padded).shape[2] - (k - 1)
+    starts, ends, axes = (ctx.add_const(np.array([v], np.int64), n) for v, n in
+                          ((start, "starts"), (np.iinfo(np.int64).max, "ends"), (2, "axes")))
+    ctx.emit("Slice", [padded, starts, ends, axes], outputs[1:])
