@@ -1,10 +1,11 @@
 """Sequence models: inference against onnxruntime and a training step against PyTorch, each engine in its own
 process.
 
-    python bench/bench_sequence.py [--rounds 3] [--steps 10] [--cases text_encoder:8]
+    python bench/bench_sequence.py [--rounds 3] [--steps 10] [--cases text_encoder:8,kws_gru:1,kws_gru:16,kws_lstm:1]
 
 `MODELS` maps a name to a builder `batch -> (PyTorch module, ONNX export, inputs)`; the text encoder is the zoo's
-BERT-style `models.text.TextEncoder` (2 layers, width 32, 4 heads, 16 tokens, 3 classes). Inference: ours is the
+BERT-style `models.text.TextEncoder` (2 layers, width 32, 4 heads, 16 tokens, 3 classes), the keyword spotters
+`models.sequence.kws_gru` / `kws_lstm` (2-layer GRU/LSTM 64, 49x40 frames, 12 classes). Inference: ours is the
 export converted with `converter.convert` in a `LiteSession`; onnxruntime runs the same export (ORT_ENABLE_ALL,
 `session.intra_op.allow_spinning=0`). Training step (forward, softmax cross-entropy, backward, Adam update, lr
 1e-3): ours is `convert_for_training` in a `TrainSession`; PyTorch runs the original module with torch.optim.Adam.
@@ -46,7 +47,20 @@ def _text_encoder(batch: int):
     return module, model, {"tokens": tokens}, rng.integers(0, 3, batch).astype(np.int32)
 
 
-MODELS: dict[str, Callable[[int], tuple]] = {"text_encoder": _text_encoder}
+def _kws(cell: str) -> Callable[[int], tuple]:
+    """The zoo's keyword spotter (`models.sequence`): 2-layer GRU/LSTM 64 over 49x40 MFCC-like frames, 12 classes."""
+    def build(batch: int):
+        from models import sequence
+        size = dict(num_classes=12, features=40, hidden=64)
+        model = (sequence.kws_gru if cell == "GRU" else sequence.kws_lstm)(batch=batch, frames=49, **size)
+        rng = np.random.default_rng(0)
+        frames = rng.standard_normal((batch, 49, 40)).astype(np.float32)
+        return sequence.kws_module(cell, **size), model, {"input": frames}, rng.integers(0, 12, batch).astype(np.int32)
+    return build
+
+
+MODELS: dict[str, Callable[[int], tuple]] = {"text_encoder": _text_encoder, "kws_gru": _kws("GRU"),
+                                             "kws_lstm": _kws("LSTM")}
 
 
 def _timed(step: Callable[[], float], steps: int) -> dict[str, float]:
@@ -136,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--cases", default="text_encoder:8", help=f"model:batch pairs, models from {list(MODELS)}")
+    parser.add_argument("--cases", default="text_encoder:8,kws_gru:1,kws_gru:16,kws_lstm:1",
+                        help=f"model:batch pairs, models from {list(MODELS)}")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -147,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted({name for name, _ in cases} - set(MODELS))
     if unknown:
         parser.error(f"unknown models {unknown}")
-    from bench_inference import write_report
+    import harness
+    from bench_inference import versions
     load_before = os.getloadavg()[0]
     results: dict[tuple, list[dict[str, float]]] = {}
     for r in range(args.rounds):
@@ -158,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                     if result is not None:
                         results.setdefault((name, batch, task, engine), []).append(result)
         print(f"round {r + 1}/{args.rounds} done", flush=True)
-    write_report(RESULTS, table(results, args.rounds, args.steps), load_before)
+    harness.write_report(RESULTS, table(results, args.rounds, args.steps), load_before, versions())
     return 0
 
 

@@ -63,7 +63,11 @@ def ours(model: onnx.ModelProto, x: np.ndarray, labels: np.ndarray) -> Step:
 
 
 def pytorch(model: onnx.ModelProto, x: np.ndarray, labels: np.ndarray) -> Step:
-    module = to_torch(model).train()
+    return torch_step(to_torch(model).train(), x, labels)
+
+
+def torch_step(module: torch.nn.Module, x: np.ndarray, labels: np.ndarray) -> Step:
+    """One step of `module` (in train mode) with cross-entropy and SGD with momentum."""
     optimizer = torch.optim.SGD(module.parameters(), lr=LR, momentum=MOMENTUM)
     xt, yt = torch.from_numpy(x), torch.from_numpy(labels).long()
 

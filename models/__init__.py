@@ -4,8 +4,10 @@ Every builder is ``builder(num_classes=..., input_size=..., in_channels=..., bat
 with graph input ``input`` (NCHW float32; ``batch=None`` gives a symbolic "N") and output ``logits``
 ``[batch, num_classes]``. ``TASKS`` holds the detection and segmentation models of ``models.tasks`` and the
 control-flow model of ``models.control_flow``, built in PyTorch and exported with ``torch.onnx.export`` (same
-builder keywords; their outputs are described there). Only
-these and ``models.pretrained`` (to read a published checkpoint) import torch; see ``models.torch_reference`` for
+builder keywords; their outputs are described there), and ``SEQUENCE`` the recurrent models of
+``models.sequence`` (keyword spotting, text recognition, streaming; their inputs and outputs are described
+there). Only these and ``models.pretrained`` (to read a published checkpoint) import torch; see
+``models.torch_reference`` for
 the PyTorch executor.
 """
 
@@ -23,6 +25,7 @@ from .control_flow import gated_refiner
 from .efficientnet import efficientnet_b0, efficientnet_lite0
 from .mobilenet import mobilenet_v1, mobilenet_v2, mobilenet_v3_large, mobilenet_v3_small
 from .resnet import resnet18, resnet50
+from .sequence import crnn, kws_gru, kws_lstm, streaming_gru
 from .tasks import tiny_unet, tiny_yolo
 
 ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
@@ -39,11 +42,13 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
 }
 TASKS: dict[str, Callable[..., onnx.ModelProto]] = {"tiny_yolo": tiny_yolo, "tiny_unet": tiny_unet,
                                                     "gated_refiner": gated_refiner}
+SEQUENCE: dict[str, Callable[..., onnx.ModelProto]] = {"kws_gru": kws_gru, "kws_lstm": kws_lstm, "crnn": crnn,
+                                                       "streaming_gru": streaming_gru}
 
 
 def build(name: str, **kwargs: object) -> onnx.ModelProto:
     """Build zoo or task model ``name`` with the builder's keyword arguments; ValueError for an unknown name."""
-    builders = ZOO | TASKS
+    builders = ZOO | TASKS | SEQUENCE
     if name not in builders:
         raise ValueError(f"unknown model {name!r}; valid names: {', '.join(builders)}")
     return builders[name](**kwargs)
@@ -62,4 +67,4 @@ def save(model: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
         raise
 
 
-__all__ = ["ZOO", "TASKS", "build", "save", *ZOO, *TASKS]
+__all__ = ["ZOO", "TASKS", "SEQUENCE", "build", "save", *ZOO, *TASKS, *SEQUENCE]

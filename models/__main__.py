@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from . import TASKS, ZOO, build, save
+from . import SEQUENCE, TASKS, ZOO, build, save
 
 
 def _batch(text: str) -> int | None:
@@ -15,7 +15,7 @@ def _batch(text: str) -> int | None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse ``argv`` and write the requested model; unset options keep the builder's defaults."""
     parser = argparse.ArgumentParser(prog="python -m models", description="Write a model-zoo ONNX file.")
-    parser.add_argument("name", choices=[*ZOO, *TASKS])
+    parser.add_argument("name", choices=[*ZOO, *TASKS, *SEQUENCE])
     parser.add_argument("output")
     parser.add_argument("--input-size", type=int)
     parser.add_argument("--num-classes", type=int)

@@ -377,6 +377,7 @@ class Primitive(object):
     If = 151
     Loop = 152
     Scan = 153
+    CTCLoss = 154
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -688,6 +689,8 @@ def PrimitiveCreator(unionType, table):
         return LoopT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.Scan:
         return ScanT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.CTCLoss:
+        return CTCLossT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -16215,6 +16218,86 @@ class RNNGradT(object):
         return rnngrad
 
 
+class CTCLoss(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = CTCLoss()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsCTCLoss(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def CTCLossBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # CTCLoss
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # CTCLoss
+    def Blank(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def CTCLossStart(builder):
+    builder.StartObject(1)
+
+def CTCLossAddBlank(builder, blank):
+    builder.PrependInt32Slot(0, blank, 0)
+
+def CTCLossEnd(builder):
+    return builder.EndObject()
+
+
+
+class CTCLossT(object):
+
+    # CTCLossT
+    def __init__(
+        self,
+        blank = 0,
+    ):
+        self.blank = blank  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        ctcloss = CTCLoss()
+        ctcloss.Init(buf, pos)
+        return cls.InitFromObj(ctcloss)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, ctcloss):
+        x = CTCLossT()
+        x._UnPack(ctcloss)
+        return x
+
+    # CTCLossT
+    def _UnPack(self, ctcloss):
+        if ctcloss is None:
+            return
+        self.blank = ctcloss.Blank()
+
+    # CTCLossT
+    def Pack(self, builder):
+        CTCLossStart(builder)
+        CTCLossAddBlank(builder, self.blank)
+        ctcloss = CTCLossEnd(builder)
+        return ctcloss
+
+
 class Attention(object):
     __slots__ = ['_tab']
 
@@ -18544,7 +18627,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT', 'CumProdGradT', 'DetGradT', 'NLLLossGradT', 'ErfGradT', 'PReLUGradT', 'IfT', 'LoopT', 'ScanT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT', 'CumProdGradT', 'DetGradT', 'NLLLossGradT', 'ErfGradT', 'PReLUGradT', 'IfT', 'LoopT', 'ScanT', 'CTCLossT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

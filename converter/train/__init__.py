@@ -23,8 +23,23 @@ __all__ = ["LABELS", "LEARNING_RATE", "LOSS", "TrainParams", "build_training_gra
            "load_train_config", "parse_train_flags", "to_training_graph"]
 
 def forward_graph(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> Graph:
-    """The inference graph a training graph starts from: every weight under its source name."""
-    graph = import_model(model, input_shapes)
+    """The inference graph a training graph starts from: every weight under its source name. A weight that
+    folding merges beyond recognition (PyTorch's recurrent layers export W, R and B as slices of their parameters,
+    reordered and concatenated) is imported as a graph input instead, so the nodes computing from it stay, and then
+    made the constant again: its gradient flows back through them."""
+    graph = _passes(import_model(model, input_shapes), model)
+    lost = [name for name in float_initializers(model) if name not in graph.values]
+    if not lost:
+        return graph
+    graph = _passes(import_model(_initializers_as_inputs(model, lost), input_shapes), model)
+    for name, array in float_initializers(model).items():
+        if name in lost and name in graph.values:
+            graph.inputs.remove(name)
+            graph.values[name].const = array
+    return graph
+
+
+def _passes(graph: Graph, model: onnx.ModelProto) -> Graph:
     fold_constants(graph)
     remove_identity(graph, training=True)     # Dropout is the identity only at inference
     to_nhwc(graph)
@@ -32,6 +47,21 @@ def forward_graph(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | N
     restore_source_names(graph, model)
     _private_running_statistics(graph)
     return graph
+
+
+def _initializers_as_inputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    """A copy of `model` with the initializers `names` as graph inputs of their shape and type."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    g = copy.graph
+    moved = [i for i in g.initializer if i.name in names]
+    kept = [i for i in g.initializer if i.name not in names]
+    del g.initializer[:]
+    g.initializer.extend(kept)
+    declared = {i.name for i in g.input}
+    g.input.extend(onnx.helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in moved
+                   if i.name not in declared)
+    return copy
 
 
 def _private_running_statistics(graph: Graph) -> None:

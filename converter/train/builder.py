@@ -28,7 +28,7 @@ from schema import fb
 from schema.train_format import (EVAL, GRAD_SUFFIX, GRADIENTS, LABELS, LEARNING_RATE, LOSS, OPTIMIZER,
                                  OPTIMIZER_INPUTS, OPTIMIZER_STATE, TRAIN_SUFFIX)
 
-_LOSS_OPS = {"mse": "MSELoss", "bce_with_logits": "BinaryCrossEntropy", "smooth_l1": "SmoothL1Loss"}
+_LOSS_OPS = {"mse": "MSELoss", "bce_with_logits": "BinaryCrossEntropy", "smooth_l1": "SmoothL1Loss", "ctc": "CTCLoss"}
 _CROSS_ENTROPY = {"sparse": "SparseSoftmaxCrossEntropyWithLogits", "onehot": "SoftmaxCrossEntropyWithLogits"}
 
 
@@ -166,11 +166,17 @@ def _loss(graph: Graph, params: TrainParams, prediction: str) -> str:
     else:
         op = _LOSS_OPS[params.loss]
     sparse = op == _CROSS_ENTROPY["sparse"]
-    graph.values[LABELS] = Value(LABELS, pred.shape[:1] if sparse else pred.shape,
-                                 np.dtype(np.int32) if sparse else pred.dtype)
+    if op == "CTCLoss":
+        if pred.rank != 3:
+            raise NotSupportedError(f"ctc needs time-major predictions [T, N, classes], but '{prediction}' has "
+                                    f"shape {list(pred.shape)}")
+        graph.values[LABELS] = Value(LABELS, (pred.shape[1], params.label_length), np.dtype(np.int32))
+    else:
+        graph.values[LABELS] = Value(LABELS, pred.shape[:1] if sparse else pred.shape,
+                                     np.dtype(np.int32) if sparse else pred.dtype)
     graph.values[LOSS] = Value(LOSS, (), np.dtype(np.float32))
     dlogits = _copy_value(graph, prediction, graph.fresh(prediction + "/grad"))
-    attrs = {"beta": params.beta} if op == "SmoothL1Loss" else {}
+    attrs = {"beta": params.beta} if op == "SmoothL1Loss" else {"blank": params.blank} if op == "CTCLoss" else {}
     graph.nodes.append(Node(op, graph.fresh(op), [prediction, LABELS], [LOSS, dlogits], attrs))
     return dlogits
 

@@ -1,7 +1,7 @@
 r"""Training options: the `[train_param]` section of `--configFile` and the matching `converter_lite` flags.
 
     [train_param]
-    loss = softmax_cross_entropy      ; mse | bce_with_logits | smooth_l1 (+ beta)
+    loss = softmax_cross_entropy      ; mse | bce_with_logits | smooth_l1 (+ beta) | ctc (+ label_length, blank)
     labels = sparse                   ; softmax_cross_entropy only: sparse (int32 [N]) | onehot (float32 [N, C])
     optimizer = sgd                   ; sgd (momentum, dampening, nesterov) | momentum | adam (beta1, beta2, epsilon)
     learning_rate = 0.01
@@ -10,6 +10,8 @@ r"""Training options: the `[train_param]` section of `--configFile` and the matc
     freeze = features\.0\..*          ; the same; frozen wins over trainable
     freeze_until = /layer3/Add        ; an ONNX node: weights read by it or by any node before it are frozen
     output = logits                   ; the model output the loss reads (default: the first)
+    label_length = 8                  ; ctc only: labels are int32 [N, label_length] rows padded with the blank
+    blank = 0                         ; ctc only: the blank class (predictions are time-major [T, N, classes])
 
 Flags spell the same keys in camelCase (`--learningRate=0.1 --freezeUntil=...`). An unknown key, a bad value or a
 key that does not apply to the chosen loss/optimizer raises ParamInvalidError (status RET_PARAM_INVALID, -3)
@@ -25,7 +27,7 @@ from dataclasses import dataclass, fields
 from lite.status import ParamInvalidError
 
 SECTION = "train_param"
-LOSSES = ("softmax_cross_entropy", "mse", "bce_with_logits", "smooth_l1")
+LOSSES = ("softmax_cross_entropy", "mse", "bce_with_logits", "smooth_l1", "ctc")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 LABEL_KINDS = ("sparse", "onehot")     # how `labels` holds the targets of softmax_cross_entropy
 _TRUE, _FALSE = ("true", "1", "on", "yes"), ("false", "0", "off", "no")
@@ -34,6 +36,8 @@ _TRUE, _FALSE = ("true", "1", "on", "yes"), ("false", "0", "off", "no")
 _APPLIES = {
     "labels": ("loss", ("softmax_cross_entropy",)),
     "beta": ("loss", ("smooth_l1",)),
+    "label_length": ("loss", ("ctc",)),
+    "blank": ("loss", ("ctc",)),
     "momentum": ("optimizer", ("sgd", "momentum")),
     "nesterov": ("optimizer", ("sgd", "momentum")),
     "dampening": ("optimizer", ("sgd",)),
@@ -62,6 +66,8 @@ class TrainParams:
     freeze: tuple[str, ...] = ()
     freeze_until: str = ""
     output: str = ""
+    label_length: int = 0
+    blank: int = 0
 
     def __post_init__(self) -> None:
         if self.momentum is None:
@@ -81,6 +87,8 @@ def _validate(p: TrainParams) -> None:
     _check(p.optimizer in OPTIMIZERS, "optimizer", f"'{p.optimizer}' is not one of {', '.join(OPTIMIZERS)}")
     _check(p.learning_rate > 0, "learning_rate", f"{p.learning_rate} must be positive")
     _check(p.beta > 0, "beta", f"{p.beta} must be positive")
+    _check(p.loss != "ctc" or p.label_length > 0, "label_length", "ctc needs label_length > 0 (the labels' width)")
+    _check(p.blank >= 0, "blank", f"{p.blank} must not be negative")
     _check(p.epsilon > 0, "epsilon", f"{p.epsilon} must be positive")
     _check(p.weight_decay >= 0, "weight_decay", f"{p.weight_decay} must not be negative")
     for key in ("momentum", "beta1", "beta2"):
@@ -108,6 +116,11 @@ def _value(key: str, text: str, where: str) -> object:
         if text.lower() not in _TRUE + _FALSE:
             raise ParamInvalidError(f"{where}: '{text}' is not a boolean (true or false)")
         return text.lower() in _TRUE
+    if kind == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise ParamInvalidError(f"{where}: '{text}' is not an integer") from None
     if kind in ("float", "float | None"):
         try:
             return float(text)
