@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 import lite  # noqa: E402
 import models  # noqa: E402
-from bench_inference import write_report  # noqa: E402
+from harness import write_report  # noqa: E402
 from converter import convert  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "jni.md"
@@ -118,7 +118,8 @@ def main() -> None:
     table = "\n".join(lines) + (f"\n\nMedians of {args.rounds} alternating rounds of {args.iterations} iterations "
                                 f"({CALLS} for the call), {args.threads} threads; Java/Python per round for the "
                                 f"loop: {min(spread):.3f}-{max(spread):.3f}.")
-    write_report(RESULTS, table, load_before)
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    write_report(RESULTS, table, load_before, {"java": java})
 
 
 if __name__ == "__main__":
