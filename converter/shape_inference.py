@@ -5,8 +5,9 @@ out equal under both is known, and a value (a folded shape computation) is folde
 
 A node whose shape rule needs a value known only at run time (`InferInvalidError`: a Reshape target that is a
 graph input, a NonZero count) makes its outputs, and every value downstream of it, dynamic: all dims -1, with
-the rank and dtype the source model's own type inference gives (else those of the node's first input). The
-runtime infers them again while running.
+the rank and dtype the source model's own type inference gives (else those of the node's first input: a
+fallback, not a fact, so passes never treat a dynamic value's recorded shape as known). The runtime infers
+them again while running.
 """
 from __future__ import annotations
 

@@ -325,6 +325,24 @@ def test_dropout_in_training_mode_is_refused():
         convert(m)
 
 
+def test_dropout_with_run_time_ratio_and_training_mode():
+    """training_mode and ratio as graph inputs (as in ONNX's training_dropout tests). Oracle: the ONNX
+    reference evaluator where the result is deterministic (training_mode false, or ratio 0); in training the
+    mask is random, so y = x * mask / (1 - ratio) and the share kept is checked instead."""
+    node = helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"])
+    m = model([node], {"x": (F, [40, 50]), "r": (F, []), "t": (TensorProto.BOOL, [])},
+              {"y": F, "mask": TensorProto.BOOL}, 13)
+    session, x = session_for(m), random([40, 50])
+    for r, t in [(0.5, False), (0.0, True)]:
+        feeds = {"x": x, "r": np.array(r, np.float32), "t": np.array(t)}
+        ours, ref = run_ours(session, feeds), ReferenceEvaluator(m).run(None, feeds)
+        np.testing.assert_array_equal(ours["y"], ref[0])
+        np.testing.assert_array_equal(ours["mask"], ref[1])
+    ours = run_ours(session, {"x": x, "r": np.array(0.25, np.float32), "t": np.array(True)})
+    np.testing.assert_allclose(ours["y"], x * ours["mask"] / np.float32(0.75), rtol=1e-6)
+    assert ours["mask"].dtype == np.bool_ and 0.7 < ours["mask"].mean() < 0.8
+
+
 def test_identity():
     assert_like_ort(unary("Identity", 13, [2, 3]), {"x": random([2, 3])})
 

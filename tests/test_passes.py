@@ -107,6 +107,22 @@ def test_remove_identity_keeps_output_names() -> None:
     assert _ops(to_graph(model, disabled_passes=["remove_identity"])).count("Identity") == 1
 
 
+def test_remove_identity_keeps_shape_ops_on_run_time_shapes() -> None:
+    """A value whose shape comes from a run-time Reshape target has a rank unknown at conversion: an Unsqueeze
+    of it is never a no-op by the shapes recorded at conversion."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, []),
+              helper.make_tensor_value_info("s", TensorProto.INT64, [1])]
+    axes = numpy_helper.from_array(np.array([-1], np.int64), "axes")
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("Unsqueeze", ["r", "axes"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "dyn", inputs, [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, None)], [axes]), opset_imports=[helper.make_opsetid("", 13)])
+    feeds = {"x": np.array(3.0, np.float32), "s": np.array([1], np.int64)}
+    ours = run_lite(_session(to_graph(model)), feeds)["y"]
+    expected = run_ort(model, feeds)["y"]
+    assert ours.shape == expected.shape == (1, 1)
+    np.testing.assert_array_equal(ours, expected)
+
+
 def test_unknown_pass_name_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown passes"):
         to_graph(small_cnn(), disabled_passes=["fuse_everything"])

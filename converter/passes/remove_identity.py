@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from converter.ir import Graph, Node
 from lite.rewrites import returns_input
-from lite.traits import traits
+from lite.traits import SAME_SHAPE, traits
 
 
 def _is_noop(graph: Graph, node: Node) -> bool:
     if len(node.outputs) != 1 or not node.inputs:
         return False
     x, y = graph.values[node.inputs[0]], graph.values[node.outputs[0]]
+    if (x.dynamic or y.dynamic) and traits(node.op).noop == SAME_SHAPE:
+        return False    # shapes known only at run time (their rank may be a fallback, not the truth)
     return returns_input(node.op, node.attrs.get("training", False), node.attrs.get("perm"),
                          (x.shape, x.dtype), (y.shape, y.dtype))
 

@@ -76,7 +76,7 @@ def _push_elementwise(graph: Graph, node: Node) -> bool:
             new_inputs.append(t[0])
         elif graph.const(name) is not None and graph.values[name].rank <= len(perm):
             new_inputs.append(graph.add_const(_permute_const(graph.const(name), perm), name + "_nhwc"))
-        elif graph.values[name].rank == 0:
+        elif graph.values[name].rank == 0 and not graph.values[name].dynamic:   # a dynamic rank is a fallback
             new_inputs.append(name)
         else:
             return False

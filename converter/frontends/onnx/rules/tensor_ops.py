@@ -142,9 +142,16 @@ def identity(ctx: ImportContext) -> None:
 
 @onnx_op("Dropout")
 def dropout(ctx: ImportContext) -> None:
-    """Inference Dropout is the identity; a requested mask is all ones (bool from opset 10, x's type before)."""
+    """Inference Dropout is the identity; a requested mask is all ones (bool from opset 10, x's type before).
+    A ratio or training_mode known only at run time keeps a run-time Dropout (lite/kernels/dropout.py)."""
     x = ctx.input(0)
     ratio = ctx.attr("ratio", 0.5)
+    if ctx.opset >= 12 and any(n and ctx.const(n) is None for n in ctx.inputs[1:3]):
+        mask = ctx.outputs[1] if len(ctx.outputs) > 1 and ctx.outputs[1] else 2    # two outputs: never bypassed
+        outputs = [ctx.outputs[0], mask] if isinstance(mask, str) else ctx.outputs[:1] + [ctx.graph.fresh(
+            f"{ctx.name}:mask")]
+        ctx.emit("Dropout", _trim([x, ctx.input(1), ctx.input(2)]), outputs)
+        return
     if ctx.opset >= 12:
         given = ctx.const(ctx.input(1))
         ratio = float(given.ravel()[0]) if given is not None and given.size else 0.5
