@@ -35,7 +35,7 @@ def _op_types(graph: onnx.GraphProto) -> set[str]:
     """The default-domain op types of `graph` and of its subgraphs."""
     ops = set()
     for node in graph.node:
-        if node.domain in _DEFAULT_DOMAINS:
+        if node.domain in DEFAULT_DOMAINS:
             ops.add(node.op_type)
         for attr in node.attribute:
             for sub in [attr.g] * attr.HasField("g") + list(attr.graphs):
