@@ -75,7 +75,7 @@ class TFLiteModel:
 
     def tensor(self, shape, dtype=np.float32, name: str | None = None, data: np.ndarray | None = None,
                scale=None, zero_point=None, axis: int = 0, sparse: Sparse | None = None,
-               signature: list[int] | None = None) -> int:
+               signature: list[int] | None = None, variable: bool = False) -> int:
         buffer = 0
         if data is not None or sparse is not None:
             raw = (sparse.values if sparse is not None else np.asarray(data, dtype)).astype(dtype)
@@ -83,7 +83,7 @@ class TFLiteModel:
             buffer = len(self.buffers) - 1
         self.tensors.append(dict(shape=list(shape), dtype=np.dtype(dtype), name=name or f"t{len(self.tensors)}",
                                  buffer=buffer, scale=scale, zero_point=zero_point, axis=axis, sparse=sparse,
-                                 signature=signature))
+                                 signature=signature, variable=variable))
         return len(self.tensors) - 1
 
     def const(self, array: np.ndarray, dtype=None, **kw: Any) -> int:
@@ -127,6 +127,8 @@ class TFLiteModel:
                       Buffer=t["buffer"])
         if t["signature"] is not None:
             fields["ShapeSignature"] = vector(b, t["signature"])
+        if t["variable"]:
+            fields["IsVariable"] = True
         quant = self._quantization(b, t)
         if quant is not None:
             fields["Quantization"] = quant

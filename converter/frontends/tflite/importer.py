@@ -24,7 +24,6 @@ QUANTIZED_TYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16), np
 # Builtins that need what this runtime does not have yet; refused with the reason.
 REFUSED = {
     "CALL_ONCE": "control flow (subgraph bodies) is not supported",
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": "recurrent ops are not supported",
     "BIDIRECTIONAL_SEQUENCE_LSTM": "recurrent ops are not supported",
     "UNIDIRECTIONAL_SEQUENCE_RNN": "recurrent ops are not supported",
     "LSTM": "recurrent ops are not supported",
@@ -177,7 +176,9 @@ class _Importer:
         if op.op not in IMPORTERS:
             raise NotSupportedError(f"Unsupported TFLite op '{op.op}' at node '{ctx.name}' (operator {op.index}): "
                                     f"{refusal(op.op)}")
-        inputs = [self.name_of(i) for i in op.inputs]
+        # a variable tensor that no op writes before holds its reset value, zeros: rules see an omitted input
+        inputs = ["" if i >= 0 and self.model.tensors[i].variable and self.names[i] not in self.graph.values
+                  else self.name_of(i) for i in op.inputs]
         missing = [n for n in inputs if n and n not in self.graph.values]
         if missing:
             raise NotSupportedError(f"TFLite op '{op.op}' at node '{ctx.name}' reads '{missing[0]}', which is not "

@@ -58,6 +58,7 @@ class TensorRecord:
     data: np.ndarray | None          # constants only, dense (sparse constants are densified here)
     quant: Quantization | None
     sparse: bool = False
+    variable: bool = False           # state an op keeps across invocations (LSTM's), zeros when first read
 
 
 @dataclass
@@ -208,7 +209,7 @@ def _tensor(model: Any, t: Any, index: int, data: bytes, bounded: _Bounded) -> T
                 raise GraphFileError(f"tensor '{name}' has {raw.size} bytes of data for shape {list(shape)} "
                                      f"{dtype} ({expected} bytes)")
             array = np.frombuffer(raw.tobytes(), dtype).reshape(shape)
-    return TensorRecord(index, name, shape, dtype, array, _quantization(t), sparse)
+    return TensorRecord(index, name, shape, dtype, array, _quantization(t), sparse, bool(t.IsVariable()))
 
 
 def _operator(op: Any, index: int, codes: list[tuple[str, int]], bounded: _Bounded) -> OperatorRecord:
