@@ -24,7 +24,6 @@ QUANTIZED_TYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16), np
 # Builtins that need what this runtime does not have yet; refused with the reason.
 REFUSED = {
     "CALL_ONCE": "control flow (subgraph bodies) is not supported",
-    "BIDIRECTIONAL_SEQUENCE_LSTM": "recurrent ops are not supported",
     "UNIDIRECTIONAL_SEQUENCE_RNN": "recurrent ops are not supported",
     "LSTM": "recurrent ops are not supported",
 }
