@@ -143,10 +143,11 @@ def identity(ctx: ImportContext) -> None:
 @onnx_op("Dropout")
 def dropout(ctx: ImportContext) -> None:
     """Inference Dropout is the identity; a requested mask is all ones (bool from opset 10, x's type before).
-    A ratio or training_mode known only at run time keeps a run-time Dropout (lite/kernels/dropout.py)."""
+    A training_mode known only at run time keeps a run-time Dropout (lite/kernels/dropout.py); without it the op
+    is the identity whatever the ratio (ONNX: training_mode defaults to false)."""
     x = ctx.input(0)
     ratio = ctx.attr("ratio", 0.5)
-    if ctx.opset >= 12 and any(n and ctx.const(n) is None for n in ctx.inputs[1:3]):
+    if ctx.opset >= 12 and len(ctx.inputs) > 2 and ctx.inputs[2] and ctx.const(ctx.inputs[2]) is None:
         mask = ctx.outputs[1] if len(ctx.outputs) > 1 and ctx.outputs[1] else 2    # two outputs: never bypassed
         outputs = [ctx.outputs[0], mask] if isinstance(mask, str) else ctx.outputs[:1] + [ctx.graph.fresh(
             f"{ctx.name}:mask")]
