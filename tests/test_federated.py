@@ -168,7 +168,7 @@ def test_shard_files_round_trip_and_bad_ones_are_named(tmp_path):
 
 
 def test_cross_entropy_metric_matches_torch():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="PyTorch is the metric's oracle (the dev extra)")
     logits = np.random.default_rng(1).normal(size=(6, 10)).astype(np.float32)
     labels = np.array([0, 3, 9, 2, 2, 7], np.int32)
     metric = CrossEntropyMetrics()
@@ -186,7 +186,7 @@ def test_local_dp_settings():
 
 
 def test_example_curve_is_written_as_csv_and_png(tmp_path):
-    matplotlib_image = pytest.importorskip("matplotlib.image")
+    matplotlib_image = pytest.importorskip("matplotlib.image", reason="matplotlib reads the curve PNG (dev extra)")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
     from federated_mnist import save_curve
     rows = [{"round": 1, "federated_accuracy": 0.8, "centralised_accuracy": 0.95, "seconds": 70.0},
