@@ -10,11 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import lite
-from converter import convert_for_training
 from converter.train import TrainParams
 from models import sequence
-from tests.util import relative_to_range, run_lite, run_ort, session_for
+from tests.util import relative_to_range, run_lite, run_ort, session_for, train_session_for, train_step
 
 N = 4
 KWS = dict(frames=12, features=10, hidden=16, num_classes=6)
@@ -57,18 +55,6 @@ def case(request):
     return request.param, CASES[request.param]()
 
 
-def _train_session(model, params) -> lite.TrainSession:
-    buf = convert_for_training(model, params)
-    return lite.TrainSession.CreateSession(buf, len(buf), lite.Context(), train_mode=True)
-
-
-def _step(session: lite.TrainSession, x: np.ndarray, labels: np.ndarray) -> float:
-    session.GetInputsByTensorName("input").set_data(x)
-    session.GetInputsByTensorName("labels").set_data(labels)
-    session.RunGraph()
-    return float(session.GetOutputByTensorName("loss").numpy())
-
-
 def test_converts_and_matches_onnxruntime(case):
     _, (model, _, x, *_) = case
     got, want = run_lite(session_for(model), {"input": x}), run_ort(model, {"input": x})
@@ -78,8 +64,8 @@ def test_converts_and_matches_onnxruntime(case):
 
 def test_first_training_step_matches_pytorch(case):
     _, (model, module, x, labels, params, loss_fn) = case
-    session = _train_session(model, params)
-    loss = _step(session, x, labels)
+    session = train_session_for(model, params)
+    loss = train_step(session, x, labels)
     reference = module.double().train()
     expected = loss_fn(reference(torch.from_numpy(x).double()))
     expected.backward()
@@ -94,8 +80,8 @@ def test_first_training_step_matches_pytorch(case):
 
 def test_loss_falls_when_overfitting_one_batch(case):
     _, (model, _, x, labels, params, _) = case
-    session = _train_session(model, params)
-    losses = [_step(session, x, labels) for _ in range(12)]
+    session = train_session_for(model, params)
+    losses = [train_step(session, x, labels) for _ in range(12)]
     assert losses[-1] < 0.5 * losses[0], losses
 
 

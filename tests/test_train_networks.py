@@ -30,12 +30,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import lite
 import models
-from converter import convert_for_training
 from converter.train import TrainParams
 from models.torch_reference import to_torch
 from tests.torch_oracle import KinkInputs, kink_margin
+from tests.util import train_session_for, train_step
 
 CHANNELS = {"lenet5": 1}    # input channels; 3 for the others
 OVERFIT_SIZE = {"lenet5": 32, "alexnet": 64, "resnet18": 32, "resnet50": 32, "mobilenet_v1": 32, "mobilenet_v2": 32,
@@ -81,18 +80,6 @@ def case(name: str, size: int, batch: int, seed: int) -> Case:
 @functools.cache
 def gradient_case(name: str) -> Case:
     return case(name, *(GRADIENT_CASES | ILL_CONDITIONED)[name])
-
-
-def session_for(model: onnx.ModelProto, params: TrainParams) -> lite.TrainSession:
-    buf = convert_for_training(model, params)
-    return lite.TrainSession.CreateSession(buf, len(buf), lite.Context(), train_mode=True)
-
-
-def step(session: lite.TrainSession, x: np.ndarray, labels: np.ndarray) -> float:
-    session.GetInputsByTensorName("input").set_data(x)
-    session.GetInputsByTensorName("labels").set_data(labels)
-    session.RunGraph()
-    return float(session.GetOutputByTensorName("loss").numpy())
 
 
 class Step(NamedTuple):
@@ -142,8 +129,8 @@ def test_gradient_case_is_well_conditioned(name: str) -> None:
 @pytest.mark.parametrize("name", list(GRADIENT_CASES))
 def test_first_step_loss_and_gradients_equal_pytorch(name: str) -> None:
     model, x, labels = gradient_case(name)
-    session = session_for(model, TrainParams())
-    loss = step(session, x, labels)
+    session = train_session_for(model, TrainParams())
+    loss = train_step(session, x, labels)
     expected = pytorch_step(name, torch.float64)
     assert loss == pytest.approx(expected.loss, rel=RELATIVE)
     assert_within(gradient_errors({t.tensor_name(): t.numpy() for t in session.GetGradients()}, expected.gradients),
@@ -153,8 +140,8 @@ def test_first_step_loss_and_gradients_equal_pytorch(name: str) -> None:
 @pytest.mark.parametrize("name", list(ILL_CONDITIONED))
 def test_ill_conditioned_first_step_is_as_close_as_pytorch_float32(name: str) -> None:
     model, x, labels = gradient_case(name)
-    session = session_for(model, TrainParams())
-    loss = step(session, x, labels)
+    session = train_session_for(model, TrainParams())
+    loss = train_step(session, x, labels)
     exact, single = pytorch_step(name, torch.float64), pytorch_step(name, torch.float32)
     loss_bound = max(RELATIVE, ROUNDING_FACTOR * abs(single.loss - exact.loss) / abs(exact.loss))
     assert loss == pytest.approx(exact.loss, rel=loss_bound)
@@ -168,7 +155,7 @@ def test_ill_conditioned_first_step_is_as_close_as_pytorch_float32(name: str) ->
 @pytest.mark.parametrize("name", list(OVERFIT_SIZE))
 def test_loss_falls_when_overfitting_one_batch(name: str) -> None:
     model, x, labels = case(name, OVERFIT_SIZE[name], OVERFIT_BATCH, seed=1)
-    session = session_for(model, TrainParams(optimizer="adam", learning_rate=1e-3))
-    losses = [step(session, x, labels) for _ in range(20)]
+    session = train_session_for(model, TrainParams(optimizer="adam", learning_rate=1e-3))
+    losses = [train_step(session, x, labels) for _ in range(20)]
     assert np.isfinite(losses).all()
     assert losses[-1] < 0.5 * losses[0], losses

@@ -14,6 +14,7 @@ from torch import nn
 import lite
 from converter import convert_for_training
 from converter.train import TrainParams
+from tests.util import train_step
 
 
 class SmallNet(nn.Module):
@@ -49,18 +50,11 @@ def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return rng.standard_normal((4, 3, 8, 8)).astype(np.float32), rng.integers(0, 5, 4).astype(np.int32)
 
 
-def _step(session: lite.TrainSession, x: np.ndarray, labels: np.ndarray) -> float:
-    session.GetInputsByTensorName("input").set_data(x)
-    session.GetInputsByTensorName("labels").set_data(labels)
-    session.RunGraph()
-    return float(session.GetOutputByTensorName("loss").numpy())
-
-
 def test_first_step_equals_the_original_module(net) -> None:
     module, buf = net
     session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(), train_mode=True)
     x, labels = _data()
-    loss = _step(session, x, labels)
+    loss = train_step(session, x, labels)
     reference = SmallNet()
     reference.load_state_dict(module.state_dict())
     reference.double().train()
@@ -78,5 +72,5 @@ def test_loss_falls(net) -> None:
     _, buf = net
     session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(), train_mode=True)
     x, labels = _data(1)
-    losses = [_step(session, x, labels) for _ in range(20)]
+    losses = [train_step(session, x, labels) for _ in range(20)]
     assert losses[-1] < 0.5 * losses[0], losses

@@ -8,7 +8,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import lite
-from converter import convert
+from converter import convert, convert_for_training
+from converter.train import TrainParams
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -106,3 +107,17 @@ def assert_matches_oracles(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
                 np.testing.assert_allclose(got[name], expected, rtol=rtol, atol=atol, err_msg=f"{oracle} {name}")
             else:
                 np.testing.assert_array_equal(got[name], expected, err_msg=f"{oracle} {name}")
+
+
+def train_session_for(model: onnx.ModelProto, params: TrainParams) -> lite.TrainSession:
+    """A TrainSession on `model` converted for training with `params`."""
+    buf = convert_for_training(model, params)
+    return lite.TrainSession.CreateSession(buf, len(buf), lite.Context(), train_mode=True)
+
+
+def train_step(session: lite.TrainSession, x: np.ndarray, labels: np.ndarray) -> float:
+    """One training step on (x, labels) through the `input` and `labels` graph inputs; returns the loss."""
+    session.GetInputsByTensorName("input").set_data(x)
+    session.GetInputsByTensorName("labels").set_data(labels)
+    session.RunGraph()
+    return float(session.GetOutputByTensorName("loss").numpy())
