@@ -28,6 +28,10 @@ from typing import Any, Callable, Iterator
 
 from lite.status import NotSupportedError, ParamInvalidError
 
+# OpenMP workers that spin after a parallel region (libgomp's default, read when the library loads) take the cores
+# BLAS runs on next: EfficientNet-Lite0 ran 9x slower at 2 threads. Passive workers sleep; a user's setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 ENV = "MSLITE_KERNELS"
 MODES = ("auto", "compiled", "numpy")
 PARALLEL_WORK = 1 << 19   # inner iterations (~50 us on one core) from which a threaded form pays
