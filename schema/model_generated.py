@@ -222,6 +222,13 @@ class RnnActivation(object):
     SOFTPLUS = 10
 
 
+class LinearUpdateRule(object):
+    LINEAR = 0
+    GATED = 1
+    DELTA = 2
+    GATED_DELTA = 3
+
+
 class Primitive(object):
     NONE = 0
     Activation = 1
@@ -378,6 +385,7 @@ class Primitive(object):
     Loop = 152
     Scan = 153
     CTCLoss = 154
+    LinearAttention = 155
 
 def PrimitiveCreator(unionType, table):
     from flatbuffers.table import Table
@@ -691,6 +699,8 @@ def PrimitiveCreator(unionType, table):
         return ScanT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == Primitive.CTCLoss:
         return CTCLossT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == Primitive.LinearAttention:
+        return LinearAttentionT.InitFromBuf(table.Bytes, table.Pos)
     return None
 
 
@@ -17100,6 +17110,128 @@ class TensorScatterT(object):
         return tensorScatter
 
 
+class LinearAttention(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = LinearAttention()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsLinearAttention(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def LinearAttentionBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4D\x53\x50\x59", size_prefixed=size_prefixed)
+
+    # LinearAttention
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # LinearAttention
+    def UpdateRule(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # LinearAttention
+    def QNumHeads(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # LinearAttention
+    def KvNumHeads(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    # LinearAttention
+    def Scale(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
+def LinearAttentionStart(builder):
+    builder.StartObject(4)
+
+def LinearAttentionAddUpdateRule(builder, updateRule):
+    builder.PrependInt8Slot(0, updateRule, 0)
+
+def LinearAttentionAddQNumHeads(builder, qNumHeads):
+    builder.PrependInt32Slot(1, qNumHeads, 0)
+
+def LinearAttentionAddKvNumHeads(builder, kvNumHeads):
+    builder.PrependInt32Slot(2, kvNumHeads, 0)
+
+def LinearAttentionAddScale(builder, scale):
+    builder.PrependFloat32Slot(3, scale, 0.0)
+
+def LinearAttentionEnd(builder):
+    return builder.EndObject()
+
+
+
+class LinearAttentionT(object):
+
+    # LinearAttentionT
+    def __init__(
+        self,
+        updateRule = 0,
+        qNumHeads = 0,
+        kvNumHeads = 0,
+        scale = 0.0,
+    ):
+        self.updateRule = updateRule  # type: int
+        self.qNumHeads = qNumHeads  # type: int
+        self.kvNumHeads = kvNumHeads  # type: int
+        self.scale = scale  # type: float
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        linearAttention = LinearAttention()
+        linearAttention.Init(buf, pos)
+        return cls.InitFromObj(linearAttention)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, linearAttention):
+        x = LinearAttentionT()
+        x._UnPack(linearAttention)
+        return x
+
+    # LinearAttentionT
+    def _UnPack(self, linearAttention):
+        if linearAttention is None:
+            return
+        self.updateRule = linearAttention.UpdateRule()
+        self.qNumHeads = linearAttention.QNumHeads()
+        self.kvNumHeads = linearAttention.KvNumHeads()
+        self.scale = linearAttention.Scale()
+
+    # LinearAttentionT
+    def Pack(self, builder):
+        LinearAttentionStart(builder)
+        LinearAttentionAddUpdateRule(builder, self.updateRule)
+        LinearAttentionAddQNumHeads(builder, self.qNumHeads)
+        LinearAttentionAddKvNumHeads(builder, self.kvNumHeads)
+        LinearAttentionAddScale(builder, self.scale)
+        linearAttention = LinearAttentionEnd(builder)
+        return linearAttention
+
+
 class If(object):
     __slots__ = ['_tab']
 
@@ -18627,7 +18759,7 @@ class NodeT(object):
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
-        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT', 'CumProdGradT', 'DetGradT', 'NLLLossGradT', 'ErfGradT', 'PReLUGradT', 'IfT', 'LoopT', 'ScanT', 'CTCLossT']
+        self.primitive = primitive  # type: Union[None, 'ActivationT', 'PReLUT', 'Conv2DT', 'Conv2DTransposeT', 'FullConnectionT', 'MatMulT', 'BatchNormT', 'PoolingT', 'LRNT', 'LayerNormT', 'SoftmaxT', 'LogSoftmaxT', 'AddT', 'SubT', 'MulT', 'DivT', 'PowT', 'MinimumT', 'MaximumT', 'SqrtT', 'ExpT', 'LogT', 'NegT', 'AbsT', 'ErfT', 'ReduceT', 'FlattenT', 'ReshapeT', 'TransposeT', 'SqueezeT', 'UnsqueezeT', 'ConcatT', 'SplitT', 'SliceT', 'GatherT', 'PadT', 'ResizeT', 'ShapeT', 'ConstantOfShapeT', 'CastT', 'IdentityT', 'DropoutT', 'QuantDTypeCastT', 'ActivationGradT', 'BiasGradT', 'Conv2DGradInputT', 'Conv2DGradFilterT', 'PoolingGradT', 'BatchNormGradT', 'DropoutGradT', 'FullConnectionGradT', 'MatMulGradT', 'AddGradT', 'SubGradT', 'MulGradT', 'DivGradT', 'PowGradT', 'MaximumGradT', 'MinimumGradT', 'NegGradT', 'SqrtGradT', 'ExpGradT', 'LogGradT', 'AbsGradT', 'ReshapeGradT', 'ConcatGradT', 'SplitGradT', 'SliceGradT', 'PadGradT', 'ReduceGradT', 'SoftmaxGradT', 'LogSoftmaxGradT', 'LRNGradT', 'LayerNormGradT', 'SoftmaxCrossEntropyWithLogitsT', 'SparseSoftmaxCrossEntropyWithLogitsT', 'BinaryCrossEntropyT', 'SmoothL1LossT', 'MSELossT', 'SgdT', 'ApplyMomentumT', 'AdamT', 'AssignT', 'NonMaxSuppressionT', 'ExpandT', 'TileT', 'RangeT', 'NonZeroT', 'OneHotT', 'TriluT', 'EyeLikeT', 'CenterCropPadT', 'CompressT', 'ReverseSequenceT', 'DepthToSpaceT', 'SpaceToDepthT', 'ArgMinMaxT', 'TopKT', 'GatherElementsT', 'GatherNDT', 'ScatterElementsT', 'ScatterNDT', 'UniqueT', 'Col2ImT', 'WindowT', 'DFTT', 'STFTT', 'MelWeightMatrixT', 'GridSampleT', 'AffineGridT', 'GridSampleGradT', 'RoiAlignT', 'MaxRoiPoolT', 'MaxUnpoolT', 'DeformConvT', 'CompareT', 'BitwiseT', 'WhereT', 'FloatClassT', 'BitCastT', 'UnaryMathT', 'ModT', 'CumulativeT', 'EinsumT', 'DetT', 'HardmaxT', 'GroupNormT', 'GroupNormGradT', 'UnaryMathGradT', 'WhereGradT', 'NLLLossT', 'DynamicQuantizeLinearT', 'RandomT', 'LSTMT', 'GRUT', 'RNNT', 'LSTMGradT', 'GRUGradT', 'RNNGradT', 'AttentionT', 'AttentionGradT', 'RotaryEmbeddingT', 'RMSNormT', 'RMSNormGradT', 'TensorScatterT', 'CumProdGradT', 'DetGradT', 'NLLLossGradT', 'ErfGradT', 'PReLUGradT', 'IfT', 'LoopT', 'ScanT', 'CTCLossT', 'LinearAttentionT']
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int

@@ -1,5 +1,6 @@
 """Transformer ops beyond the official node tests: Attention with a constant mask (its bias built at compile
-time) and a KV cache fed back over decode steps, batched MatMul broadcasting, and the bad-input contract."""
+time) and a KV cache fed back over decode steps, LinearAttention over longer sequences and fed back chunk by
+chunk, batched MatMul broadcasting, and the bad-input contract."""
 from __future__ import annotations
 
 import numpy as np
@@ -74,3 +75,63 @@ def test_rotary_embedding_refuses_an_odd_rotary_dim() -> None:
     inputs = {"x": f32(1, 2, 3, 8), "cos": f32(1, 3, 3), "sin": f32(1, 3, 3)}
     with pytest.raises(InvalidOpAttrError, match="rotary_embedding_dim"):
         convert(one_node("RotaryEmbedding", inputs, opset=23, rotary_embedding_dim=5))
+
+
+_LINEAR_RULES = {"linear": (False, False), "gated": (True, False), "delta": (False, True),
+                 "gated_delta": (True, True)}
+
+
+def _linear_attention_inputs(rule: str, b: int, t: int, hq: int, hkv: int, dk: int, dv: int,
+                             per_head: bool) -> dict[str, np.ndarray]:
+    gated, delta = _LINEAR_RULES[rule]
+    k = f32(b, t, hkv, dk)
+    inputs = {"q": f32(b, t, hq * dk), "k": (k / np.linalg.norm(k, axis=-1, keepdims=True)).reshape(b, t, -1),
+              "v": f32(b, t, hkv * dv), "past": f32(b, hkv, dk, dv)}
+    if gated:
+        inputs["decay"] = -rng.uniform(0.01, 0.5, (b, t, hkv if per_head else hkv * dk)).astype(np.float32)
+    if delta:
+        inputs["beta"] = rng.uniform(0.1, 0.9, (b, t, hkv)).astype(np.float32)
+    return inputs
+
+
+def _linear_attention_model(inputs: dict[str, np.ndarray], rule: str, hq: int, hkv: int):
+    names = [n if n in inputs else "" for n in ("q", "k", "v", "past", "decay", "beta")]
+    node = helper.make_node("LinearAttention", names, ["y", "present"], update_rule=rule, q_num_heads=hq,
+                            kv_num_heads=hkv)
+    return model_of([node], inputs, {"y": np.float32, "present": np.float32}, opset=27)
+
+
+@pytest.mark.parametrize("rule", list(_LINEAR_RULES))
+@pytest.mark.parametrize("heads, per_head", [((6, 2), True), ((4, 4), False)], ids=["gqa-per-head", "mha"])
+def test_linear_attention_over_a_long_sequence_matches_the_reference(rule: str, heads: tuple, per_head: bool) -> None:
+    hq, hkv = heads
+    inputs = _linear_attention_inputs(rule, 3, 40, hq, hkv, 8, 5, per_head)
+    assert_matches_oracles(_linear_attention_model(inputs, rule, hq, hkv), inputs, rtol=1e-4, atol=1e-5,
+                           oracles=("reference",))
+
+
+def test_linear_attention_state_fed_back_over_chunks_matches_one_pass_of_the_reference() -> None:
+    """Streaming: each chunk's present_state is the next chunk's past_state; the outputs, concatenated, are the
+    reference's outputs over the whole sequence, and the last state its final state."""
+    from onnx.reference import ReferenceEvaluator
+    whole = _linear_attention_inputs("gated_delta", 2, 12, 4, 2, 6, 6, per_head=False)
+    want_y, want_state = ReferenceEvaluator(_linear_attention_model(whole, "gated_delta", 4, 2)).run(None, whole)
+    chunk = {n: a[:, :3] if n != "past" else a for n, a in whole.items()}
+    session = session_for(_linear_attention_model(chunk, "gated_delta", 4, 2))
+    state, ys = whole["past"], []
+    for start in range(0, 12, 3):
+        got = run_lite(session, {**{n: a[:, start:start + 3] for n, a in whole.items() if n != "past"},
+                                 "past": state})
+        ys.append(got["y"])
+        state = got["present"]
+    np.testing.assert_allclose(np.concatenate(ys, axis=1), want_y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(state, want_state, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("rule, drop, message", [
+    ("gated", "decay", "needs decay"), ("linear", None, "linear takes no decay"), ("softmax", None, "update_rule")])
+def test_linear_attention_refuses_inputs_that_break_its_rule_naming_the_node(rule: str, drop: str | None,
+                                                                              message: str) -> None:
+    inputs = {n: a for n, a in _linear_attention_inputs("gated_delta", 1, 4, 2, 2, 4, 4, True).items() if n != drop}
+    with pytest.raises(InvalidOpAttrError, match=f"LinearAttention_0.*{message}"):
+        convert(_linear_attention_model(inputs, rule, 2, 2))

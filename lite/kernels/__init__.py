@@ -13,6 +13,7 @@ from lite.kernels import group_norm  # noqa: F401,E402  (normalisation)
 from lite.kernels import dynamic_quantize, nll_loss  # noqa: F401,E402  (losses, quantization)
 from lite.kernels import random_draws  # noqa: F401,E402
 from lite.kernels import ctc_loss, gru, lstm, rnn  # noqa: F401,E402  (recurrent, CTC)
-from lite.kernels import attention, rms_norm, rotary_embedding, tensor_scatter  # noqa: F401,E402  (transformer)
+from lite.kernels import (attention, linear_attention, rms_norm, rotary_embedding,  # noqa: F401,E402  (transformer)
+                          tensor_scatter)
 from lite.kernels import control_flow  # noqa: F401,E402  (If, Loop, Scan)
 from lite.kernels import grad, int8  # noqa: F401,E402  (training and int8 kernels)

@@ -1,6 +1,6 @@
-"""ONNX importer rules for the transformer ops of opsets 23-28: Attention, RotaryEmbedding, RMSNormalization and
-TensorScatter map one to one onto our ops; SwiGLU (Swish(a) * b) and CausalConvWithState (a depthwise Conv over
-the state and the input) are spelled out."""
+"""ONNX importer rules for the transformer ops of opsets 23-28: Attention, RotaryEmbedding, RMSNormalization,
+TensorScatter and LinearAttention map one to one onto our ops; SwiGLU (Swish(a) * b) and CausalConvWithState (a
+depthwise Conv over the state and the input) are spelled out."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +10,9 @@ from converter.frontends.onnx.registry import ImportContext, onnx_op
 from converter.frontends.onnx.rules.activations import emit_swish
 from converter.frontends.onnx.rules.nn import conv
 from lite.status import InvalidOpAttrError
+from lite.kernels.linear_attention import RULE_NAMES
+
+_UPDATE_RULES = {name: rule for rule, name in RULE_NAMES.items()}
 
 
 def _outputs(ctx: ImportContext, count: int) -> list[str]:
@@ -54,6 +57,17 @@ def tensor_scatter(ctx: ImportContext) -> None:
     if mode not in ("linear", "circular"):
         raise ctx.error(f"mode must be 'linear' or 'circular', got '{mode}'", InvalidOpAttrError)
     ctx.emit("TensorScatter", ctx.inputs, ctx.outputs, circular=mode == "circular", axis=int(ctx.attr("axis", -2)))
+
+
+@onnx_op("LinearAttention")
+def linear_attention(ctx: ImportContext) -> None:
+    """chunk_size is a tuning hint of chunk-parallel kernels that does not change the result: not kept."""
+    rule = ctx.attr("update_rule", "gated_delta")
+    if rule not in _UPDATE_RULES:
+        raise ctx.error(f"update_rule must be one of {', '.join(_UPDATE_RULES)}, got '{rule}'", InvalidOpAttrError)
+    ctx.emit("LinearAttention", ctx.inputs, _outputs(ctx, 2), update_rule=_UPDATE_RULES[rule],
+             q_num_heads=int(ctx.attr("q_num_heads", 0)), kv_num_heads=int(ctx.attr("kv_num_heads", 0)),
+             scale=float(ctx.attr("scale", 0.0)))
 
 
 @onnx_op("SwiGLU")
