@@ -64,7 +64,7 @@ class LiteSession:
         self._node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]] | None = None
         self._guard = threading.RLock()
         self._in_callback = False
-        self.jit_seconds = 0.0     # compiling or loading compiled kernels during the last compile (or Resize)
+        self.jit_seconds = 0.0     # starting numba, compiling or loading kernels in the last compile (or Resize)
 
     @staticmethod
     def CreateSession(*args, dec_key: str | bytes | None = None) -> "LiteSession":

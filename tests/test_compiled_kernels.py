@@ -23,7 +23,7 @@ from tests import test_grad_kernels_nn as grad_tests
 from tests import test_int8_kernels as int8_tests
 from tests import test_kernels_nn as nn_tests
 from tests.test_kernels_nn import CONV_CASES, _array, node_model
-from tests.util import REPO, run_lite, run_ort
+from tests.util import REPO, run_lite, run_ort, small_cnn
 
 A = fb.ActivationType
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
@@ -140,6 +140,28 @@ def test_lite_runs_without_numba() -> None:
     assert result.returncode == 0, result.stderr
     assert "refused: compiled kernels were requested" in result.stdout
 
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_session_creation_reports_the_compiled_kernels_start_up(tmp_path) -> None:
+    """In a fresh process the first compiled session counts numba's start-up and its kernel loads in
+    `jit_seconds`, a numpy session counts nothing, and neither imports scipy (once half of numba's start-up)."""
+    path = tmp_path / "cnn.ms"
+    path.write_bytes(convert(small_cnn()))
+    script = (
+        "import sys, lite\n"
+        f"model = lite.Model.Load({str(path)!r})\n"
+        "plain = lite.LiteSession(lite.Context(kernels='numpy')); plain.CompileGraph(model)\n"
+        "fast = lite.LiteSession(lite.Context(kernels='compiled')); fast.CompileGraph(model)\n"
+        "assert any(step.kernel.compiled for step in fast._plan.steps)\n"
+        "print(plain.jit_seconds, fast.jit_seconds, 'scipy' in sys.modules)\n")
+    env = {k: v for k, v in os.environ.items() if k != compiled.ENV}
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    plain, fast, scipy_imported = result.stdout.split()
+    assert float(plain) == 0.0 and float(fast) > 0.0
+    assert scipy_imported == "False"
 
 INT8_CONV_CASES = int8_tests.CONV_CASES + [
     (2, 9, 8, 4, 8, 3, 2, 1, 4, 8, True, A.RELU6),           # depthwise, channel multiplier 2, strided

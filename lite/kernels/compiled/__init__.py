@@ -8,8 +8,8 @@ load. Nothing here imports numba until a compiled kernel is bound, so `import li
 Functions are compiled lazily with `cache=True`: numba stores the machine code beside the module (`__pycache__`)
 or, when the package is installed read-only, in the user's cache directory (`NUMBA_CACHE_DIR` overrides both),
 so a second process only loads it. `Compiled.bind` compiles (or loads) a kernel for the exact argument types at
-bind time and counts the seconds, which sessions report as `jit_seconds`; a run then calls the compiled entry
-point directly, skipping numba's per-call type dispatch.
+bind time and counts the seconds, with numba's own start-up, which sessions report as `jit_seconds`; a run then
+calls the compiled entry point directly, skipping numba's per-call type dispatch.
 
 Threads: each kernel has a serial and a threaded form. The threaded one runs only when the session allows more
 than one thread and the call has at least `PARALLEL_WORK` inner iterations: waking a second thread costs more
@@ -22,6 +22,7 @@ import contextvars
 import functools
 import importlib
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable, Iterator
@@ -66,28 +67,59 @@ def requested() -> str:
     return check_mode(env) if env else _mode.get()[0]
 
 
+@contextlib.contextmanager
+def _scipy_unseen() -> Iterator[None]:
+    """Hide scipy while numba initialises, unless it is imported already. numba's set-up imports scipy.linalg
+    only to decide whether its np.correlate/np.convolve may call BLAS (they fall back to a plain loop; no kernel
+    here uses them), and that import was half of numba's start-up: 0.9 -> 0.45 s of CPU before the first
+    cached kernel loads. Later imports of scipy are unaffected."""
+    if "scipy" in sys.modules:
+        yield
+        return
+    sys.modules["scipy"] = None       # type: ignore[assignment]  # `import scipy...` now raises ImportError
+    try:
+        yield
+    finally:
+        if sys.modules.get("scipy", 0) is None:
+            del sys.modules["scipy"]
+
+
 def _load() -> Any:
     """numba, set up once: a thread-safe threading layer (sessions may run in parallel threads; numba's
-    workqueue layer aborts on concurrent launches), or None with the reason kept in `_layer_error`."""
-    global _numba, _layer_error
+    workqueue layer aborts on concurrent launches) and its CPU target initialised, or None with the reason kept
+    in `_layer_error`. The seconds it takes count in `jit_seconds`: they are the compiled kernels' start-up."""
+    global _numba, _layer_error, _jit_seconds
     with _lock:
         if _numba is not None or _layer_error is not None:
             return _numba
+        start = time.perf_counter()
         try:
-            import numba
-        except ImportError:
-            _layer_error = "numba is not installed"
-            return None
-        for layer, module in (("omp", "numba.np.ufunc.omppool"), ("tbb", "numba.np.ufunc.tbbpool")):
-            try:
-                importlib.import_module(module)
-            except (ImportError, OSError):
-                continue
-            numba.config.THREADING_LAYER = layer
-            _numba = numba
-            return numba
-        _layer_error = "numba has no thread-safe threading layer (install OpenMP or the tbb package)"
+            with _scipy_unseen():
+                _numba = _initialised()
+        finally:
+            _jit_seconds += time.perf_counter() - start
+        return _numba
+
+
+def _initialised() -> Any:
+    """`_load` without the lock and the clock."""
+    global _layer_error
+    try:
+        import numba
+    except ImportError:
+        _layer_error = "numba is not installed"
         return None
+    for layer, module in (("omp", "numba.np.ufunc.omppool"), ("tbb", "numba.np.ufunc.tbbpool")):
+        try:
+            importlib.import_module(module)
+        except (ImportError, OSError):
+            continue
+        numba.config.THREADING_LAYER = layer
+        from numba.core.registry import cpu_target
+        cpu_target.target_context.refresh()      # what the first compile or cache load would do
+        return numba
+    _layer_error = "numba has no thread-safe threading layer (install OpenMP or the tbb package)"
+    return None
 
 
 def enabled() -> bool:
@@ -161,7 +193,7 @@ class Compiled:
 
 
 def jit_seconds() -> float:
-    """Seconds this process has spent compiling or loading compiled kernels so far."""
+    """Seconds this process has spent starting numba and compiling or loading compiled kernels so far."""
     return _jit_seconds
 
 
