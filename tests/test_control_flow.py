@@ -1,6 +1,10 @@
 """If, Loop and Scan: converted ONNX models against onnxruntime, how bodies are compiled (static or dynamic),
-constant conditions folded at conversion, and malformed control flow refused at load."""
+constant conditions folded at conversion, and malformed or endless control flow refused (at load where it can
+be told), never hanging."""
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -12,7 +16,7 @@ from converter import convert, to_graph
 from lite.model import Model
 from lite.serialize import serialize
 from lite.status import RET_GRAPH_FILE_ERR, RET_INFER_ERR, GraphFileError, LiteError
-from tests.util import run_lite, run_ort
+from tests.util import REPO, run_lite, run_ort
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
@@ -256,3 +260,87 @@ def test_a_malformed_body_never_reaches_the_kernels():
         model.bodies[0].outputs = [len(model.tensors) + 5]
     with pytest.raises(GraphFileError):
         Model.Import(_rewrite(_if_buffer(), edit))
+
+
+# ---- loops that would never end ---------------------------------------------------------------------------------
+def _endless_loop(cond: onnx.NodeProto | None, trip: bool = False, const_cond: bool = False) -> onnx.ModelProto:
+    """acc += 1 while the body's condition (`cond`, computed from the body's cond and the captured `limit`;
+    None: the condition input passed through) holds; no max_trip_count unless `trip`."""
+    nodes = [helper.make_node("Add", ["acc", "one"], ["acc_out"]),
+             cond or helper.make_node("Identity", ["cond"], ["cond_out"])]
+    body = helper.make_graph(nodes, "body", [_vi("i", I64, []), _vi("cond", B, []), _vi("acc", F, [1])],
+                             [_vi("cond_out", B, []), _vi("acc_out", F, [1])],
+                             [numpy_helper.from_array(np.ones(1, np.float32), "one")])
+    inits = [numpy_helper.from_array(np.array(True), "c")] if const_cond else []
+    inits += [numpy_helper.from_array(np.array(3, np.int64), "trip")] if trip else []
+    inputs = [_vi("acc0", F, [1]), _vi("limit", F, [])] + ([] if const_cond else [_vi("c", B, [])])
+    return _model([helper.make_node("Loop", ["trip" if trip else "", "c", "acc0"], ["acc"], body=body)],
+                  inputs, [_vi("acc", F, [1])], inits)
+
+
+def _outcome(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path) -> str:
+    """Load and run the converted model in a process of its own, which must end within two minutes (a hang
+    fails the test instead of stalling the suite): 'ran' or the status code of the LiteError and where."""
+    (tmp_path / "m.ms").write_bytes(convert(model))
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    script = f"""
+import numpy as np
+import lite
+from tests.util import run_lite
+buf = open({str(tmp_path / "m.ms")!r}, "rb").read()
+try:
+    session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context())
+except lite.LiteError as e:
+    print("load", e.status, e)
+else:
+    try:
+        run_lite(session, dict(np.load({str(tmp_path / "feeds.npz")!r})))
+        print("ran")
+    except lite.LiteError as e:
+        print("run", e.status, e)
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _feeds(c: bool = True, limit: float = 1.0) -> dict[str, np.ndarray]:
+    return {"acc0": np.zeros(1, np.float32), "limit": np.array(limit, np.float32), "c": np.array(c)}
+
+
+def test_a_loop_with_neither_trip_count_nor_condition_is_refused_at_load(tmp_path):
+    model = _endless_loop(None)
+    model.graph.node[0].input[1] = ""
+    outcome = _outcome(model, {"acc0": np.zeros(1, np.float32), "limit": np.array(1, np.float32)}, tmp_path)
+    assert outcome.startswith(f"load {RET_INFER_ERR}") and "Loop_0" in outcome and "never end" in outcome, outcome
+
+
+def test_a_loop_whose_constant_true_condition_the_body_passes_on_is_refused_at_load(tmp_path):
+    """The reported hang: no max_trip_count, the condition a constant true, the body returning it unchanged."""
+    outcome = _outcome(_endless_loop(None, const_cond=True), _feeds(), tmp_path)
+    assert outcome.startswith(f"load {RET_INFER_ERR}") and "Loop_0" in outcome and "never end" in outcome, outcome
+
+
+@pytest.mark.parametrize("cond", [None, helper.make_node("Greater", ["limit", "zero"], ["cond_out"])],
+                         ids=["passed-on", "from-captured-values"])
+def test_a_loop_whose_condition_never_changes_is_refused_when_it_runs_on(cond, tmp_path):
+    """A condition read from a graph input (so unknown at load) or computed from values no iteration changes:
+    true after the first iteration means true forever."""
+    model = _endless_loop(cond)
+    model.graph.node[0].attribute[0].g.initializer.append(numpy_helper.from_array(np.array(0, np.float32), "zero"))
+    outcome = _outcome(model, _feeds(), tmp_path)
+    assert outcome.startswith(f"run {RET_INFER_ERR}") and "Loop_0" in outcome and "never end" in outcome, outcome
+
+
+def test_a_loop_that_could_run_forever_matches_onnxruntime_when_it_does_not():
+    """The same loops with the condition false, with a max_trip_count, or with a condition on the changing
+    carried value run as onnxruntime runs them."""
+    from_acc = [helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
+                helper.make_node("Less", ["total", "limit"], ["cond_out"])]
+    _matches_ort(_endless_loop(None), _feeds(c=False))
+    _matches_ort(_endless_loop(None, trip=True), _feeds())
+    model = _endless_loop(None)
+    body = model.graph.node[0].attribute[0].g
+    del body.node[1]
+    body.node.extend(from_acc)
+    _matches_ort(model, _feeds(limit=5.0))

@@ -9,8 +9,8 @@ from lite.traits import SAME_SHAPE, traits
 
 
 def _is_noop(graph: Graph, node: Node) -> bool:
-    if len(node.outputs) != 1 or not node.inputs:
-        return False
+    if len(node.outputs) != 1 or not node.inputs or traits(node.op).noop is None:
+        return False    # (also: an op whose first input is an omitted optional one, a Loop without a trip count)
     x, y = graph.values[node.inputs[0]], graph.values[node.outputs[0]]
     if (x.dynamic or y.dynamic) and traits(node.op).noop == SAME_SHAPE:
         return False    # shapes known only at run time (their rank may be a fallback, not the truth)

@@ -6,6 +6,12 @@ Static when the compiled body keeps the carried values' shapes and, if there are
 is known at compile time (a known max_trip_count with a condition that stays true: a constant, or the body's
 condition input passed through). Otherwise the count or the shapes are known only by running, so `infer`
 runs the loop (the node is in the session's dynamic part) and `run` copies the results out.
+
+A loop that provably never ends is refused instead of hanging: without a max_trip_count, at load when its
+condition is absent, or known true and passed through (or a constant true) by the body; at run time after the
+first iteration when the body's condition reads only values that do not change between iterations and it is
+still true (every later iteration computes the same condition). A condition computed from changing values runs
+as written, as in onnxruntime (scan outputs are bounded by the memory limit).
 """
 from __future__ import annotations
 
@@ -14,7 +20,8 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from lite.compiler import check_memory
-from lite.kernel import TensorSpec, register
+from lite.kernel import TensorSpec, register, registered
+from lite.model import SubGraphDef
 from lite.rewrites import forwards
 from lite.kernels.control_flow.body import ControlFlowKernel, same_specs, spec_of
 from lite.traits import Bodies, declare
@@ -23,6 +30,34 @@ declare("Loop", bodies=Bodies(("body",), inputs_from=2, body_inputs_from=2, body
 
 _ITERATION = TensorSpec((), np.dtype(np.int64))
 _CONDITION = TensorSpec((), np.dtype(np.bool_))
+
+
+def _varies(op: str) -> bool:
+    """Whether the op's results may differ between runs on the same inputs (random draws: unfoldable kernels)."""
+    return any(not cls.foldable for (name, _, _), cls in registered().items() if name == op)
+
+
+def condition_repeats(sub: SubGraphDef, carried: int) -> bool:
+    """Whether a Loop body's condition output reads only values that stay the same from one iteration to the
+    next: its condition input, captured values, carried values it passes on unchanged, constants; not the
+    iteration number, a carried value it changes, a node that may return other values on the same inputs, or
+    a nested body (not looked into). Then an iteration given the condition true that returns it true is
+    followed by identical ones forever."""
+    made = {t: n for n in sub.nodes for t in n.outputs}
+    producers = {t: (n.op, n.inputs) for t, n in made.items()}
+    changing = {sub.inputs[0]} | {i for i, o in zip(sub.inputs[2:2 + carried], sub.outputs[1:1 + carried])
+                                  if not forwards(o, i, producers.get)}
+    todo, seen = [sub.outputs[0]], set()
+    while todo:
+        v = todo.pop()
+        if v < 0 or v in seen:
+            continue
+        seen.add(v)
+        node = made.get(v)
+        if v in changing or node is not None and (node.bodies or _varies(node.op)):
+            return False
+        todo.extend(node.inputs if node is not None else ())
+    return True
 
 
 @register("Loop")
@@ -38,6 +73,11 @@ class LoopKernel(ControlFlowKernel):
         state, captured = list(inputs[2:2 + self.carried]), list(inputs[2 + self.carried:])
         self.result = None
         body = self.body(0, [_ITERATION, _CONDITION, *state, *captured])
+        self.repeats = trip is None and condition_repeats(self.node.bodies[0], self.carried)
+        if trip is None and cond.value is not None and self.truth(cond.value, "the condition") and \
+                self.condition_stays(body):
+            raise self.error("the condition is true and the body returns it unchanged, with no max_trip_count: "
+                             "the loop would never end")
         outs = body.output_specs()
         if outs is not None and same_specs(outs[1:1 + self.carried], state):
             scans = outs[1 + self.carried:]
@@ -63,15 +103,18 @@ class LoopKernel(ControlFlowKernel):
         """The number of iterations when compile time knows it, else None."""
         if trip is None or trip.value is None or cond is not None and cond.value is None:
             return None
-        out = body.sub.outputs[0]
-        made = {t: (n.op, n.inputs) for n in body.sub.nodes for t in n.outputs}
-        value = body.plan.specs[out].value if body.plan.specs[out] is not None else None
-        stays = (self.truth(value, "the body's condition") if value is not None
-                 else forwards(out, body.sub.inputs[1], made.get))
-        if not stays:
+        if not self.condition_stays(body):
             return None
         start = cond is None or self.truth(cond.value, "the condition")
         return max(int(self.element(trip.value, 'max_trip_count')), 0) if start else 0
+
+    def condition_stays(self, body) -> bool:
+        """Whether the compiled body returns a constant true condition or its condition input unchanged."""
+        out = body.sub.outputs[0]
+        made = {t: (n.op, n.inputs) for n in body.sub.nodes for t in n.outputs}
+        value = body.plan.specs[out].value if body.plan.specs[out] is not None else None
+        return self.truth(value, "the body's condition") if value is not None \
+            else forwards(out, body.sub.inputs[1], made.get)
 
     def iterations(self, values: Sequence[np.ndarray | None], state: list[np.ndarray]) -> Iterator[list[np.ndarray]]:
         """Run the body until the count or the condition stops it, updating `state` (the carried values) in
@@ -84,6 +127,9 @@ class LoopKernel(ControlFlowKernel):
             body = self.body(0, [_ITERATION, _CONDITION, *map(spec_of, state), *map(spec_of, captured)])
             outs = body.run([np.array(it, np.int64), np.array(cond), *state, *captured])
             cond = self.truth(outs[0], "the body's condition")
+            if cond and self.repeats:
+                raise self.error("the condition stays true and reads nothing that changes between iterations, "
+                                 "with no max_trip_count: the loop would never end")
             state[:] = [np.array(o) for o in outs[1:1 + self.carried]]
             yield outs[1 + self.carried:]
             it += 1
