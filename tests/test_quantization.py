@@ -174,6 +174,15 @@ def test_kl_clips_a_long_tail():
     assert 2 < hi < 20 and -20 < lo < -2
 
 
+def test_kl_does_not_clip_most_of_a_discrete_input():
+    """Normalised 8-bit pixels, mostly background: a threshold search on their sparse histogram must not cut
+    below the background value."""
+    pixels = np.where(RNG.random(200_000) < 0.8, 0, RNG.integers(0, 256, 200_000))
+    x = ((pixels / 255 - 0.1307) / 0.3081).astype(np.float32)
+    lo, hi = _range(KLObserver(), x)
+    assert lo == pytest.approx(x.min()) and hi > 2
+
+
 def test_kl_of_a_relu_output_uses_every_level_and_ignores_exact_zeros(monkeypatch):
     """A ReLU output: 70 % exact zeros, the rest half-normal. Its asymmetric 6-bit range has 64 levels on
     [0, T]; the zeros are exact whatever T. The threshold is the reference search over the non-zero values'
@@ -341,6 +350,14 @@ def test_weights_per_channel_and_bias_int32_with_product_scale():
     assert b.dtype == np.int32
     np.testing.assert_allclose([p.scale for p in b.quant_params],
                                [x.quant_params[0].scale * p.scale for p in w.quant_params])
+
+
+def test_graph_outputs_keep_8_bits_under_lower_activation_bits():
+    graph, _ = quantized_small_cnn(activation_bits=4)
+    fc = next(n for n in graph.nodes if n.op == "FullConnection")
+    conv = next(n for n in graph.nodes if n.op == "Conv2D")
+    assert graph.values[fc.outputs[0]].quant_params[0].numBits == 8          # feeds the output `logits`
+    assert graph.values[conv.outputs[0]].quant_params[0].numBits == 4
 
 
 def test_int8_inputs_and_outputs_on_request():

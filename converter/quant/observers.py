@@ -18,6 +18,7 @@ import numpy as np
 BINS = 2048
 OUTLIER_PERCENT = 0.01        # REMOVAL_OUTLIER: the lowest and highest 0.01 % of the values are dropped
 PERCENTILE = 99.99            # PERCENTILE: of |x| over the whole calibration set
+KL_MAX_CLIPPED = 0.01         # KL: at most this fraction of the non-zero values lies beyond the threshold
 
 
 class Observer:
@@ -147,13 +148,23 @@ def kl_threshold(hist: np.ndarray, width: float, levels: int) -> float:
     return best_i * width
 
 
+def mass_threshold(hist: np.ndarray, width: float, fraction: float) -> float:
+    """The smallest bin edge with at most `fraction` of the histogram's values above it."""
+    above = np.cumsum(hist[::-1])[::-1]                     # above[i] = sum(hist[i:])
+    return int(np.count_nonzero(above > fraction * above[0])) * width
+
+
 class KLObserver(ClipObserver):
     """Non-negative tensors (ReLU outputs) get all 2^bits levels of the asymmetric range on [0, T], signed ones
-    2^(bits-1) per side, and the search compares with that many levels."""
+    2^(bits-1) per side, and the search compares with that many levels. T never clips more than
+    KL_MAX_CLIPPED of the non-zero values: on a discrete distribution (MNIST's 256 normalised pixel values in
+    2048 bins) a candidate whose few occupied bins each get a level of their own reproduces the clipped
+    histogram almost exactly, and the search took T = 0.018 for a [-0.42, 2.82] input (A8W8 93.7 % instead
+    of 98.4 %)."""
 
     def threshold(self) -> float:
         levels = 2 ** self.bits if self.lo >= 0 else 2 ** (self.bits - 1)
-        return kl_threshold(self.hist, self.width, levels)
+        return max(kl_threshold(self.hist, self.width, levels), mass_threshold(self.hist, self.width, KL_MAX_CLIPPED))
 
 
 class PercentileObserver(ClipObserver):
