@@ -14,9 +14,11 @@ node is static only when its data is a constant, and then it is folded.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -56,6 +58,7 @@ class Kernel(ABC):
     foldable: bool = True    # may be evaluated at compile time when all its inputs are known
     native_dtypes: bool = False   # runs on float16/bfloat16/float8 as stored (data movement, casts)
     compiled: bool = False   # set by kernels that bound a compiled (numba) kernel: tools report it
+    float16_compute: bool = False   # computes in float16 on float32 tensors under `enable_float16` (Float16Compute)
 
     def __init__(self, node: NodeDef):
         self.node = node
@@ -180,11 +183,83 @@ class Float32Compute(Kernel):
             np.copyto(outputs[k], self.outs[k], casting="unsafe")
 
 
+F16 = np.dtype(np.float16)
+
+
+class Float16Compute(Kernel):
+    """A float32 kernel computing in float16 (a session whose CPU device has `enable_float16`, MindSpore Lite's
+    `CPUDeviceInfo.SetEnableFP16`): its float32 inputs are rounded to float16 (constants once, at compile time,
+    so weights are packed from their float16 values), it computes, and its float32 outputs are rounded to
+    float16. numpy has no float16 BLAS (its float16 matmul is a plain loop), so products are summed in float32,
+    as fp16 kernels that accumulate in fp32 do; tensors stay float32 in memory (float16 values): the numerics
+    of float16 compute, not its speed or memory."""
+
+    def __init__(self, inner: Kernel):
+        super().__init__(inner.node)
+        self.inner = inner
+        self.foldable, self.inplace, self.compiled = inner.foldable, inner.inplace, inner.compiled
+
+    def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        self.rounded = [k for k, s in enumerate(inputs) if s is not None and s.dtype == np.float32 and s.value is None]
+        rounded = [TensorSpec(s.shape, s.dtype, s.value.astype(F16).astype(np.float32), s.quant, s.quant_axis)
+                   if s is not None and s.dtype == np.float32 and s.value is not None else s for s in inputs]
+        self.in_specs = rounded
+        outs = self.inner.infer(rounded)
+        self.narrowed = [k for k, o in enumerate(outs) if o.dtype == np.float32]
+        self.out_specs = outs
+        return [TensorSpec(o.shape, o.dtype, o.value.astype(F16).astype(np.float32), o.quant, o.quant_axis)
+                if k in self.narrowed and o.value is not None else o for k, o in enumerate(outs)]
+
+    def scratch(self) -> list[TensorSpec]:
+        return self.inner.scratch() + [TensorSpec(self.in_specs[k].shape, np.dtype(np.float32))
+                                       for k in self.rounded] + \
+            [TensorSpec(s.shape, F16) for s in [*(self.in_specs[k] for k in self.rounded),
+                                               *(self.out_specs[k] for k in self.narrowed)]]
+
+    def bind(self, inputs, outputs, scratch) -> None:
+        own, n = len(self.inner.scratch()), len(self.rounded)
+        self.ins = [s.value if s is not None and s.value is not None and s.dtype == np.float32 else a
+                    for s, a in zip(self.in_specs, inputs)]           # constants: their float16 values
+        for k, buffer in zip(self.rounded, scratch[own:own + n]):
+            self.ins[k] = buffer
+        self.halves = list(scratch[own + n:])
+        self.inner.bind(self.ins, outputs, scratch[:own])
+
+    def run(self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray]) -> None:
+        halves = iter(self.halves)
+        for k in self.rounded:
+            half = next(halves)
+            np.copyto(half, inputs[k], casting="same_kind")
+            np.copyto(self.ins[k], half)
+        self.inner.run(self.ins, outputs)
+        for k in self.narrowed:
+            half = next(halves)
+            np.copyto(half, outputs[k], casting="same_kind")
+            np.copyto(outputs[k], half)
+
+
+_float16: contextvars.ContextVar[bool] = contextvars.ContextVar("lite_float16_compute", default=False)
+
+
+@contextlib.contextmanager
+def float16_compute(enabled: bool) -> Iterator[None]:
+    """Kernels created inside the block compute in float16 where they can (`Kernel.float16_compute`)."""
+    token = _float16.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _float16.reset(token)
+
+
 def create_kernel(node: NodeDef, input_type: int, quantized: bool = False) -> Kernel:
     """The kernel for `node` given the data type of its first input and whether that input is quantized.
     Narrow floats (float16, bfloat16, float8) run the float32 kernel through `Float32Compute`, except in
-    kernels that only move data (`native_dtypes`)."""
+    kernels that only move data (`native_dtypes`); float32 nodes of `float16_compute` kernels run through
+    `Float16Compute` inside a `float16_compute(True)` block."""
     cls = kernel_for(node.op, input_type, quantized)
+    if (_float16.get() and input_type == dtypes.DataType.FLOAT32 and not quantized and cls is not None
+            and cls.float16_compute):
+        return Float16Compute(cls(node))
     if input_type in dtypes.NARROW_FLOATS and not quantized and not (cls is not None and cls.native_dtypes):
         wide = kernel_for(node.op, dtypes.DataType.FLOAT32)
         if wide is not None:

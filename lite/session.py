@@ -12,6 +12,7 @@ import numpy as np
 from lite import dtypes
 from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
+from lite.kernel import float16_compute
 from lite.kernels.compiled import check_mode, jit_seconds, selection
 from lite.model import Model, NodeDef, SubGraphDef
 from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, OpExecuteError,
@@ -56,6 +57,7 @@ class LiteSession:
         if not isinstance(self.context, Context):
             raise ParamInvalidError(f"context must be a lite.Context, got {type(self.context).__name__}")
         self.device = self.context.resolve_device()
+        self.float16 = bool(getattr(self.device.device_info, "enable_float16", False))
         check_mode(self.context.kernels)
         self._model: Model | None = None
         self._graph: Model | SubGraphDef | None = None
@@ -94,7 +96,7 @@ class LiteSession:
 
     def _compile(self, shapes: dict[int, tuple[int, ...]]) -> None:
         start = jit_seconds()
-        with selection(self.context.kernels, self.context.thread_num):
+        with selection(self.context.kernels, self.context.thread_num), float16_compute(self.float16):
             plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None)
         self.jit_seconds = jit_seconds() - start
         self._plan = plan
@@ -177,7 +179,7 @@ class LiteSession:
         """The dynamic part, after the static steps (which never read its tensors); the graph outputs it
         computes are rebound to their new arrays."""
         wrap = self._wrap_args if before is not None or after is not None else None
-        with selection(self.context.kernels, self.context.thread_num):    # its kernels are made while running
+        with selection(self.context.kernels, self.context.thread_num), float16_compute(self.float16):  # kernels made now
             finished = plan.dynamic.run(before, after, wrap)
         for i in self._dynamic_outputs:
             if i in plan.dynamic.arrays:

@@ -209,6 +209,7 @@ declare("Activation", "PReLU", layout=Layout(ELEMENTWISE))
 @register("Activation", *FLOAT_TYPES)
 class ActivationKernel(Kernel):
     """y = f(x), elementwise on any float tensor; computed in place when the planner allows."""
+    float16_compute = True
     inplace = True
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
@@ -225,6 +226,7 @@ class ActivationKernel(Kernel):
 @register("PReLU", *FLOAT_TYPES)
 class PReLUKernel(Kernel):
     """y = x for x >= 0, slope * x below; `slope` broadcasts to x (ONNX unidirectional broadcasting)."""
+    float16_compute = True
     inplace = True
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:

@@ -60,6 +60,7 @@ def _scalar_power(exponent: float) -> Binary | None:
 class BinaryKernel(Kernel):
     """y = fn(a, b) with numpy broadcasting; a and b share one numeric dtype, y has it too.
     Output 0 may share a's memory (when a has y's shape)."""
+    float16_compute = True
     inplace = True
     fn: Binary
     same_dtype = True

@@ -53,6 +53,7 @@ declare("BatchNorm", layout=Layout(AXIS, axis_default=1),
 
 @register("BatchNorm", DataType.FLOAT32)
 class BatchNormKernel(Kernel):
+    float16_compute = True
     inplace = True
 
     def __init__(self, node: NodeDef):

@@ -262,6 +262,8 @@ declare("Conv2D", weight_input=1, weight_axis=0, bias_input=2, bias_correction=T
 
 @register("Conv2D", DataType.FLOAT32)
 class Conv2DKernel(Kernel):
+    float16_compute = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None

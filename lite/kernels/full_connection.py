@@ -40,6 +40,8 @@ declare("FullConnection", weight_input=1, weight_axis=0, bias_input=2, bias_corr
 
 @register("FullConnection", DataType.FLOAT32)
 class FullConnectionKernel(Kernel):
+    float16_compute = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
@@ -84,6 +86,8 @@ declare("MatMul", weight_input=1, weight_axis=-1, bias_correction=True, fused_ac
 class MatMulKernel(Kernel):
     """Every type ONNX MatMul allows: float16/bfloat16 through the float32 kernel, the rest as stored
     (integer products wrap, as onnxruntime's do)."""
+    float16_compute = True
+
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         a, b = inputs[0], inputs[1]
         shape, a_shape, b_shape = matmul_shapes(self, a, b)

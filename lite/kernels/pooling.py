@@ -83,6 +83,7 @@ def lp_root(out: np.ndarray, p: float) -> None:
 
 @register("Pooling", DataType.FLOAT32, DataType.UINT8)
 class PoolingKernel(Kernel):
+    float16_compute = True
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, a = inputs[0], self.attrs
         if x.rank != 4:

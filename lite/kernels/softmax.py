@@ -29,6 +29,7 @@ def log_softmax(x: np.ndarray, axis: int, out: np.ndarray) -> None:
 
 class _AxisKernel(Kernel):
     """Shared shape rule; subclasses name the math."""
+    float16_compute = True
     function = staticmethod(softmax)
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
