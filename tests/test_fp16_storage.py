@@ -84,6 +84,36 @@ def test_enable_float16_stays_within_float16_precision_and_is_off_by_default(nam
     assert sqnr(rounded) - 3 < sqnr(half) < 80
 
 
+def test_fp16_file_is_half_and_computes_with_rounded_weights(lenet):
+    """LeNet's weights reach the file unfolded, so the oracle can round the very same values."""
+    x = {"input": RNG.standard_normal((1, 1, 32, 32)).astype(np.float32)}
+    half, full = convert(lenet, fp16=True), convert(lenet)
+    assert len(half) <= 0.52 * len(full)               # the graph's own ~3 KB are 1.3 % of LeNet's file
+    assert any(t.data_type == lite.DataType.FLOAT16 for t in lite.Model.Import(half).tensors)
+    ours = run_buf(half, x)
+    rounded, exact = run_ort(rounded_to_float16(lenet), x), run_ort(lenet, x)
+    for name, y in ours.items():
+        assert relative_to_range(y, rounded[name]) < 1e-5          # float32 compute on float16 weights
+        assert relative_to_range(y, exact[name]) < 2e-3            # float16 precision of the float model
+        assert relative_to_range(y, exact[name]) > 1e-6            # the weights were rounded
+
+
+def test_fp16_mobilenet_stays_within_float16_precision():
+    """MobileNetV2 (batch norm folded into the convolutions before rounding): the logits' SQNR against the
+    float model is what onnxruntime gets with the source weights rounded to float16 (this seeded network is
+    sensitive: about 30 dB)."""
+    model = models.build("mobilenet_v2", num_classes=10, input_size=32, batch=1)
+    half, full = convert(model, fp16=True), convert(model)
+    assert len(half) <= 0.51 * len(full)
+    x = {"input": RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    ref = next(iter(run_ort(model, x).values())).astype(np.float64)
+
+    def sqnr(y: np.ndarray) -> float:
+        return 10 * np.log10(np.sum(ref ** 2) / np.sum((y - ref) ** 2))
+    oracle = sqnr(next(iter(run_ort(rounded_to_float16(model), x).values())))
+    assert sqnr(next(iter(run_buf(half, x).values()))) > oracle - 1
+
+
 def test_fp16_keeps_constants_float16_cannot_hold():
     from converter.ir import Graph, Node, Value
     from converter.quant.fp16 import store_float16
