@@ -1,19 +1,20 @@
 """Bounding a session's threads to `Context.thread_num`: the BLAS pool (threadpoolctl) and, once loaded, the
-compiled kernels' pool (numba)."""
+compiled kernels' pool (numba), for the duration of a run. The user's own settings come back afterwards."""
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
-from typing import Iterator
+from typing import Any, Callable
 
 from threadpoolctl import ThreadpoolController
 
 from lite.kernels import compiled
 
 _scanned: tuple[int, list] | None = None
-_set: dict[int, int] = {}            # id(library controller) -> the BLAS limit last set
-_local = threading.local()           # numba's limit is per launching thread
+_lock = threading.Lock()
+_running = 0                  # runs inside `thread_limit`, over all threads
+_pools: list[list] = []       # per BLAS library: [controller, the user's count, its count now]
+_numba_count: Callable[[], int] | None = None
 
 
 def _blas() -> list:
@@ -25,20 +26,58 @@ def _blas() -> list:
     return _scanned[1]
 
 
-@contextlib.contextmanager
-def thread_limit(limit: int) -> Iterator[None]:
-    """Run the block with at most `limit` BLAS threads and compiled-kernel threads.
+def _numba_getter(numba: Any) -> Callable[[], int]:
+    """numba's thread count for the calling thread: its C getter once the pool runs (`get_num_threads` takes a
+    process-wide lock first, 2-10 us, a tenth of a small model's run)."""
+    global _numba_count
+    if _numba_count is None:
+        numba.get_num_threads()                  # starts the pool
+        _numba_count = getattr(sys.modules.get("numba.np.ufunc.parallel"), "_get_num_threads",
+                               None) or numba.get_num_threads
+    return _numba_count
 
-    The pools are process-wide, so the limit stays set after the block (the next session sets its own): a
-    library is told only when the limit changes, since setting and restoring OpenBLAS's count around every run
-    cost more than a small model's run (~0.1 ms), and threadpoolctl's `limit` rescans every library (~30 us)."""
-    limit = max(1, int(limit))
-    for c in _blas():
-        if _set.get(id(c)) != limit:
-            c.set_num_threads(limit)
-            _set[id(c)] = limit
-    numba = compiled.loaded()
-    if numba is not None and getattr(_local, "numba", None) != limit:
-        numba.set_num_threads(min(limit, numba.config.NUMBA_NUM_THREADS))
-        _local.numba = limit
-    yield
+
+class thread_limit:
+    """`with thread_limit(n):` runs the block with at most n BLAS threads and compiled-kernel threads, then
+    gives the user's own settings back.
+
+    The BLAS pools are process-wide: the first run to start (in any thread) reads their counts and the last to
+    end restores them, so runs overlapping in several threads never restore a count another one set. numba's
+    count is per launching thread and comes back when the block ends. A library is told only when its count
+    differs, so a run whose limit is the user's setting costs one query per library (0.8 us). A class, not a
+    generator: `contextlib.contextmanager` alone cost 2 us a run."""
+    __slots__ = ("limit", "numba", "user_numba")
+
+    def __init__(self, limit: int):
+        self.limit = max(1, int(limit))
+
+    def __enter__(self) -> None:
+        global _running
+        limit = self.limit
+        with _lock:
+            if _running == 0:
+                _pools[:] = [[c, n, n] for c in _blas() for n in (c.get_num_threads(),)]
+            _running += 1
+            for pool in _pools:
+                if pool[2] != limit:
+                    pool[0].set_num_threads(limit)
+                    pool[2] = limit
+        self.numba = numba = compiled.loaded()
+        self.user_numba = None
+        if numba is not None:
+            own, user = min(limit, numba.config.NUMBA_NUM_THREADS), _numba_getter(numba)()
+            if user != own:
+                numba.set_num_threads(own)
+                self.user_numba = user
+
+    def __exit__(self, *exc: object) -> None:
+        global _running
+        if self.user_numba is not None:
+            self.numba.set_num_threads(self.user_numba)
+        with _lock:
+            _running -= 1
+            if _running == 0:
+                for pool in _pools:
+                    if pool[2] != pool[1]:
+                        pool[0].set_num_threads(pool[1])
+                        pool[2] = pool[1]

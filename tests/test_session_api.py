@@ -147,6 +147,39 @@ def test_thread_num_bounds_blas_threads(session: lite.LiteSession) -> None:
     assert seen and set(seen) == {1}
 
 
+
+def test_a_run_gives_the_users_thread_settings_back(session: lite.LiteSession) -> None:
+    """thread_num holds during the run only: the user's own BLAS count (and numba's, once the compiled
+    kernels loaded it) is what it was before the run, after a plain run and after one a callback stopped."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from lite.kernels import compiled
+
+    def blas() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    numba = compiled.loaded()
+    session.context.thread_num = 1
+    _feed(session)
+    with threadpool_limits(limits=3, user_api="blas"):
+        user = blas()
+        if numba is not None:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        seen: list[tuple[set[int], int]] = []
+
+        def probe(inputs, outputs, param) -> bool:
+            seen.append((blas(), numba.get_num_threads() if numba is not None else 1))
+            return True
+
+        assert session.RunGraph(before=probe) == lite.RET_OK
+        assert seen and all(s == ({1}, 1) for s in seen)
+        assert blas() == user
+        assert session.RunGraph(after=lambda i, o, p: False) == lite.RET_SUCCESS_EXIT
+        assert session.RunGraph() == lite.RET_OK
+        assert blas() == user
+        if numba is not None:
+            assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS
+
 def test_version_and_error_info() -> None:
     assert lite.Version().startswith("MindSpore Lite")
     assert lite.GetErrorInfo(lite.RET_INPUT_TENSOR_ERROR) == "Failed to check input tensor."
