@@ -8,9 +8,10 @@ message: the global weights on the node's shard in `Eval()` mode (`eval-loss`, `
 but the weights (as in FedAvg: local optimizer state starts fresh each round).
 
 Node config (`flower-supernode --node-config`): `model` (the training `.ms`), `shard` (the node's `.npz`, see
-`lite.federated.shards`), optional `threads` (BLAS threads, default 1), `record-dir` (write each sent update
-to `<record-dir>/round-<r>.npz`: an audit trail of exactly what left the device) and `fault` (failure drills:
-`nan` sends NaN weights, `exit` dies mid-round, `slow=<s>` answers after s seconds).
+`lite.federated.shards`), optional `threads` (BLAS threads, default 1), `kernels` (`Context.kernels`, default
+"auto"; "numpy" spares each per-message process loading numba), `record-dir` (write each sent update to
+`<record-dir>/round-<r>.npz`: an audit trail of exactly what left the device) and `fault` (failure drills: `nan`
+sends NaN weights, `exit` dies mid-round, `slow=<s>` answers after s seconds).
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def _node_value(context: Context, key: str, default: object = None) -> object:
 
 
 def _session(context: Context, weights: ArrayRecord | None = None) -> TrainSession:
-    session = open_session(str(_node_value(context, "model")), int(_node_value(context, "threads", 1)))
+    session = open_session(str(_node_value(context, "model")), int(_node_value(context, "threads", 1)),
+                           str(_node_value(context, "kernels", "auto")))
     if weights is not None:
         load_weights(session, weights)
     return session

@@ -41,9 +41,11 @@ class CrossEntropyMetrics(Metrics):
         return self.total / self.samples if self.samples else 0.0
 
 
-def open_session(model: str | os.PathLike, threads: int = 1) -> TrainSession:
-    """A fresh `TrainSession` over a training `.ms` file (weights as stored, optimizer state as stored)."""
-    return TrainSession.CreateSession(os.fspath(model), Context(thread_num=threads))
+def open_session(model: str | os.PathLike, threads: int = 1, kernels: str = "auto") -> TrainSession:
+    """A fresh `TrainSession` over a training `.ms` file (weights as stored, optimizer state as stored).
+    `kernels` is `Context.kernels`: "numpy" spares a short-lived process loading numba (about 3 s of CPU),
+    which a small model's few local steps never earn back."""
+    return TrainSession.CreateSession(os.fspath(model), Context(thread_num=threads, kernels=kernels))
 
 
 def train_locally(session: TrainSession, x: np.ndarray, y: np.ndarray, *, epochs: int, batch_size: int,

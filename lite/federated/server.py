@@ -49,6 +49,7 @@ class ServerSettings:
     fraction_evaluate: float = 0.0  # share of nodes asked to evaluate the global model on their shard
     export_every_round: bool = False
     threads: int = 1
+    kernels: str = "auto"           # the server session's Context.kernels ("numpy": no numba load)
     secagg: bool = False            # SecAgg+ (lite.federated.secagg): the server sees only the sum of updates
     secagg_clip: float = 8.0        # SecAgg+ quantizes weights in [-secagg-clip, secagg-clip]
     secagg_max_weight: float = 1000.0   # about the largest client's num-examples (lite.federated.secagg)
@@ -106,7 +107,7 @@ class RoundReport:
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     settings = ServerSettings.from_run_config(dict(context.run_config))
-    session = open_session(settings.model, settings.threads)
+    session = open_session(settings.model, settings.threads, settings.kernels)
     strategy = make_strategy(settings.strategy, min_train_nodes=settings.min_nodes,
                              min_available_nodes=settings.min_nodes,
                              min_evaluate_nodes=1 if settings.fraction_evaluate > 0 else 0,
