@@ -1,17 +1,20 @@
 """A real federation on one machine: Flower's SuperLink and N SuperNodes as separate processes on 127.0.0.1.
 
     python -m lite.federated.launch --model lenet_train.ms --shards shard-0.npz shard-1.npz shard-2.npz \
-        --rounds 3 --out fl-run [--test-data test.npz] [--run-config 'lr=0.001 strategy="fedadam"']
+        --rounds 3 --out fl-run [--test-data test.npz] [--run-config 'lr=0.001 strategy="fedadam"'] \
+        [--node-config 'threads=2 kernels="numpy"']
 
 Every process listens on 127.0.0.1 only, on free ports; each SuperNode is given its own shard through its
 node config. The run is submitted with `flwr run` (the app in `lite/federated/mslite-fl`), its progress lines
 (`[round r/R] ...`) are echoed, and the launcher returns when the ServerApp has written its final
-`history.json`. It is bounded: `--timeout` seconds for the whole run, after which (or on Ctrl-C, or any failure)
-every process it started — with the ClientApp/ServerApp processes they spawned — is stopped.
+`history.json`. It is bounded: `--timeout` seconds for the whole run, after which (or on Ctrl-C, SIGTERM, SIGHUP
+or any failure) every process it started — with the ClientApp/ServerApp processes they spawned — is stopped;
+killed outright (SIGKILL), it takes them with it (Linux: `die_with_parent`).
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import shlex
@@ -23,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO, Callable, Sequence
 
 try:
     import tomllib
@@ -36,6 +39,8 @@ from lite.status import LiteError, ParamInvalidError
 HOST = "127.0.0.1"
 CONNECTION = "mslite-local"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+PR_SET_PDEATHSIG = 1                # <linux/prctl.h>
+STOP_GRACE = 2.0                    # seconds between SIGTERM and SIGKILL when a federation stops
 
 
 class FederationError(LiteError):
@@ -69,22 +74,30 @@ def node_config_arg(config: dict[str, object]) -> str:
 
 @dataclass
 class Federation:
-    """The processes of one local federation; `stop()` ends them all (process groups, TERM then KILL)."""
+    """The processes of one local federation; `stop()` ends them all: each started process leads its own
+    process group (TERM, then KILL after a grace period), and every process they spawned outside those
+    groups (the SuperLink starts its SuperExec detached) is killed too. Started processes also die with the
+    launcher when it is killed outright (`die_with_parent`)."""
 
     workdir: Path
     env: dict[str, str]
     processes: list[subprocess.Popen] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
 
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        log = open(self.workdir / f"{name}.log", "wb")
-        self.logs.append(log)
-        process = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    def start(self, name: str, argv: list[str], **popen: object) -> subprocess.Popen:
+        """`argv` in a new session with the federation's environment; output to `<workdir>/<name>.log` unless
+        `popen` says otherwise."""
+        if "stdout" not in popen:
+            log = open(self.workdir / f"{name}.log", "wb")
+            self.logs.append(log)
+            popen.update(stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=die_with_parent(), **popen)
         self.processes.append(process)
         return process
 
-    def stop(self, grace: float = 5.0) -> None:
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        spawned = [d for process in self.processes for d in descendants(process.pid)]
         for process in self.processes:
             _signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + grace
@@ -95,9 +108,67 @@ class Federation:
                 pass
             _signal_group(process, signal.SIGKILL)     # also the ClientApp/ServerApp children left behind
             process.wait()
+        for pid, started in spawned:
+            if _start_time(pid) == started:             # still that process, not a reused pid
+                _kill(pid)
         for log in self.logs:
             log.close()
         self.processes, self.logs = [], []
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` giving the child SIGKILL when the thread that started it dies (Linux
+    `prctl(PR_SET_PDEATHSIG)`), so a launcher killed outright leaves no SuperLink or SuperNode behind to go on
+    spawning ClientApps; Flower's own processes end with their parent (they watch its pid). `run_federation`
+    waits in the thread that starts the processes. None where prctl does not exist."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl      # looked up here: the forked child only calls it
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:                        # the launcher died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (field 4, the ppid, is index 1), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_time(pid: int) -> str | None:
+    stat = _proc_stat(pid)
+    return stat[19] if stat else None
+
+
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, start time) of every living descendant of `pid`, from /proc (empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    start: dict[int, str] = {}
+    for entry in Path("/proc").glob("[0-9]*") if Path("/proc/self/stat").exists() else []:
+        stat = _proc_stat(int(entry.name))
+        if stat:
+            children.setdefault(int(stat[1]), []).append(int(entry.name))
+            start[int(entry.name)] = stat[19]
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append((child, start[child]))
+        todo.extend(children.get(child, []))
+    return found
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
@@ -112,11 +183,12 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _interruptible():
-    """SIGINT and SIGTERM raise KeyboardInterrupt while a federation runs (also where the shell started us with
-    SIGINT ignored), so the processes are always stopped; returns the function that puts the old handlers back."""
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt while a federation runs (also where the shell started
+    us with SIGINT ignored), so the processes are always stopped; returns the function that puts the old
+    handlers back."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    saved = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    saved = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     return lambda: [signal.signal(sig, handler) for sig, handler in saved.items()]
 
 
@@ -133,8 +205,16 @@ def _wait_for_port(port: int, process: subprocess.Popen, deadline: float) -> Non
 
 def flower_env(workdir: Path) -> dict[str, str]:
     """The environment of every process: a private FLWR_HOME, no telemetry or update checks, no runtime
-    dependency installs, and this checkout of `lite` importable."""
+    dependency installs, and this checkout of `lite` importable.
+
+    A SuperNode starts a new ClientApp process for every message, so per-process start-up is paid N times a
+    round: compiled bytecode is cached under `<workdir>/pycache` (outside the source tree) even where
+    PYTHONDONTWRITEBYTECODE is set, so `lite` is compiled once per federation rather than once per message
+    (about 1 s of CPU each). Flower's SuperExecs keep polling for tasks every second: a shorter interval
+    (FLWR_SUPEREXEC_TASK_POLL_INTERVAL) cost the SuperLink more CPU than it saved in latency."""
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.setdefault("PYTHONPYCACHEPREFIX", str(workdir / "pycache"))
     env.update(FLWR_HOME=str(workdir / "flwr-home"), FLWR_TELEMETRY_ENABLED="0", FLWR_DISABLE_UPDATE_CHECK="1",
                FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", PYTHONUNBUFFERED="1",
                PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
@@ -176,11 +256,9 @@ def run_federation(nodes: Sequence[dict[str, object]], run_config: dict[str, obj
             federation.start(f"supernode-{k}", [_script("flower-supernode"), "--insecure", "--superlink",
                                                 f"{HOST}:{link_port}", "--host", HOST, "--port", str(free_port()),
                                                 "--node-config", node_config_arg(config)])
-        submit = subprocess.Popen([_script("flwr"), "run", str(APP_DIR), CONNECTION, "--run-config",
-                                   str(config_file), "--stream"], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                                  start_new_session=True)
-        federation.processes.append(submit)
+        submit = federation.start("run", [_script("flwr"), "run", str(APP_DIR), CONNECTION, "--run-config",
+                                          str(config_file), "--stream"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
         return _follow(submit, out / "history.json", workdir / "run.log", deadline, echo)
     finally:
         federation.stop()
@@ -218,9 +296,9 @@ def _finished(history: Path) -> dict | None:
     return data if data.get("finished") else None
 
 
-def parse_run_config(text: str) -> dict[str, object]:
-    """'key=value key2=value2' with TOML values (as `flwr run --run-config` takes them)."""
-    return tomllib.loads("\n".join(shlex.split(text))) if text.strip() else {}
+def parse_config(text: str) -> dict[str, object]:
+    """'key=value key2=value2' with TOML values (as `flwr run --run-config` and `--node-config` take them)."""
+    return tomllib.loads("\n".join(shlex.split(text, posix=False))) if text.strip() else {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,14 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for history.json, global.ms and logs")
     parser.add_argument("--test-data", type=Path, help="a .npz test set for the server's evaluation")
     parser.add_argument("--run-config", default="", help="more run config, e.g. 'lr=0.001 strategy=\"fedadam\"'")
+    parser.add_argument("--node-config", default="", help="more node config for every node, e.g. 'threads=2'")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for the whole run")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     run_config = {"model": str(args.model.resolve()), "out-dir": str(out), "num-rounds": args.rounds,
-                  "min-nodes": len(args.shards), **parse_run_config(args.run_config)}
+                  "min-nodes": len(args.shards), **parse_config(args.run_config)}
     if args.test_data:
         run_config["test-data"] = str(args.test_data.resolve())
-    nodes = [{"model": str(args.model.resolve()), "shard": str(s.resolve())} for s in args.shards]
+    extra = parse_config(args.node_config)
+    nodes = [{"model": str(args.model.resolve()), "shard": str(s.resolve()), **extra} for s in args.shards]
     try:
         history = run_federation(nodes, run_config, out / "processes", args.timeout)
     except (FederationError, KeyboardInterrupt) as e:
