@@ -22,6 +22,8 @@ from tests import test_grad_kernels_basic as basic_tests
 from tests import test_grad_kernels_nn as grad_tests
 from tests import test_int8_kernels as int8_tests
 from tests import test_kernels_nn as nn_tests
+from tests import test_recurrent as recurrent_tests
+from tests import test_recurrent_grad as recurrent_grad_tests
 from tests.test_kernels_nn import CONV_CASES, _array, node_model
 from tests.util import REPO, run_lite, run_ort, small_cnn
 
@@ -243,3 +245,40 @@ def test_compiled_optimizer_updates_equal_numpy_bit_for_bit(op: str, hp: dict) -
     np.testing.assert_array_equal(runs["compiled"][0], runs["numpy"][0])
     for name, array in runs["numpy"][1].items():
         np.testing.assert_array_equal(runs["compiled"][1][name], array, err_msg=name)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_gru_matches_onnxruntime_on_both_paths(direction: str, kernels: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(compiled.ENV, kernels)
+    for layout in (0, 1):
+        recurrent_tests.test_directions_layouts_and_initial_states("GRU", direction, layout)
+    recurrent_tests.test_sequence_lens_of_mixed_lengths("GRU", direction)
+    if direction != "reverse":
+        recurrent_tests.test_gru_linear_before_reset(direction)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("lbr", [0, 1])
+def test_gru_gradients_match_autograd_on_both_paths(lbr: int, kernels: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled forward leaves the same saved pre-activations the gradient kernels read."""
+    monkeypatch.setenv(compiled.ENV, kernels)
+    recurrent_grad_tests.test_gru_gradients_both_reset_forms(lbr)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("lbr", [0, 1])
+def test_compiled_and_numpy_gru_agree_within_rounding(lbr: int) -> None:
+    model = recurrent_tests.recurrent_model("GRU", "bidirectional", lens=True, initial=True, linear_before_reset=lbr)
+    feeds = recurrent_tests.feeds(lens=[5, 2, 4])
+    assert compiled_nodes(session(model, "compiled")) == ["GRU"]
+    fast, reference = (run_lite(session(model, k), feeds) for k in ("compiled", "numpy"))
+    for name, want in reference.items():
+        np.testing.assert_allclose(fast[name], want, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_a_gru_with_other_gates_keeps_the_numpy_kernel() -> None:
+    """The compiled loop has the default sigmoid/tanh gates only; other activations and clip stay numpy."""
+    for attrs in ({"activations": ["HardSigmoid", "Tanh"]}, {"clip": 2.0}):
+        assert compiled_nodes(session(recurrent_tests.recurrent_model("GRU", **attrs), "compiled")) == []

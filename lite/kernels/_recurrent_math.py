@@ -17,6 +17,7 @@ import numpy as np
 
 from lite.kernel import Kernel, TensorSpec
 from lite.status import InputTensorError, InvalidOpAttrError
+from lite.threads import serial_blas
 from schema import fb
 
 A = fb.RnnActivation
@@ -178,13 +179,15 @@ class RecurrentKernel(Kernel):
         return init
 
     def project(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> None:
-        """gates[t, b, d] = x_t W_d^T + bias_d for every time step and direction (x time-major): one matmul."""
+        """gates[t, b, d] = x_t W_d^T + bias_d for every time step and direction (x time-major): one matmul, on
+        one BLAS thread when it is small (`serial_blas`)."""
         pre = self.gates_buf.reshape(self.T, self.B, -1)
         wt = w.reshape(-1, self.I).T
-        if x.flags.c_contiguous:
-            np.matmul(x.reshape(-1, self.I), wt, out=pre.reshape(self.T * self.B, -1))
-        else:
-            np.matmul(x, wt, out=pre)
+        with serial_blas(pre.size * self.I):
+            if x.flags.c_contiguous:
+                np.matmul(x.reshape(-1, self.I), wt, out=pre.reshape(self.T * self.B, -1))
+            else:
+                np.matmul(x, wt, out=pre)
         if bias is not None:
             self.gates_buf += bias[None, None]
 
