@@ -249,36 +249,45 @@ def test_compiled_optimizer_updates_equal_numpy_bit_for_bit(op: str, hp: dict) -
 
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
-def test_gru_matches_onnxruntime_on_both_paths(direction: str, kernels: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_gru_and_lstm_match_onnxruntime_on_both_paths(op: str, direction: str, kernels: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(compiled.ENV, kernels)
     for layout in (0, 1):
-        recurrent_tests.test_directions_layouts_and_initial_states("GRU", direction, layout)
-    recurrent_tests.test_sequence_lens_of_mixed_lengths("GRU", direction)
-    if direction != "reverse":
+        recurrent_tests.test_directions_layouts_and_initial_states(op, direction, layout)
+    recurrent_tests.test_sequence_lens_of_mixed_lengths(op, direction)
+    if op == "GRU" and direction != "reverse":
         recurrent_tests.test_gru_linear_before_reset(direction)
 
 
 @pytest.mark.parametrize("kernels", PATHS)
-@pytest.mark.parametrize("lbr", [0, 1])
-def test_gru_gradients_match_autograd_on_both_paths(lbr: int, kernels: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The compiled forward leaves the same saved pre-activations the gradient kernels read."""
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_gru_and_lstm_gradients_match_autograd_on_both_paths(op: str, kernels: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled forward leaves the same saved pre-activations and states the gradient kernels read."""
     monkeypatch.setenv(compiled.ENV, kernels)
-    recurrent_grad_tests.test_gru_gradients_both_reset_forms(lbr)
+    recurrent_grad_tests.test_gradients_batchwise(op)
+    recurrent_grad_tests.test_gradients_match_torch_nn(op, True)
+    if op == "GRU":
+        for lbr in (0, 1):
+            recurrent_grad_tests.test_gru_gradients_both_reset_forms(lbr)
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
-@pytest.mark.parametrize("lbr", [0, 1])
-def test_compiled_and_numpy_gru_agree_within_rounding(lbr: int) -> None:
-    model = recurrent_tests.recurrent_model("GRU", "bidirectional", lens=True, initial=True, linear_before_reset=lbr)
+@pytest.mark.parametrize("op, attrs", [("GRU", {"linear_before_reset": 0}), ("GRU", {"linear_before_reset": 1}),
+                                       ("LSTM", {})], ids=["gru", "gru-lbr", "lstm"])
+def test_compiled_and_numpy_recurrent_loops_agree_within_rounding(op: str, attrs: dict) -> None:
+    model = recurrent_tests.recurrent_model(op, "bidirectional", lens=True, initial=True, **attrs)
     feeds = recurrent_tests.feeds(lens=[5, 2, 4])
-    assert compiled_nodes(session(model, "compiled")) == ["GRU"]
+    assert compiled_nodes(session(model, "compiled")) == [op]
     fast, reference = (run_lite(session(model, k), feeds) for k in ("compiled", "numpy"))
     for name, want in reference.items():
         np.testing.assert_allclose(fast[name], want, rtol=1e-6, atol=1e-6, err_msg=name)
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
-def test_a_gru_with_other_gates_keeps_the_numpy_kernel() -> None:
-    """The compiled loop has the default sigmoid/tanh gates only; other activations and clip stay numpy."""
-    for attrs in ({"activations": ["HardSigmoid", "Tanh"]}, {"clip": 2.0}):
-        assert compiled_nodes(session(recurrent_tests.recurrent_model("GRU", **attrs), "compiled")) == []
+@pytest.mark.parametrize("op, attrs", [("GRU", {"activations": ["HardSigmoid", "Tanh"]}), ("GRU", {"clip": 2.0}),
+                                       ("LSTM", {"peepholes": True}), ("LSTM", {"input_forget": 1})], ids=str)
+def test_a_recurrent_op_the_compiled_loop_leaves_out_keeps_the_numpy_kernel(op: str, attrs: dict) -> None:
+    """The compiled loops have the default sigmoid/tanh gates only, LSTM without peepholes or input_forget."""
+    assert compiled_nodes(session(recurrent_tests.recurrent_model(op, **attrs), "compiled")) == []

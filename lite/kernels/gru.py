@@ -4,9 +4,6 @@
     h~ = g(x Wh + (r * h) Rh + Rb_h + Wb_h)          linear_before_reset = 0
     h~ = g(x Wh + r * (h Rh + Rb_h) + Wb_h)          linear_before_reset = 1
     h = (1 - z) * h~ + z * h_prev
-
-With the default gates (sigmoid, tanh, no clip) and compiled kernels enabled, each direction's time-step loop is
-one compiled call (`lite/kernels/compiled/recurrent.py`); the numpy step below is the reference and the fallback.
 """
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import register
-from lite.kernels import compiled
 from lite.kernels._recurrent_math import A, RecurrentKernel
 from lite.traits import TrainMode, declare
 
@@ -31,35 +27,21 @@ class GRUKernel(RecurrentKernel):
             folded[:, 2 * self.H:] = b[:, 2 * self.H:3 * self.H]      # Rb_h is added inside r * (...)
         return folded
 
-    def bind(self, inputs, outputs, scratch) -> None:
-        super().bind(inputs, outputs, scratch)
-        default = all((f.kind, g.kind) == (A.SIGMOID, A.TANH) and f.clip == g.clip == 0 for f, g in self.acts)
-        self.compiled = default and compiled.enabled()
-        if self.compiled:
-            self.bind_compiled()
+    def compiled_cell_fits(self) -> bool:
+        return self.default_gates(A.SIGMOID, A.TANH)
 
     def bind_compiled(self) -> None:
-        """One compiled call per direction over buffers it keeps: R^T, Rb_h, the initial state and the mask are
-        refreshed from the inputs at every run (weights change between training steps)."""
-        from lite.kernels.compiled import recurrent
-        n, f32 = self.H, np.float32
-        self.rt, self.rb_h = np.zeros((self.D, n, 3 * n), f32), np.zeros((self.D, n), f32)
-        self.init, self.live = np.zeros((self.D, self.B, n), f32), np.ones((self.T, self.B), np.bool_)
-        self.cells = [recurrent.gru_direction.bind(0, self.gates_buf[:, :, d], self.rt[d], self.rb_h[d],
-                                                   self.init[d], self.states_buf[:, :, d], self.live,
-                                                   np.bool_(self.reverse(d)),
-                                                   np.bool_(self.attrs.linear_before_reset))
-                      for d in range(self.D)]
+        self.rb_h = np.zeros((self.D, self.H), np.float32)
+        super().bind_compiled()
 
-    def loop(self, d, r, b, ins, init, mask) -> None:
-        if not self.compiled:
-            super().loop(d, r, b, ins, init, mask)
-            return
-        np.copyto(self.rt[d], r.T)
+    def compiled_cell(self, d: int):
+        from lite.kernels.compiled import recurrent
+        return recurrent.gru_direction.bind(0, self.gates_buf[:, :, d], self.rt[d], self.rb_h[d], self.init[d],
+                                            self.states_buf[:, :, d], self.live, np.bool_(self.reverse(d)),
+                                            np.bool_(self.attrs.linear_before_reset))
+
+    def refresh_compiled(self, d: int, b: np.ndarray | None) -> None:
         self.rb_h[d] = b[d, 5 * self.H:] if b is not None and self.attrs.linear_before_reset else 0
-        np.copyto(self.init[d], init)
-        self.live[:] = True if mask is None else mask
-        self.cells[d]()
 
     def step(self, pre, prev, cur, r, b, ins, d) -> None:
         n = self.H
