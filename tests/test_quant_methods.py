@@ -14,7 +14,7 @@ from converter import to_graph
 from converter.export import to_bytes
 from converter.passes.equalize import absorb_biases, absorption_pairs, equalize, pairs
 from converter.quant import QuantConfig, parse_config, quantize
-from converter.quant.adaround import learn_rounding, patches
+from converter.quant.adaround import Reconstruction, learn_rounding, patches
 from converter.quant.calibration import channel_ranges, load_calibration
 from converter.quant.debug import output_sqnr
 from converter.quant.mixed_precision import BudgetUnreachableError, relative_error
@@ -153,11 +153,22 @@ def test_learned_rounding_reconstructs_the_layer_output_better_than_nearest():
     bits = 3
     scales = channel_scales(w, 0, bits)
     gram = cross = x.T @ x
-    q = learn_rounding(w, scales, bits, gram, cross, gram)
+    q = learn_rounding(w, scales, bits, Reconstruction(grams=(gram, cross, gram)))
     nearest = np.clip(np.rint(w / scales[:, None]), *weight_range(bits))
-    assert np.all(np.abs(q - w / scales[:, None]) < 1 + 1e-9)          # rounds each weight down or up
+    assert np.all(np.abs(q - w / scales[:, None]) < 1 + 1e-5)          # rounds each weight down or up
     error = lambda qq: np.sum((x @ w.T - x @ (qq * scales[:, None]).T) ** 2)  # noqa: E731
     assert error(q) < 0.7 * error(nearest)
+
+
+def test_learned_rounding_from_few_rows_matches_their_gram_matrices():
+    """Fewer rows than half the patch size are kept as rows (the classifier's case): the same problem."""
+    xq = (RNG.standard_normal((10, 64)) @ RNG.standard_normal((64, 64))).astype(np.float32)
+    x = xq + 0.01 * RNG.standard_normal(xq.shape).astype(np.float32)
+    w = RNG.standard_normal((16, 64))
+    scales = channel_scales(w, 0, 3)
+    from_rows = learn_rounding(w, scales, 3, Reconstruction(rows=(xq, x)))
+    from_grams = learn_rounding(w, scales, 3, Reconstruction(grams=(xq.T @ xq, xq.T @ x, x.T @ x)))
+    assert np.mean(from_rows == from_grams) > 0.99
 
 
 def test_adaround_lowers_the_error_of_low_bit_weights():

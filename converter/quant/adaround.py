@@ -6,18 +6,19 @@ pre-activation output on the calibration data, computed from its quantized input
 layer's output on the float input: min ||X W^T - X~ Wq^T||^2 with X the float layer's input patches (im2col) and
 X~ their quantize-dequantize. The loss and its gradient need only the Gram matrices X~^T X~ and X~^T X
 (K x K, K = the patch size), accumulated over up to ROWS sampled output positions, so the `iterations` Adam
-steps on the rounding variables V cost O(out * K^2) each. h(V) = clip(sigmoid(V) (zeta - gamma) + gamma, 0, 1)
-starts at each weight's fractional part; the regularizer lambda * sum(1 - |2h - 1|^beta), beta annealed from 20
-to 2 after a 20 % warm-up, drives h to 0 or 1, which is the rounding kept.
+steps on the rounding variables V cost O(out * K^2) each; a layer with fewer sampled rows R than K / 2
+keeps the rows instead, O(out * K * R) (Reconstruction). The steps run in float32.
+h(V) = clip(sigmoid(V) (zeta - gamma) + gamma, 0, 1) starts at each weight's fractional part; the regularizer
+lambda * sum(1 - |2h - 1|^beta), beta annealed from 20 to 2 after a 20 % warm-up, drives h to 0 or 1, which is
+the rounding kept.
 """
 from __future__ import annotations
-
 
 import numpy as np
 
 from converter.ir import Graph, Node
 from converter.quant.calibration import progress, run_samples, session_for
-from converter.quant.qparams import dequantize_tensor, quantize_tensor
+from converter.quant.qparams import qrange
 from converter.quant.weights import weight_range
 
 ZETA, GAMMA = 1.1, -0.1
@@ -72,67 +73,107 @@ def output_positions(x_shape: tuple[int, ...], node: Node, kernel: tuple[int, in
     return x_shape[0] * (h // a.get("stride_h", 1) + 1) * (w // a.get("stride_w", 1) + 1)
 
 
+def fake_quantize(x: np.ndarray, p) -> np.ndarray:
+    """float32 quantize-dequantize with one per-tensor param (QuantDTypeCast's rounding, in float32)."""
+    lo, hi = qrange(p.numBits, p.narrowRange)
+    scale = np.float32(p.scale)
+    return (np.clip(np.rint(x / scale) + p.zeroPoint, lo, hi) - p.zeroPoint) * scale
+
+
+class Reconstruction:
+    """A layer's squared output error ||X W^T - X~ Wq^T||^2 as a function of its weights, kept as whichever
+    form is cheaper to multiply by: the rows themselves (X~, X: [R, K]) while there are fewer than K / 2 of
+    them (EfficientNet-Lite0's classifier sees one row per calibration image: K = 1280), else the Gram
+    matrices G = X~^T X~, C = X~^T X, F = X^T X ([K, K], or per channel [C, K, K] for depthwise)."""
+
+    def __init__(self, rows: tuple[np.ndarray, np.ndarray] | None = None,
+                 grams: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
+        self.rows, self.grams = rows, grams
+
+    def times_gram(self, wq: np.ndarray) -> np.ndarray:
+        """Wq G."""
+        if self.rows is not None:
+            xq = self.rows[0]
+            return (wq @ xq.T) @ xq
+        return wq @ self.grams[0]
+
+    def target(self, w: np.ndarray) -> np.ndarray:
+        """W C^T = (W X^T) X~, the float side of the gradient."""
+        if self.rows is not None:
+            xq, x = self.rows
+            return (w @ x.T) @ xq
+        return w @ self.grams[1].swapaxes(-1, -2)
+
+    def error(self, wq: np.ndarray, w: np.ndarray) -> float:
+        """The squared output error of the weights `wq` (float64: a small difference of large terms)."""
+        if self.rows is not None:
+            xq, x = (r.astype(np.float64) for r in self.rows)
+            return float(np.sum((wq @ xq.T - w @ x.T) ** 2))
+        gram, cross, float_gram = self.grams
+        wq, w = wq.astype(np.float64), w.astype(np.float64)
+        return float(np.sum(wq * (wq @ gram)) - 2 * np.sum(wq * (w @ cross.swapaxes(-1, -2)))
+                     + np.sum(w * (w @ float_gram)))
+
+
 class LayerStats:
-    """Gram matrices of one layer over sampled rows: per channel [C, K, K] for depthwise, [K, K] otherwise."""
+    """One layer's sampled input rows over the calibration set, folded into Gram matrices once they
+    outnumber half the patch size K (Reconstruction)."""
 
     def __init__(self, node: Node, weight_shape: tuple[int, ...], in_param, per_sample: int, seed: int):
         self.node, self.in_param, self.per_sample = node, in_param, per_sample
         self.depthwise = _depthwise(node)
         self.kernel = (weight_shape[1], weight_shape[2]) if node.op == "Conv2D" else (1, 1)
         self.rng = np.random.default_rng(seed)
-        self.gram = self.cross = self.float_gram = None
-        self.rows = 0
+        self.kept: list[tuple[np.ndarray, np.ndarray]] = []       # (X~, X) row blocks, before any Gram
+        self.grams: list[np.ndarray] | None = None
 
     def add(self, x: np.ndarray) -> None:
         total = output_positions(x.shape, self.node, self.kernel)
         rows = self.rng.choice(total, min(total, self.per_sample), replace=False)
-        xq = dequantize_tensor(quantize_tensor(x, self.in_param), self.in_param)
         p = patches(x, self.node, self.kernel, rows).astype(np.float32)
-        pq = patches(xq, self.node, self.kernel, rows).astype(np.float32)
+        pq = fake_quantize(p, self.in_param)              # zero padding stays 0: the zero point is exact
         if self.depthwise:                              # [R, kh, kw, C] -> per channel [C, R, kh*kw]
             p, pq = (np.moveaxis(v, 3, 0).reshape(v.shape[3], len(rows), -1) for v in (p, pq))
         else:
             p, pq = p.reshape(len(rows), -1), pq.reshape(len(rows), -1)
-        grams = [(a.swapaxes(-1, -2) @ b).astype(np.float64) for a, b in ((pq, pq), (pq, p), (p, p))]
-        if self.gram is not None:
-            grams = [old + new for old, new in zip((self.gram, self.cross, self.float_gram), grams)]
-        self.gram, self.cross, self.float_gram = grams
-        self.rows += len(rows)
+        self.kept.append((pq, p))
+        if self.depthwise or self.grams is not None or sum(len(b[0]) for b in self.kept) * 2 > p.shape[-1]:
+            for bq, bf in self.kept:
+                grams = [(a.swapaxes(-1, -2) @ b).astype(np.float64) for a, b in ((bq, bq), (bq, bf), (bf, bf))]
+                self.grams = grams if self.grams is None else [g + n for g, n in zip(self.grams, grams)]
+            self.kept = []
+
+    def reconstruction(self) -> Reconstruction:
+        if self.grams is not None:
+            return Reconstruction(grams=tuple(self.grams))
+        return Reconstruction(rows=tuple(np.concatenate([b[k] for b in self.kept]) for k in (0, 1)))
 
 
-def _h(v: np.ndarray) -> np.ndarray:
-    return np.clip(1 / (1 + np.exp(-v)) * (ZETA - GAMMA) + GAMMA, 0.0, 1.0)
-
-
-def learn_rounding(w: np.ndarray, scales: np.ndarray, bits: int, gram: np.ndarray, cross: np.ndarray,
-                   float_gram: np.ndarray, iterations: int = ITERATIONS) -> np.ndarray:
-    """Integer weights [O, K] (or depthwise [C, 1, K] with per-channel [C, K, K] Grams) for float `w`, per-row
-    `scales`, minimising the reconstruction error (module docstring): `gram` = X~^T X~, `cross` = X~^T X,
-    `float_gram` = X^T X."""
+def learn_rounding(w: np.ndarray, scales: np.ndarray, bits: int, recon: Reconstruction,
+                   iterations: int = ITERATIONS) -> np.ndarray:
+    """Integer weights [O, K] (or depthwise [C, 1, K] with per-channel Grams) for float `w` and per-row
+    `scales`, minimising `recon`'s error (module docstring). float32 throughout, one matrix product per step."""
     lo, hi = weight_range(bits)
-    s = scales.reshape(-1, *([1] * (w.ndim - 1)))
+    s = scales.reshape(-1, *([1] * (w.ndim - 1))).astype(np.float32)
+    w = w.astype(np.float32)
     ratio = w / s
     floor = np.floor(ratio)
     frac = np.clip(ratio - floor, 1e-4, 1 - 1e-4)
     v = -np.log((ZETA - GAMMA) / (frac - GAMMA) - 1)                # h(v) = frac
-    target = w @ cross.swapaxes(-1, -2)                             # W C^T, the float side of the gradient
-    nearest = np.clip(np.rint(ratio), lo, hi) * s
-    norm = max(float(np.sum(nearest * (nearest @ gram)) - 2 * np.sum(nearest * target)
-                     + np.sum(w * (w @ float_gram))), 1e-30)          # nearest rounding's error
-    gram32, target32 = gram.astype(np.float32), target.astype(np.float32)
+    target = recon.target(w)
+    norm = max(recon.error(np.clip(np.rint(ratio), lo, hi) * s, w), 1e-30)     # nearest rounding's error
     m, u = np.zeros_like(v), np.zeros_like(v)
     warm = int(WARMUP * iterations)
     for t in range(1, iterations + 1):
         sig = 1 / (1 + np.exp(-v))
-        h = _h(v)
+        h = np.clip(sig * (ZETA - GAMMA) + GAMMA, 0.0, 1.0)
         q = floor + h
         inside = (q >= lo) & (q <= hi)
-        grad_wq = 2 * ((np.clip(q, lo, hi) * s).astype(np.float32) @ gram32 - target32)
-        grad_h = grad_wq * s * inside / norm
+        grad_h = (2 / norm) * (recon.times_gram(np.clip(q, lo, hi) * s) - target) * s * inside
         if t > warm:
             beta = BETA[0] + (BETA[1] - BETA[0]) * (t - warm) / max(iterations - warm, 1)
             d = 2 * h - 1
-            grad_h += REGULARIZATION * (-beta * np.abs(d) ** (beta - 1) * np.sign(d) * 2) / h.size
+            grad_h -= (2 * REGULARIZATION * beta / h.size) * np.abs(d) ** (beta - 1) * np.sign(d)
         grad = grad_h * (ZETA - GAMMA) * sig * (1 - sig) * ((h > 0) & (h < 1))
         m = 0.9 * m + 0.1 * grad
         u = 0.999 * u + 0.001 * grad ** 2
@@ -161,11 +202,11 @@ def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, 
     run_samples(session_for(float_graph), samples, visit, "adaround statistics")
     for i, node in enumerate(layers, 1):
         fnode, layer, value = float_nodes[node.name], stats[node.name], qgraph.values[node.inputs[1]]
-        w = float_graph.const(fnode.inputs[1]).astype(np.float64)
+        w = float_graph.const(fnode.inputs[1])
         scales = np.array([p.scale for p in value.quant_params], np.float64)
         bits = value.quant_params[0].numBits
         flat = w.reshape(w.shape[0], 1, -1) if layer.depthwise else w.reshape(w.shape[0], -1)
-        q = learn_rounding(flat, scales, bits, layer.gram, layer.cross, layer.float_gram, iterations)
+        q = learn_rounding(flat, scales, bits, layer.reconstruction(), iterations)
         value.const = q.reshape(value.const.shape).astype(np.int8)
         progress(i, len(layers), "adaround")
     return len(layers)
