@@ -14,10 +14,10 @@ per-channel int8 weights, int8 activations) of the same float model, both calibr
 
 Modes (`bench/harness.py`): **process** — each engine in its own fresh process (10 warm-up + 50 timed runs,
 `--process-rounds` rounds, order rotating; the numbers that count), also giving the cold start (process start
--> first output, imports and session creation included); **back-to-back** — interleaved rounds in this process,
-each timed call right after an untimed one; **idle** — the same with 10 ms of sleep before each timed call. Every
-output is compared with onnxruntime's (max abs difference). The report is printed and written atomically to
-`bench/results/inference.md`.
+-> first output, imports and session creation included, after one untimed process filled the on-disk caches);
+**back-to-back** — interleaved rounds in this process, each timed call right after an untimed one; **idle** — the
+same with 10 ms of sleep before each timed call. Every output is compared with onnxruntime's (max abs
+difference). The report is printed and written atomically to `bench/results/inference.md`.
 """
 from __future__ import annotations
 
