@@ -47,10 +47,16 @@ class FederationError(LiteError):
     """The federation did not finish: a process failed to start, the run failed or it ran out of time."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports on HOST (all held open while they are picked)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind((HOST, 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def _script(name: str) -> str:
@@ -241,7 +247,7 @@ def run_federation(nodes: Sequence[dict[str, object]], run_config: dict[str, obj
     out = Path(str(run_config["out-dir"]))
     (out / "history.json").unlink(missing_ok=True)
     env = flower_env(workdir)
-    link_port = free_port()
+    link_port, *node_ports = free_ports(1 + len(nodes))
     _write_connection(Path(env["FLWR_HOME"]), link_port)
     config_file = workdir / "run-config.toml"
     config_file.write_text("".join(f"{k} = {toml_value(v)}\n" for k, v in run_config.items()))
@@ -251,11 +257,11 @@ def run_federation(nodes: Sequence[dict[str, object]], run_config: dict[str, obj
     try:
         link = federation.start("superlink", [_script("flower-superlink"), "--insecure", "--host", HOST, "--port",
                                               str(link_port), "--disable-runtime-dependency-installation"])
-        _wait_for_port(link_port, link, min(deadline, time.monotonic() + 60))
-        for k, config in enumerate(nodes):
+        for k, (config, port) in enumerate(zip(nodes, node_ports)):   # SuperNodes retry until the link listens
             federation.start(f"supernode-{k}", [_script("flower-supernode"), "--insecure", "--superlink",
-                                                f"{HOST}:{link_port}", "--host", HOST, "--port", str(free_port()),
+                                                f"{HOST}:{link_port}", "--host", HOST, "--port", str(port),
                                                 "--node-config", node_config_arg(config)])
+        _wait_for_port(link_port, link, min(deadline, time.monotonic() + 60))
         submit = federation.start("run", [_script("flwr"), "run", str(APP_DIR), CONNECTION, "--run-config",
                                           str(config_file), "--stream"], stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True)
