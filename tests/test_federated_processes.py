@@ -6,7 +6,6 @@ averages those itself and compares the mean with the global model the server exp
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,65 +17,28 @@ import pytest
 
 pytest.importorskip("flwr", reason="the federated extra (flwr) is not installed")
 
-import lite  # noqa: E402
-import models  # noqa: E402
-from converter import convert_for_training  # noqa: E402
-from converter.train import TrainParams  # noqa: E402
+import tests.federated_util as fed  # noqa: E402
 from lite.federated.launch import run_federation  # noqa: E402
 from lite.federated.local import open_session  # noqa: E402
-from lite.federated.shards import save_shard  # noqa: E402
-
-BATCH = 16
-REPO = Path(__file__).resolve().parents[1]
+from tests.util import REPO  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("fl-model") / "lenet_train.ms"
-    path.write_bytes(convert_for_training(models.build("lenet5", num_classes=10, input_size=28, batch=BATCH),
-                                          TrainParams(optimizer="adam", learning_rate=1e-3)))
-    return path
+    return fed.lenet_train_model(tmp_path_factory.mktemp("fl-model") / "lenet_train.ms")
 
 
-def _shard(folder, k: int, n: int):
-    rng = np.random.default_rng(k)
-    return save_shard(folder / f"shard-{k}.npz", rng.normal(size=(n, 1, 28, 28)).astype(np.float32),
-                      rng.integers(0, 10, n))
-
-
-def _node(model, shard, record_dir, **extra) -> dict[str, str]:
-    """A node config; numpy kernels, as numba's load would cost each per-message ClientApp process ~3 s of CPU."""
-    return {"model": str(model), "shard": str(shard), "record-dir": str(record_dir), "kernels": "numpy", **extra}
-
-
-def _federate(model, folder, nodes, **run_config):
+def _federate(model, folder, nodes, **extra):
     out = folder / "server"
-    config = {"model": str(model), "out-dir": str(out), "batch-size": BATCH, "min-nodes": len(nodes),
-              "export-every-round": True, "kernels": "numpy", **run_config}
-    history = run_federation(nodes, config, folder / "processes", timeout=300, echo=None)
+    history = run_federation(nodes, fed.run_config(model, out, nodes, **extra), folder / "processes", timeout=300,
+                             echo=None)
     return history, out
-
-
-def _sent(record_dir, server_round: int) -> tuple[dict[str, np.ndarray], int]:
-    with np.load(record_dir / f"round-{server_round}.npz") as f:
-        return {k: f[k] for k in f.files if k != "__examples__"}, int(f["__examples__"])
-
-
-def _exported(path) -> dict[str, np.ndarray]:
-    """The weights of an exported inference .ms, by name in the source layout (read with lite.Model)."""
-    return {t.name: t.data.transpose(t.source_perm) if t.source_perm else t.data
-            for t in lite.Model.Load(path).tensors if t.data is not None}
-
-
-def _mean(sent: list[tuple[dict[str, np.ndarray], int]]) -> dict[str, np.ndarray]:
-    total = sum(n for _, n in sent)
-    return {k: sum(w[k].astype(np.float64) * n for w, n in sent) / total for k in sent[0][0]}
 
 
 @pytest.fixture(scope="module")
 def three_clients(model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("fl-three")
-    nodes = [_node(model, _shard(folder, k, n), folder / f"node-{k}")
+    nodes = [fed.node(model, fed.shard(folder, k, n), folder / f"node-{k}")
              for k, n in enumerate([32, 48, 80])]                     # unequal shards: the weights matter
     history, out = _federate(model, folder, nodes, **{"num-rounds": 2})
     return folder, out, history
@@ -86,10 +48,10 @@ def three_clients(model, tmp_path_factory):
 @pytest.mark.parametrize("server_round", [1, 2])
 def test_global_model_is_the_example_weighted_mean(three_clients, server_round):
     folder, out, history = three_clients
-    sent = [_sent(folder / f"node-{k}", server_round) for k in range(3)]
+    sent = [fed.sent(folder / f"node-{k}", server_round) for k in range(3)]
     assert sorted(n for _, n in sent) == [32, 48, 80]
-    expected = _mean(sent)
-    exported = _exported(out / f"global-round-{server_round}.ms")
+    expected = fed.weighted_mean(sent)
+    exported = fed.exported(out / f"global-round-{server_round}.ms")
     for name, value in expected.items():
         np.testing.assert_allclose(exported[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
     assert not np.allclose(expected[name], sum(w[name] for w, _ in sent) / 3)   # not the unweighted mean
@@ -100,7 +62,7 @@ def test_rounds_start_from_the_previous_global_model(three_clients, model):
     folder, out, history = three_clients
     assert history["finished"] and [r["round"] for r in history["rounds"]] == [0, 1, 2]
     initial = {t.tensor_name(): t.numpy() for t in open_session(model).GetFeatureMaps()}
-    first, _ = _sent(folder / "node-0", 1)
+    first, _ = fed.sent(folder / "node-0", 1)
     assert any(not np.allclose(first[k], initial[k]) for k in initial)        # the client trained
     assert json.loads((out / "history.json").read_text())["rounds"][-1]["clients_train_loss"] > 0
 
@@ -110,8 +72,8 @@ def faulty_clients(model, tmp_path_factory):
     """Two sound clients, one sending NaN weights, one dying mid-round, one slower than the round timeout."""
     folder = tmp_path_factory.mktemp("fl-faults")
     faults = ["", "", "nan", "exit", "slow=90"]
-    nodes = [_node(model, _shard(folder, k, 32 + 16 * k), folder / f"node-{k}", **({"fault": f} if f else {}))
-             for k, f in enumerate(faults)]
+    nodes = [fed.node(model, fed.shard(folder, k, 32 + 16 * k), folder / f"node-{k}",
+                      **({"fault": f} if f else {})) for k, f in enumerate(faults)]
     history, out = _federate(model, folder, nodes, **{"num-rounds": 1, "round-timeout": 30.0})
     return folder, out, history
 
@@ -119,7 +81,7 @@ def faulty_clients(model, tmp_path_factory):
 @pytest.mark.slow
 def test_nan_update_is_rejected_by_name(faulty_clients):
     folder, out, history = faulty_clients
-    nan_sent, _ = _sent(folder / "node-2", 1)
+    nan_sent, _ = fed.sent(folder / "node-2", 1)
     assert any(np.isnan(a).any() for a in nan_sent.values())
     rejected = history["rounds"][1]["rejected"]
     assert len(rejected) == 1 and "holds NaN or Inf" in rejected[0]
@@ -130,8 +92,8 @@ def test_dead_and_slow_clients_are_left_out(faulty_clients):
     folder, out, history = faulty_clients
     assert not (folder / "node-3" / "round-1.npz").exists()          # died before sending anything
     assert (folder / "node-4" / "round-1.npz").exists()              # trained, but answered too late
-    expected = _mean([_sent(folder / f"node-{k}", 1) for k in (0, 1)])
-    exported = _exported(out / "global.ms")
+    expected = fed.weighted_mean([fed.sent(folder / f"node-{k}", 1) for k in (0, 1)])
+    exported = fed.exported(out / "global.ms")
     for name, value in expected.items():
         assert np.isfinite(exported[name]).all()
         np.testing.assert_allclose(exported[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
@@ -141,12 +103,13 @@ def test_dead_and_slow_clients_are_left_out(faulty_clients):
 def test_secure_aggregation_yields_the_weighted_mean(model, tmp_path):
     """Under SecAgg+ the server sees only the masked sum; the result is still the example-weighted mean (up to
     SecAgg+'s quantization of the updates)."""
-    nodes = [_node(model, _shard(tmp_path, k, n), tmp_path / f"node-{k}") for k, n in enumerate([32, 48, 80])]
+    nodes = [fed.node(model, fed.shard(tmp_path, k, n), tmp_path / f"node-{k}")
+             for k, n in enumerate([32, 48, 80])]
     history, out = _federate(model, tmp_path, nodes, **{"num-rounds": 1, "secagg": True,
                                                                    "secagg-max-weight": 80.0})
     assert history["finished"]
-    expected = _mean([_sent(tmp_path / f"node-{k}", 1) for k in range(3)])
-    exported = _exported(out / "global.ms")
+    expected = fed.weighted_mean([fed.sent(tmp_path / f"node-{k}", 1) for k in range(3)])
+    exported = fed.exported(out / "global.ms")
     for name, value in expected.items():
         np.testing.assert_allclose(exported[name], value, rtol=0, atol=1e-4, err_msg=name)
 
@@ -194,11 +157,11 @@ def test_killed_launcher_takes_its_processes_with_it(model, tmp_path):
     SuperLink and SuperNodes it started die with it at once (so no SuperNode goes on spawning ClientApps), and
     the processes Flower started under them follow (each watches its parent's pid and then exits, forced after
     5 s): nothing of theirs is left, in their sessions either."""
-    shards = [str(_shard(tmp_path, k, 32)) for k in range(2)]
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "lite.federated.launch", "--model", str(model), "--shards", *shards, "--rounds",
-         "3", "--out", str(tmp_path / "out"), "--run-config", 'kernels="numpy"', "--node-config",
-         'kernels="numpy" fault="slow=120"'], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [sys.executable, "-m", "lite.federated.launch", "--model", str(model), "--shards",
+         str(fed.shard(tmp_path, 0, 32)), "--rounds", "3", "--out", str(tmp_path / "out"), "--run-config",
+         'kernels="numpy"', "--node-config", 'kernels="numpy" fault="slow=120"'],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:                          # until a ClientApp is training

@@ -5,7 +5,8 @@ model's initial weights, the global model exported as an inference `.ms` after e
 (the guard against NaN/Inf and malformed updates), `secagg` (FedAvg under SecAgg+), `arrays` (weights <->
 Flower records), `wire` (the two request layouts a client answers), `privacy` (client-side DP, SecAgg+ mod),
 `shards` (non-IID splits and the per-node data files), `local` (one client's round without Flower), `launch`
-(a SuperLink and N SuperNodes as processes on 127.0.0.1).
+(a SuperLink and N SuperNodes as processes on 127.0.0.1), `simulation` (the same apps in Flower's simulation
+engine, with ray).
 The runtime core (`lite` without this package) never imports Flower.
 """
 from pathlib import Path
