@@ -183,6 +183,17 @@ def test_scan_axes_and_directions_match_onnxruntime(in_axis, in_dir, out_axis, o
     assert session._plan.dynamic is None
 
 
+def test_scan8_sequence_lens_is_refused_naming_the_node():
+    """Scan-8 runs every batch row the full length: a sequence_lens input is refused rather than ignored."""
+    body = helper.make_graph([helper.make_node("Add", ["s", "xs"], ["s_out"])], "body",
+                             [_vi("s", F, [2]), _vi("xs", F, [2])], [_vi("s_out", F, [2])])
+    model = _model([helper.make_node("Scan", ["lens", "s0", "x"], ["s"], body=body, num_scan_inputs=1, name="scan")],
+                   [_vi("lens", I64, [1]), _vi("s0", F, [1, 2]), _vi("x", F, [1, 3, 2])], [_vi("s", F, [1, 2])],
+                   opset=8)
+    with pytest.raises(LiteError, match="scan.*sequence_lens"):
+        convert(model)
+
+
 # ---- malformed control flow -------------------------------------------------------------------------------------
 def _rewrite(buf: bytes, edit) -> bytes:
     """`buf` read back, changed by `edit(model, nodes)` and written again (its bodies keep their indices)."""
