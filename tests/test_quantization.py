@@ -180,7 +180,7 @@ def test_kl_does_not_clip_most_of_a_discrete_input():
     pixels = np.where(RNG.random(200_000) < 0.8, 0, RNG.integers(0, 256, 200_000))
     x = ((pixels / 255 - 0.1307) / 0.3081).astype(np.float32)
     lo, hi = _range(KLObserver(), x)
-    assert lo == pytest.approx(x.min()) and hi > 2
+    assert lo == pytest.approx(x.min()) and hi > 1.5
 
 
 def test_kl_of_a_relu_output_uses_every_level_and_ignores_exact_zeros(monkeypatch):

@@ -18,7 +18,7 @@ import numpy as np
 BINS = 2048
 OUTLIER_PERCENT = 0.01        # REMOVAL_OUTLIER: the lowest and highest 0.01 % of the values are dropped
 PERCENTILE = 99.99            # PERCENTILE: of |x| over the whole calibration set
-KL_MAX_CLIPPED = 0.01         # KL: at most this fraction of the non-zero values lies beyond the threshold
+KL_MAX_CLIPPED = 0.05         # KL: at most this fraction of the non-zero values lies beyond the threshold
 
 
 class Observer:
@@ -160,7 +160,7 @@ class KLObserver(ClipObserver):
     KL_MAX_CLIPPED of the non-zero values: on a discrete distribution (MNIST's 256 normalised pixel values in
     2048 bins) a candidate whose few occupied bins each get a level of their own reproduces the clipped
     histogram almost exactly, and the search took T = 0.018 for a [-0.42, 2.82] input (A8W8 93.7 % instead
-    of 98.4 %)."""
+    of 98.4 %). EfficientNet-Lite0's largest KL clip is 2.1 % (its input), and it helps there."""
 
     def threshold(self) -> float:
         levels = 2 ** self.bits if self.lo >= 0 else 2 ** (self.bits - 1)
