@@ -38,10 +38,16 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
 
 
 def quantize_multipliers(reals: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`quantize_multiplier` of each real: int64 arrays (M0, n)."""
-    pairs = [quantize_multiplier(float(r)) for r in np.ravel(reals)]
-    return (np.array([p[0] for p in pairs], np.int64).reshape(np.shape(reals)),
-            np.array([p[1] for p in pairs], np.int64).reshape(np.shape(reals)))
+    """`quantize_multiplier` of each real, in numpy (the same float64 operations): int64 arrays (M0, n)."""
+    reals = np.asarray(reals, F64)
+    if not (np.isfinite(reals) & (reals >= 0)).all():
+        raise ValueError(f"multipliers {reals[~(np.isfinite(reals) & (reals >= 0))]} must be finite and >= 0")
+    fraction, n = np.frexp(reals)
+    m0 = np.floor(fraction * Q31 + 0.5).astype(np.int64)
+    carry = m0 == Q31
+    m0, n = np.where(carry, m0 // 2, m0), n.astype(np.int64) + carry
+    small = n < -31
+    return np.where(small, 0, m0), np.where(small, 0, n)
 
 
 def multiply_by_quantized_multiplier(x: np.ndarray, m0: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
@@ -88,7 +94,7 @@ def steps(m0: int, n: int, zero_point: int, lo: int, hi: int, a_lo: int, a_hi: i
 def channel_form(m0: int, n: int, bias: int, bound: int, zero_point: int, lo: int, hi: int
                  ) -> tuple[float, float, bool]:
     """One channel's (scale, offset) of `float_form` (`Requantizer`) and whether it equals the reference for
-    every |acc| <= bound.
+    every |acc| <= bound, in Python ints: the reference of `channel_forms`, which runs it where int64 overflows.
 
     Sufficient: acc * scale and the offset are exact, and so is t on its grid wherever the clamp does not decide
     (0 <= t < hi - lo + 1; values beyond round monotonically to values beyond). Otherwise it is checked where
@@ -112,6 +118,88 @@ def channel_form(m0: int, n: int, bias: int, bound: int, zero_point: int, lo: in
                                and (want[3::2] >= level).all())
 
 
+NATIVE_N = 19          # n <= 19: offset's high part plus 1/2-steps spans <= 53 bits (`channel_forms`)
+NATIVE_A = 1 << 32     # |acc + bias| < 2^32: (acc + bias) * M0 fits int64
+
+
+def mbqm64(a: np.ndarray, m0: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """MBQM for int64 a with |a M0| < 2^63 and n <= 30: (a M0 2^max(n,0) + 2^(S-1)) >> S equals
+    ((a M0 >> (30 - n)) + 1) >> 1, which never forms the 2^(S-1) that may not fit int64."""
+    return (((a * m0) >> (30 - n)) + 1) >> 1
+
+
+def channel_forms(m0: np.ndarray, n: np.ndarray, bias: np.ndarray, bound: np.ndarray, zero_point: int, lo: int,
+                  hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`channel_form` of every channel (flat integer arrays; `bound` may be an object array of Python ints), in
+    numpy with the same decisions and bit-identical (scale, offset).
+
+    Exact where n <= NATIVE_N and |bias| + bound < NATIVE_A (other channels run `channel_form`, the Python-int
+    reference): scale = M0 2^(n-31) is a float64; with P = bias M0 = Ph 2^32 + Pl, offset is
+    (Ph 2^(n+1) + (zp - lo + 1/2)) + Pl 2^(n-31), whose first sum is exact (its terms are multiples of
+    2^min(n+1, -1) below 2^max(n+33, 21)), so the one rounding is the second's, as Python's int division rounds
+    once. The step check finds each least acc from a float64 estimate moved to MBQM(a) >= y - zp > MBQM(a - 1)
+    with the int64 `mbqm64`, then compares `float_form` and the reference at all points at once."""
+    clamped = np.minimum(bound, NATIVE_A).astype(np.int64)
+    native = _native(n, bias, clamped, zero_point, lo, hi)
+    m0n, nn, bn, dn = (np.where(native, v, 0) for v in (m0, n, bias, clamped))
+    scale = np.ldexp(m0.astype(F64), n - 31)
+    p = bn * m0n
+    offset = (np.ldexp((p >> 32).astype(F64), nn + 1) + (zero_point - lo + 0.5)) + np.ldexp(
+        (p & 0xFFFFFFFF).astype(F64), nn - 31)
+    s = 31 + np.maximum(-nn, 0)
+    low = m0n & -m0n
+    tz = np.frexp(low.astype(F64))[1] - 1 + np.maximum(nn, 0)                 # trailing zeros of M
+    grid = np.ldexp(1.0, np.where(m0n > 0, np.minimum(tz, s - 1), s - 1) - s)
+    odd = np.where(m0n > 0, m0n // np.maximum(low, 1), 0)
+    exact = ((dn * odd < EXACT_F64) & (np.abs(offset) / grid < EXACT_F64)
+             & ((hi - lo + 1) / grid <= EXACT_F64))
+    slow = np.flatnonzero(native & ~exact)
+    if len(slow):
+        exact[slow] = _steps_agree(m0n[slow], nn[slow], bn[slow], dn[slow], scale[slow], offset[slow],
+                                   zero_point, lo, hi)
+    for c in np.flatnonzero(~native):
+        scale[c], offset[c], exact[c] = channel_form(int(m0[c]), int(n[c]), int(bias[c]), int(bound[c]),
+                                                     zero_point, lo, hi)
+    return scale, offset, exact
+
+
+def _native(n: np.ndarray, bias: np.ndarray, bound: np.ndarray, zero_point: int, lo: int, hi: int) -> np.ndarray:
+    """The channels `channel_forms` computes in int64/float64 (the others would overflow int64 or round)."""
+    small = (n <= NATIVE_N) & (bias > -NATIVE_A) & (bias < NATIVE_A) & (bound >= 0) & (bound < NATIVE_A)
+    return small & (np.abs(np.where(small, bias, 0)) + np.where(small, bound, 0) < NATIVE_A) & (
+        abs(zero_point - lo) < 1 << 19)
+
+
+def _steps_agree(m0: np.ndarray, n: np.ndarray, bias: np.ndarray, bound: np.ndarray, scale: np.ndarray,
+                 offset: np.ndarray, zero_point: int, lo: int, hi: int, points: int = 1 << 18) -> np.ndarray:
+    """`channel_form`'s step check for native channels: both ends and, per output y they step through, the least
+    acc reaching it and the one below, a group of about `points` steps at a time."""
+    a_lo, a_hi = bias - bound, bias + bound
+    start = np.maximum(mbqm64(a_lo, m0, n) + zero_point, lo) + 1
+    count = np.maximum(np.minimum(mbqm64(a_hi, m0, n) + zero_point, hi) + 1 - start, 0)
+    agree = np.empty(len(m0), bool)
+    group = (np.cumsum(count) - count) // points
+    for g in np.unique(group):
+        sel = np.flatnonzero(group == g)
+        ch = np.repeat(sel, count[sel])
+        first = np.cumsum(count[sel]) - count[sel]
+        k = start[ch] + np.arange(len(ch)) - np.repeat(first, count[sel]) - zero_point     # MBQM(least) >= k
+        cm, cn = m0[ch], n[ch]
+        a = np.clip(np.ceil((k - 0.5) / scale[ch]), a_lo[ch] + 1, a_hi[ch]).astype(np.int64)  # within 1
+        while (down := mbqm64(a - 1, cm, cn) >= k).any():
+            a -= down
+        while (up := mbqm64(a, cm, cn) < k).any():
+            a += up
+        at = np.concatenate([a_lo[sel], a_hi[sel], a - 1, a])
+        owner = np.concatenate([sel, sel, ch, ch])
+        want = np.clip(mbqm64(at, m0[owner], n[owner]) + zero_point, lo, hi)
+        got = np.empty(len(at), np.int64)
+        float_form((at - bias[owner]).astype(F64), scale[owner], offset[owner], lo, hi, True, got,
+                   np.empty(len(at)), np.empty(len(at), I16))
+        agree[sel] = np.bincount(owner[got != want], minlength=len(m0))[sel] == 0
+    return agree
+
+
 @dataclass(frozen=True)
 class Requantizer:
     """acc -> clamp(MultiplyByQuantizedMultiplier(acc + bias, M0, n) + zp, lo, hi) for integer-valued acc (any
@@ -121,7 +209,7 @@ class Requantizer:
     A run is float64 arithmetic (`float_form`): with r = (acc + bias) * real exactly, MBQM = floor(r + 1/2), so
         y - lo = clip(trunc(t), 0, hi - lo),   t = acc * real + (bias * real + 1/2 + zp - lo)
     (trunc is floor where t >= 0, and below 0 both clamp to 0). `scale` = real and `offset` per channel;
-    `channel_form` checks at compile time that float64 computes them exactly where it matters. When it cannot
+    `channel_forms` checks at compile time that float64 computes them exactly where it matters. When it cannot
     (`exact` False), the int64 reference runs instead.
     """
     m0: np.ndarray
@@ -145,10 +233,9 @@ class Requantizer:
         m0, n = quantize_multipliers(np.asarray(real, np.float64))
         bias = np.asarray(bias, np.int64)
         shape = np.broadcast_shapes(m0.shape, bias.shape)
-        flat = [np.broadcast_to(v, shape).ravel() for v in (m0, n, bias, np.asarray(acc_bound, object))]
-        forms = [channel_form(int(a), int(b), int(c), int(d), zero_point, lo, hi) for a, b, c, d in zip(*flat)]
-        scale, offset = (np.array([f[i] for f in forms], F64).reshape(shape) for i in range(2))
-        exact = all(f[2] for f in forms)
+        flat = [np.broadcast_to(v, shape).ravel() for v in (m0, n, bias, np.asarray(acc_bound))]
+        scale, offset, exact = channel_forms(*flat, zero_point, lo, hi)
+        scale, offset, exact = scale.reshape(shape), offset.reshape(shape), bool(exact.all())
         reach = np.asarray(acc_bound, F64) * scale + np.abs(offset) + 1         # >= |trunc(t)|, rounded
         return Requantizer(m0, n, int(zero_point), int(lo), int(hi), bias, scale, offset, exact,
                            bool(reach.max() >= 1 << 15))
