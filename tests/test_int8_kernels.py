@@ -462,7 +462,10 @@ def test_onnxruntime_qdq_model_converts_to_int8_graph_and_matches(tmp_path):
                       and n.op in ("Conv2D", "FullConnection"))
     assert int8_ops == ["Conv2D", "Conv2D", "FullConnection"]
     feeds = {"input": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
-    want = run_ort(model, feeds)["logits"]
+    # onnxruntime 1.32 rewrites int8 QDQ pairs to uint8 (QDQS8ToU8Transformer); on this graph, where it now also
+    # quantizes BatchNormalization's scale, that rewrite moves the logits by up to 10 quanta away from the graph's
+    # own arithmetic. Its fused integer kernels without that rewrite compute the graph as written.
+    want = run_ort(model, feeds, disabled_optimizers=("QDQS8ToU8Transformer",))["logits"]
     got = run_lite(session_for(model), feeds)["logits"]
     step = max(float(np.abs(want).max()) / 127, 1e-6)
     assert np.mean(np.abs(got - want) <= step * 1.01) >= 0.75

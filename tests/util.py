@@ -34,11 +34,13 @@ def run_lite(session: lite.LiteSession, feeds: dict[str, np.ndarray]) -> dict[st
     return {name: t.numpy() for name, t in session.GetOutputs().items()}
 
 
-def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray], *, disabled_optimizers: tuple[str, ...] = ()
+            ) -> dict[str, np.ndarray]:
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
-    sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=list(disabled_optimizers))
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, feeds)))
 
