@@ -6,18 +6,22 @@ Train-mode BatchNorm at initialisation amplifies rounding with depth, the more s
 4 at 1x1 deep in a 32x32 net), and an activation input within rounding of a kink (ReLU, ReLU6, HardSwish, a max-pool
 tie) takes the other branch in float32, which moves gradients by up to 5e-1. So each gradient case (input size,
 batch, data seed) was chosen with PyTorch alone, and test_gradient_case_is_well_conditioned checks it: PyTorch's own
-float32 step is within a quarter of the tolerance (worst tensor: lenet5 and alexnet 1e-6, resnet18 6e-6,
+float32 step is within a quarter of the tolerance (worst tensor: lenet5 and alexnet 1e-6,
 mobilenet_v3_small 9e-6, mobilenet_v3_large and efficientnet_b0 1.5e-5; ours: 1e-6 to 4.4e-5) and every activation
-input lies at least KINK_MARGIN float32 rounding errors (rms over its tensor) from its kink (here 12 to 167).
+input lies at least KINK_MARGIN float32 rounding errors (rms over its tensor) from its kink. The margins depend on
+PyTorch's float32 kernels, so on the CPU: on an AMD EPYC they are 38.5 for alexnet's case, and ResNet-18 has no case
+above 7.3 over 75 sizes and seeds (32-64 px, batch 4), so it is held to the rule of the networks below.
 
 MobileNetV1, MobileNetV2 and ResNet-50 have no such case at this initialisation: rounding grows 100- to 4000-fold
 through them (ResNet-50: 2e-7 after the stem, 8e-4 at layer4; 32x32, batch 4) and they have 1e5-1e6 activation
 inputs, so some input always lies near a kink. Over at least 100 data seeds per network (32-64 px, batch 4-16),
 PyTorch's float32 gradients missed its float64 ones by more than 1e-3 in 32-100 % of the batches, and the best kink
 margins were 4.5 (MobileNetV1), 3.6 (V2) and 0.6 (ResNet-50). For them the independent measure of what float32
-can reach is PyTorch's own float32 step: every gradient tensor (and the loss) must be within ROUNDING_FACTOR times
-PyTorch float32's distance from float64, or within 1e-4 where that distance is smaller (measured: ours is 1.0-1.5x
-PyTorch's distance in the median tensor, 3.4x in the worst).
+can reach is PyTorch's own float32 step: the loss, and the worst gradient tensor, must be within ROUNDING_FACTOR
+times PyTorch float32's distance from float64 (its worst tensor's), or within 1e-4 where that distance is smaller.
+Worst against worst, because which tensors a flipped kink moves is chance: on ResNet-50 over data seeds 0-7 our
+worst tensor was 0.46-4.25x PyTorch's worst (median 0.9), while tensor by tensor the ratio reached 31x and PyTorch's
+own float32 distances changed tenfold between seeds.
 """
 from __future__ import annotations
 
@@ -41,10 +45,11 @@ OVERFIT_SIZE = {"lenet5": 32, "alexnet": 64, "resnet18": 32, "resnet50": 32, "mo
                 "mobilenet_v3_small": 32, "mobilenet_v3_large": 32, "efficientnet_b0": 32}
 OVERFIT_BATCH, CLASSES = 4, 10
 # name: (input size, batch, data seed) of the first-step comparison
-GRADIENT_CASES = {"lenet5": (32, 4, 0), "alexnet": (64, 4, 0), "resnet18": (48, 4, 2),
+GRADIENT_CASES = {"lenet5": (32, 4, 0), "alexnet": (64, 4, 2),
                   "mobilenet_v3_small": (48, 4, 0), "mobilenet_v3_large": (48, 4, 11), "efficientnet_b0": (48, 8, 2)}
 # name: (input size, batch, data seed) of networks without a well-conditioned case
-ILL_CONDITIONED = {"mobilenet_v1": (32, 4, 0), "mobilenet_v2": (32, 4, 0), "resnet50": (32, 4, 0)}
+ILL_CONDITIONED = {"resnet18": (48, 4, 2), "mobilenet_v1": (32, 4, 0), "mobilenet_v2": (32, 4, 0),
+                   "resnet50": (32, 4, 0)}
 RELATIVE = 1e-4
 ROUNDING_FACTOR = 5.0
 # Every gradient tensor is compared element-wise relative to its own largest element. A gradient that is exactly
@@ -147,9 +152,9 @@ def test_ill_conditioned_first_step_is_as_close_as_pytorch_float32(name: str) ->
     assert loss == pytest.approx(exact.loss, rel=loss_bound)
     ours = gradient_errors({t.tensor_name(): t.numpy() for t in session.GetGradients()}, exact.gradients)
     pytorch = gradient_errors(single.gradients, exact.gradients)
-    ratios = {k: ours[k] / max(RELATIVE, ROUNDING_FACTOR * pytorch[k]) for k in ours}
-    worst = max(ratios, key=ratios.__getitem__)
-    assert ratios[worst] <= 1, f"{worst}: {ours[worst]:.1e}, PyTorch float32 {pytorch[worst]:.1e}"
+    worst, pytorch_worst = max(ours, key=ours.__getitem__), max(pytorch, key=pytorch.__getitem__)
+    assert ours[worst] <= max(RELATIVE, ROUNDING_FACTOR * pytorch[pytorch_worst]), \
+        f"{worst}: {ours[worst]:.1e}, PyTorch float32's worst {pytorch_worst}: {pytorch[pytorch_worst]:.1e}"
 
 
 @pytest.mark.parametrize("name", list(OVERFIT_SIZE))
