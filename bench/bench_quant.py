@@ -11,8 +11,9 @@ AaWw: a-bit activations, w-bit weights.
     model: top-1 agreement (all inputs, and those where the float top-1 probability is >= 0.5), mean logit SQNR
     (dB, per input) and mean KL(float softmax || quantized softmax), for every calibration method at A8W8 and
     `--method` alone, with each tool (bias correction, cross-layer equalization, AdaRound, MSE and percentile
-    weight scales) alone and with the tools combined at A8W8, A7W7, A6W8 and A4W8. Bias correction is shown as the converter applies it (kept only when
-    the calibration outputs' SQNR does not fall) and, once, forced. onnxruntime's `quantize_static` (QDQ,
+    weight scales) alone and with the tools combined at A8W8, A7W7, A6W8, A4W8 and A8W4. Bias correction is
+    shown as the converter applies it (kept only when the calibration outputs' SQNR does not fall) and, once,
+    forced. onnxruntime's `quantize_static` (QDQ,
     per-channel, int8 activations and weights; MinMax, Percentile and Entropy calibration) is calibrated on the
     same inputs and scored against the same float reference (onnxruntime's own float model). The float
     model's sensitivity to input noise is measured alongside.
@@ -237,7 +238,7 @@ def latency(buffers: dict[str, bytes], x: np.ndarray, rounds: int) -> dict[str, 
 
 METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER", "PERCENTILE", "MSE")
 ORT_METHODS = ("MinMax", "Percentile", "Entropy")
-LOW_BITS = ((7, 7), (6, 8), (4, 8))
+LOW_BITS = ((7, 7), (6, 8), (4, 8), (8, 4))
 TOOLS = {"bias correction": {"bias_correction": True}, "CLE": {"cross_layer_equalization": True},
          "AdaRound": {"adaround": True}, "MSE weight scales": {"weight_method": "MSE"},
          "percentile weight scales": {"weight_method": "PERCENTILE"}}
