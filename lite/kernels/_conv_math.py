@@ -194,6 +194,17 @@ def patches(xp: np.ndarray, wh: Window, ww: Window) -> np.ndarray:
     sn, sh, sw, sc = xp.strides
     return as_strided(xp, (n, wh.out, ww.out, wh.kernel, ww.kernel, c),
                       (sn, sh * wh.stride, sw * ww.stride, sh * wh.dilation, sw * ww.dilation, sc), writeable=False)
+def tap_columns(xp: np.ndarray, wh: Window, ww: Window, columns: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(destination, source) pairs for `np.copyto` that fill `columns` [KH*KW*C, N*OH*OW] — the im2col columns
+    of padded NHWC `xp` transposed, rows in (kh, kw, c) order — with one copy of whole [N, OH, OW] planes per tap.
+    With few channels (a first layer) im2col's runs of KW*C floats are too short to copy fast; these run over OW
+    floats (5x faster at C = 1)."""
+    c = xp.shape[-1]
+    planes = columns.reshape(wh.kernel, ww.kernel, c, xp.shape[0], wh.out, ww.out)
+    return [(planes[i, j], np.moveaxis(tap_view(xp, wh, ww, i, j), 3, 0))
+            for i in range(wh.kernel) for j in range(ww.kernel)]
+
+
 def grouped_columns(xp: np.ndarray, wh: Window, ww: Window, group: int, columns: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(destination, source) for `np.copyto`: the im2col columns of padded NHWC `xp` per group, written into

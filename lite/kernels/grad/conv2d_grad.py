@@ -29,14 +29,13 @@ from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import compiled
 from lite.kernels._conv_math import (PadCopy, PadMode, Window, grouped_columns, make_window, padded_shape, patches,
-                                     tap_view)
+                                     tap_columns)
 from lite.kernels._reduce_math import column_sums
-from lite.kernels.conv2d import Geometry, conv_geometry, depthwise_taps
+from lite.kernels.conv2d import NARROW_CHANNELS, Geometry, conv_geometry, depthwise_taps
 from lite.status import InvalidOpAttrError, NotSupportedError
 from schema import fb
 
 Index = tuple[slice, slice, slice]
-NARROW_CHANNELS = 4     # dW of a dense conv with at most this many input channels uses transposed columns
 
 
 @dataclass(frozen=True)
@@ -293,9 +292,7 @@ class Conv2DGradFilterKernel(_ConvGradKernel):
         elif self.narrow:         # columns^T [T, C, M]: each tap copies whole rows; dW^T = columns^T @ dy
             columns, product = work
             taps = g.wh.kernel * g.ww.kernel
-            self.copies = [(columns[i * g.ww.kernel + j].reshape(g.in_channels, *g.out_shape[:3]),
-                            np.moveaxis(tap_view(xp, g.wh, g.ww, i, j), 3, 0))
-                           for i in range(g.wh.kernel) for j in range(g.ww.kernel)]
+            self.copies = tap_columns(xp, g.wh, g.ww, columns)
             self.product = (np.matmul, columns.reshape(-1, g.rows), dy.reshape(g.rows, -1), product)
             self.unpack = (dw.reshape(g.out_channels, taps, g.in_channels),
                            product.reshape(taps, g.in_channels, g.out_channels).transpose(2, 0, 1))
