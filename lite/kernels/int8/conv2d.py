@@ -5,7 +5,9 @@ compile-time constant bias[c] - zp_x * sum_k w'_k[c] (w' = w - zp_w), with paddi
 |x_k| <= 128 bounds the products. The products run in float32 like the float kernel's (im2col GEMM, transposed
 for small M; depthwise as banded multiply-adds, `DepthwiseBands`), exact because K is split wherever a per-channel
 L1 bound could pass 2^24 (`exact_ranges`); `Requantizer` then folds the constant bias into its float64 passes and
-writes int8 straight from the float32 products, a cache-sized chunk at a time.
+writes int8 straight from the float32 products, a cache-sized chunk at a time. With compiled kernels, dense
+convolutions (group 1) instead run `compiled.int8.gemm_requantize`: int16-pair products into int32 accumulators,
+requantized in the GEMM's epilogue, reading the NHWC rows (1x1) or int8 im2col columns.
 """
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ class Conv2DInt8Kernel(Kernel):
         s_w = channel_values(self, scales(w.quant or []), g.out_channels, "the weight")
         zp_w = channel_values(self, zero_points(w.quant or []), g.out_channels, "the weight")
         centred, folded = weight_terms(w.value, zp_w, bias.value if bias is not None else None, qx.zero_point)
-        self.geo, self.qx, self.centred = g, qx, centred
+        self.geo, self.qx, self.centred, self.x_dtype = g, qx, centred, x.dtype
         self.ranges = exact_ranges(centred.T, MAX_ABS_X)
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
         bounds = acc_bounds(centred, MAX_ABS_X)
@@ -74,6 +76,9 @@ class Conv2DInt8Kernel(Kernel):
         self.compiled = self.requantize.exact and compiled.enabled()
         self.compiled_depthwise = (self.compiled and g.group > 1 and g.group == g.in_channels
                                    and int(bounds.max()) < 1 << 30)          # int32 accumulators cannot overflow
+        self.compiled_gemm = (self.compiled and g.group == 1 and int(bounds.max()) < 1 << 31
+                              and int(np.abs(centred).max(initial=0)) < 1 << 15)     # int16 weight pairs
+        self.pointwise = not g.padded and all(w.kernel == w.stride == 1 for w in (g.wh, g.ww))
         self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels and len(self.ranges) == 1
                           and not self.compiled_depthwise)
         self.transposed = not self.depthwise and g.group == 1 and g.rows < SMALL_M
@@ -96,8 +101,11 @@ class Conv2DInt8Kernel(Kernel):
 
     def scratch(self) -> list[TensorSpec]:
         g = self.geo
-        if self.compiled_depthwise:
+        if self.compiled_depthwise or (self.compiled_gemm and self.pointwise):
             return []
+        if self.compiled_gemm:         # the int8 columns (im2col) and padded input of `bind_compiled_gemm`
+            padded = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), self.x_dtype)] if g.padded else []
+            return padded + [TensorSpec((g.rows, g.depth), self.x_dtype)]
         if self.depthwise:
             band = DepthwiseBands.scratch(g)
             rows, width = band[1].shape[1:3]
@@ -113,6 +121,9 @@ class Conv2DInt8Kernel(Kernel):
         zp = float(self.qx.zero_point)
         if self.compiled_depthwise:
             self.bind_compiled_depthwise(x, out)
+            return
+        if self.compiled_gemm:
+            self.bind_compiled_gemm(x, out, work)
             return
         if self.depthwise:
             self.bind_depthwise(x, out, work, zp)
@@ -148,6 +159,26 @@ class Conv2DInt8Kernel(Kernel):
         scale, offset, lo, top = self.channel_params()
         return conv.requantize_rows.bind(acc.size, acc, scale, offset, np.int32(lo), top, out)
 
+    def bind_compiled_gemm(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray]) -> None:
+        """The compiled int8 GEMM (`compiled.int8`) on the NHWC rows (1x1, stride 1) or on int8 im2col columns
+        of the input padded with its zero point, requantized as it is written."""
+        from lite.kernels.compiled import int8
+        g = self.geo
+        self.pad, self.columns = None, None
+        if self.pointwise:
+            lhs = x.reshape(g.rows, g.depth)
+        else:
+            source = work.pop(0) if g.padded else x[None]
+            self.pad = PadCopy.build(source, x, g.wh, g.ww, self.qx.zero_point) if g.padded else None
+            self.columns = grouped_columns(source[0], g.wh, g.ww, 1, work[0])
+            lhs = work[0]
+        scale, offset, lo, top = self.channel_params()
+        chunk, spans = int8.tasks(g.rows, g.out_channels)
+        self.call = int8.gemm_requantize.bind(g.rows * g.depth * g.out_channels // 4, lhs,
+                                              int8.pack_weight(self.centred.T), int8.pad_columns(scale),
+                                              int8.pad_columns(offset), np.int32(lo), top,
+                                              out.reshape(g.rows, g.out_channels), chunk, spans)
+
     def bind_compiled_depthwise(self, x: np.ndarray, out: np.ndarray) -> None:
         """The compiled depthwise kernel: int32 sums of centred products, skipping the padding (its share, the
         zero point times the taps, is the constant `zsum`), requantized as they are written."""
@@ -178,6 +209,13 @@ class Conv2DInt8Kernel(Kernel):
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         if self.compiled_depthwise:
+            self.call()
+            return
+        if self.compiled_gemm:
+            if self.pad is not None:
+                self.pad()
+            if self.columns is not None:
+                np.copyto(*self.columns)
             self.call()
             return
         if self.depthwise:

@@ -1,0 +1,163 @@
+"""Compiled int8 GEMM with the requantization fused: int8 rows [M, K] times a packed constant weight, written
+as int8 [M, N] with no float32 product in between (docs/quantization.md, "Arithmetic").
+
+Products run as int16 pairs into int32 accumulators: for every k-pair the weight holds (w[2k, n], w[2k+1, n])
+side by side, each row's (x[2k], x[2k+1]) is broadcast, and `pair sum = x0 w0 + x1 w1` is the multiply-add of
+16-bit lanes that x86 AVX2 does in one instruction (vpmaddwd: 16 products per instruction, two per cycle on
+Zen 3, twice the float32 FMA rate). The register tile (`MR` rows x `NR` columns, twelve 8-lane accumulators)
+is written in LLVM IR (`_tile`), since numba's loops left the accumulators in memory; the multiply-add is the
+generic IR pattern (sign-extend, multiply, add even and odd lanes) that LLVM selects as vpmaddwd on x86 and
+lowers to plain vector code elsewhere. Exact: |x| <= 128 and |w| < 2^15 keep each pair sum in int32 (pmaddwd
+overflows only for two (-2^15)^2 products), and the kernel is chosen only when every channel's L1 bound on the
+sum is below 2^31.
+
+The epilogue, in the same IR, is `float_form` (`Requantizer`) on 8 lanes at a time: t = acc * scale + offset in
+float64 (separate multiply and add, as numpy rounds them), clipped to [0, top], truncated, plus `lo`, stored as
+int8. Rows are cut into chunks of whole tiles (and, for short M, the columns into spans), one chunk per task;
+each task first widens its rows to int16 in a buffer of its own, zero-filled past M and K.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from llvmlite import ir
+from numba import prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from lite.kernels.compiled import Compiled
+
+MR, NR = 6, 16                        # register tile: rows x columns (NR int32 lanes = two 8-lane vectors per row)
+I8, I16, I32, I64, F64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.DoubleType()
+
+
+def pack_weight(weight: np.ndarray) -> np.ndarray:
+    """[K, N] integer weight as int16 [N/NR blocks, K/2 pairs, NR x 2]: block b, pair p holds w[2p + t, b NR + j]
+    at 2j + t, zero past K and N (so padded rows and columns add nothing)."""
+    k, n = weight.shape
+    pairs, blocks = -(-k // 2), -(-n // NR)
+    full = np.zeros((2 * pairs, blocks * NR), np.int16)
+    full[:k, :n] = weight
+    return np.ascontiguousarray(full.reshape(pairs, 2, blocks, NR).transpose(2, 0, 3, 1).reshape(blocks, pairs,
+                                                                                                 2 * NR))
+
+
+def pad_columns(values: np.ndarray) -> np.ndarray:
+    """Per-column float64 parameters padded with zeros to whole tiles (the epilogue loads NR at a time)."""
+    padded = np.zeros(-(-len(values) // NR) * NR)
+    padded[:len(values)] = values
+    return padded
+
+
+def _address(context, builder, array_type, array):
+    """(data address as i64, strides) of a numba array value."""
+    proxy = cgutils.create_struct_proxy(array_type)(context, builder, value=array)
+    return builder.ptrtoint(proxy.data, I64), proxy.strides
+
+
+def _splat(builder, value, vector):
+    one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vector, None), ir.Constant(ir.VectorType(I32, vector.count),
+                                                                              [0] * vector.count))
+
+
+@intrinsic
+def _tile(typingctx, xs, row, weight, block, pairs, scale, offset, col, lo, top, out, out_row, out_col):
+    """One MR x NR tile: out[out_row + i, out_col + j] = epilogue(sum_p pairs of xs[row + i] and block `block`
+    of `weight`), with `scale`/`offset` read from column `col`."""
+    sig = types.void(xs, row, weight, block, pairs, scale, offset, col, lo, top, out, out_row, out_col)
+
+    def codegen(context, builder, signature, args):
+        xa, r, wa, b, p, sa, oa, c0, lo_v, top_v, da, dr, dc = args
+        kinds = signature.args
+        const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+        v8, v16, w16 = ir.VectorType(I32, 8), ir.VectorType(I16, 16), ir.VectorType(I32, 16)
+        halves = NR // 8
+        x_base, x_strides = _address(context, builder, kinds[0], xa)
+        x_stride = builder.extract_value(x_strides, 0)
+        x_base = builder.add(x_base, builder.mul(r, x_stride))
+        w_base, _ = _address(context, builder, kinds[2], wa)
+        w_base = builder.add(w_base, builder.mul(b, builder.mul(p, const(4 * NR))))
+        accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, None)) for _ in range(MR * halves)]
+        even, odd = (ir.Constant(v8, [2 * t + s for t in range(8)]) for s in (0, 1))
+        pair_lanes = ir.Constant(w16, [t % 2 for t in range(16)])
+        with cgutils.for_range(builder, p) as loop:
+            k = loop.index
+            w_row = builder.add(w_base, builder.mul(k, const(4 * NR)))
+            ws = [builder.sext(builder.load(builder.inttoptr(builder.add(w_row, const(32 * h)), v16.as_pointer()),
+                                            align=2), w16) for h in range(halves)]
+            x_k = builder.add(x_base, builder.mul(k, const(4)))
+            for i in range(MR):
+                pair = builder.load(builder.inttoptr(builder.add(x_k, builder.mul(const(i), x_stride)),
+                                                     I32.as_pointer()), align=2)
+                xv = builder.bitcast(builder.insert_element(ir.Constant(v8, None), pair, ir.Constant(I32, 0)), v16)
+                xv = builder.sext(builder.shuffle_vector(xv, xv, pair_lanes), w16)
+                for h in range(halves):
+                    prod = builder.mul(xv, ws[h])
+                    summed = builder.add(builder.shuffle_vector(prod, prod, even),
+                                         builder.shuffle_vector(prod, prod, odd))
+                    acc = accs[i * halves + h]
+                    builder.store(builder.add(builder.load(acc), summed), acc)
+        d8 = ir.VectorType(F64, 8)
+        s_base, _ = _address(context, builder, kinds[5], sa)
+        o_base, _ = _address(context, builder, kinds[6], oa)
+        d_base, d_strides = _address(context, builder, kinds[10], da)
+        d_stride = builder.extract_value(d_strides, 0)
+        d_base = builder.add(d_base, builder.add(builder.mul(dr, d_stride), dc))
+        zero, top8, lo8 = ir.Constant(d8, [0.0] * 8), _splat(builder, top_v, d8), _splat(builder, lo_v, v8)
+        for h in range(halves):
+            at = builder.mul(builder.add(c0, const(8 * h)), const(8))
+            sv = builder.load(builder.inttoptr(builder.add(s_base, at), d8.as_pointer()), align=8)
+            ov = builder.load(builder.inttoptr(builder.add(o_base, at), d8.as_pointer()), align=8)
+            for i in range(MR):
+                t = builder.fadd(builder.fmul(builder.sitofp(builder.load(accs[i * halves + h]), d8), sv), ov)
+                t = builder.select(builder.fcmp_ordered("<", t, zero), zero, t)
+                t = builder.select(builder.fcmp_ordered(">", t, top8), top8, t)
+                q = builder.trunc(builder.add(builder.fptosi(t, v8), lo8), ir.VectorType(I8, 8))
+                dst = builder.add(d_base, builder.add(builder.mul(const(i), d_stride), const(8 * h)))
+                builder.store(q, builder.inttoptr(dst, ir.VectorType(I8, 8).as_pointer()), align=1)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@Compiled
+def gemm_requantize(x, weight, scale, offset, lo, top, out, chunk, spans):  # pragma: no cover
+    """out[m, n] = clip(trunc(acc * scale[n] + offset[n]), 0, top) + lo, acc = sum_k x[m, k] w[k, n], for x
+    [M, K] (rows of any stride, contiguous along K), `weight` from `pack_weight`, tasks of `chunk` rows (a
+    multiple of MR) times `spans` column spans."""
+    rows, depth = x.shape
+    blocks, pairs, _ = weight.shape
+    cols = out.shape[1]
+    chunks = (rows + chunk - 1) // chunk
+    per_span = (blocks + spans - 1) // spans
+    for task in prange(chunks * spans):
+        m0 = task // spans * chunk
+        b0 = task % spans * per_span
+        count = min(chunk, rows - m0)
+        tiles = (count + MR - 1) // MR
+        xs = np.zeros((tiles * MR, 2 * pairs), np.int16)
+        for i in range(count):
+            for k in range(depth):
+                xs[i, k] = x[m0 + i, k]
+        part = np.empty((MR, NR), out.dtype)
+        for b in range(b0, min(blocks, b0 + per_span)):
+            n0 = b * NR
+            width = min(NR, cols - n0)
+            for t in range(tiles):
+                height = min(MR, count - t * MR)
+                if height == MR and width == NR:
+                    _tile(xs, t * MR, weight, b, pairs, scale, offset, n0, lo, top, out, m0 + t * MR, n0)
+                    continue
+                _tile(xs, t * MR, weight, b, pairs, scale, offset, n0, lo, top, part, 0, 0)
+                for i in range(height):
+                    for j in range(width):
+                        out[m0 + t * MR + i, n0 + j] = part[i, j]
+
+
+def tasks(rows: int, cols: int) -> tuple[int, int]:
+    """(rows per task, column spans) for `gemm_requantize`: chunks of about 8 tiles (the int16 rows of one stay
+    in L1 beside a weight block), and for short M the columns cut too, so that there are at least 8 tasks."""
+    chunks = -(-rows // (8 * MR))
+    chunk = -(-(-(-rows // chunks)) // MR) * MR
+    spans = max(1, min(-(-cols // NR), -(-8 // chunks)))
+    return chunk, spans

@@ -1,0 +1,107 @@
+"""The compiled int8 GEMM (lite/kernels/compiled/int8.py) and the numpy path of dense int8 Conv2D, bit for bit
+against the pure-integer reference of tests/test_int8_kernels.py: odd M, K and N (partial register tiles, odd
+K-pairs), per-channel and per-tensor scales, input/output/weight zero points, fused RELU/RELU6, K deep enough
+that the float32 path splits it, padded and strided windows (int8 im2col) and the threaded form."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from lite.compiler import evaluate, infer_quantized, select_kernel
+from lite.kernel import Kernel, TensorSpec
+from lite.kernels import compiled
+from lite.model import NodeDef
+from schema import attrs as op_attrs
+from schema import fb
+from tests.test_int8_kernels import act_params, qparams, ref_clamp, ref_conv, ref_requantize, weight_values
+
+A = fb.ActivationType
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+PATHS = ["numpy", pytest.param("compiled", marks=pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed"))]
+
+CASES = {
+    # (N, H, W, C, O, K, stride, pad, bits, per_channel, weight zero points, activation)
+    "pointwise_odd": (1, 7, 9, 37, 45, 1, 1, 0, 8, True, False, A.RELU6),
+    "pointwise_batch2": (2, 5, 5, 16, 96, 1, 1, 0, 8, False, False, A.RELU),
+    "pointwise_weight_zp": (1, 4, 5, 11, 19, 1, 1, 0, 8, True, True, A.NO_ACTIVATION),
+    "pointwise_strided": (1, 8, 8, 24, 20, 1, 2, 0, 8, True, False, A.RELU),
+    "dense_3x3_padded": (1, 9, 8, 5, 33, 3, 1, 1, 8, True, False, A.RELU),
+    "dense_3x3_stride2": (1, 15, 15, 3, 32, 3, 2, 1, 8, True, False, A.RELU6),
+    "narrow_5bit": (1, 6, 5, 7, 17, 3, 1, 1, 5, True, False, A.NO_ACTIVATION),
+}
+
+
+def conv_spec(case: tuple, seed: int, saturated: bool = False):
+    """Inputs, attributes and output params of one int8 Conv2D, and the integer reference's output."""
+    n, h, w, c, o, k, stride, pad, bits, per_channel, weight_zp, activation = case
+    rng = np.random.default_rng(seed)
+    s_x, zp_x, lo, hi = act_params(rng, bits)
+    _, zp_y, _, _ = act_params(rng, bits)
+    x = rng.integers(lo, hi + 1, (n, h, w, c)).astype(np.int8)
+    if saturated:                                    # +-127: the float32 path must split K
+        wt = (rng.integers(0, 2, (o, k, k, c)) * 254 - 127).astype(np.int8)
+    else:
+        wt = weight_values(rng, (o, k, k, c), bits)
+    depth = k * k * c                                # real sums of about +-4, outputs of scale ~8 / 2^(bits-1)
+    s_w = rng.uniform(0.5, 1.5, o if per_channel else 1) * 4 / (s_x * 0.33 * (1 << 2 * bits - 2) * np.sqrt(depth))
+    zp_w = rng.integers(-3, 4, len(s_w)) if weight_zp else np.zeros(len(s_w), np.int64)
+    bias = rng.integers(-3000, 3000, o).astype(np.int32)
+    s_y = rng.uniform(6, 10) / (1 << bits - 1)
+    inputs = [(x, qparams([s_x], [zp_x], bits)), (wt, qparams(s_w, zp_w, bits)),
+              (bias, qparams(s_x * s_w, [0] * len(s_w)))]
+    attrs = dict(kernel_h=k, kernel_w=k, stride_h=stride, stride_w=stride, pad_top=pad, pad_bottom=pad,
+                 pad_left=pad, pad_right=pad, activation=activation)
+    centred = wt.astype(np.int64) - np.broadcast_to(zp_w, (o,))[:, None, None, None]
+    acc = ref_conv(x, centred, bias.tolist(), zp_x, stride, pad, 1)
+    lo, hi = ref_clamp(activation, s_y, zp_y, lo, hi)
+    s_w = np.broadcast_to(s_w, (o,))
+    want = [[[[ref_requantize(v, s_x * float(s_w[q]) / s_y, zp_y, lo, hi) for q, v in enumerate(px)]
+              for px in row] for row in img] for img in acc]
+    return inputs, attrs, qparams([s_y], [zp_y], bits), want
+
+
+def run_conv(inputs, attrs, out_params, kernels: str, threads: int = 1) -> tuple[np.ndarray, Kernel]:
+    """Compile and run one Conv2D node on `kernels` (x is not a constant, so nothing folds)."""
+    node = NodeDef("conv", "Conv2D", op_attrs.build("Conv2D", attrs), [0, 1, 2], [3])
+    specs = [TensorSpec(a.shape, a.dtype, a if i else None, p) for i, (a, p) in enumerate(inputs)]
+    with compiled.selection(kernels, threads):
+        kernel = select_kernel(node, specs)
+        kernel.out_quant = [out_params]
+        outs = infer_quantized(kernel, node, specs)
+        specs[0] = TensorSpec(specs[0].shape, specs[0].dtype, inputs[0][0], specs[0].quant)
+        got = evaluate(kernel, node, specs, outs)[0].value
+    return got, kernel
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("name", CASES)
+def test_int8_conv_gemm_matches_integer_reference(name: str, kernels: str) -> None:
+    inputs, attrs, out, want = conv_spec(CASES[name], seed=len(name))
+    got, kernel = run_conv(inputs, attrs, out, kernels)
+    assert kernel.compiled_gemm == (kernels == "compiled")
+    assert got.tolist() == want
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+def test_int8_conv_gemm_with_depth_the_float_path_splits(kernels: str) -> None:
+    """K = 2100 of +-127 weights: float32 needs three K ranges; int32 accumulators need none."""
+    from lite.kernels.int8.common import exact_ranges
+    inputs, attrs, out, want = conv_spec((1, 3, 4, 2100, 17, 1, 1, 0, 8, True, False, A.RELU), 5, saturated=True)
+    got, kernel = run_conv(inputs, attrs, out, kernels)
+    assert len(exact_ranges(kernel.centred.T, 128)) == 3
+    assert kernel.compiled_gemm == (kernels == "compiled")
+    assert got.tolist() == want
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_threaded_int8_conv_gemm_matches_integer_reference() -> None:
+    """Enough work for the threaded form: row chunks of whole tiles and the last, partial one."""
+    inputs, attrs, out, want = conv_spec((1, 23, 23, 64, 62, 1, 1, 0, 8, True, False, A.RELU6), 11)
+    from lite.kernels.compiled.int8 import gemm_requantize
+    got, kernel = run_conv(inputs, attrs, out, "compiled", threads=2)
+    threaded = gemm_requantize.forms.get(True)
+    assert kernel.compiled_gemm and threaded is not None
+    assert kernel.call.func in [o.entry_point for o in threaded.overloads.values()]
+    assert got.tolist() == want
