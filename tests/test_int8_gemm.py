@@ -1,7 +1,8 @@
 """The compiled int8 GEMM (lite/kernels/compiled/int8.py) and the numpy path of dense int8 Conv2D, bit for bit
 against the pure-integer reference of tests/test_int8_kernels.py: odd M, K and N (partial register tiles, odd
 K-pairs), per-channel and per-tensor scales, input/output/weight zero points, fused RELU/RELU6, K deep enough
-that the float32 path splits it, padded and strided windows (int8 im2col) and the threaded form."""
+that the float32 path splits it, padded and strided windows (int8 im2col), the threaded form, and
+FullConnection, which runs the same GEMM."""
 from __future__ import annotations
 
 import importlib.util
@@ -16,6 +17,7 @@ from lite.model import NodeDef
 from schema import attrs as op_attrs
 from schema import fb
 from tests.test_int8_kernels import act_params, qparams, ref_clamp, ref_conv, ref_requantize, weight_values
+from tests.test_int8_kernels import test_full_connection_matches_integer_reference as full_connection_case
 
 A = fb.ActivationType
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
@@ -62,9 +64,10 @@ def conv_spec(case: tuple, seed: int, saturated: bool = False):
     return inputs, attrs, qparams([s_y], [zp_y], bits), want
 
 
-def run_conv(inputs, attrs, out_params, kernels: str, threads: int = 1) -> tuple[np.ndarray, Kernel]:
-    """Compile and run one Conv2D node on `kernels` (x is not a constant, so nothing folds)."""
-    node = NodeDef("conv", "Conv2D", op_attrs.build("Conv2D", attrs), [0, 1, 2], [3])
+def run_conv(inputs, attrs, out_params, kernels: str, threads: int = 1, op: str = "Conv2D"
+             ) -> tuple[np.ndarray, Kernel]:
+    """Compile and run one node on `kernels` (x is not a constant, so nothing folds)."""
+    node = NodeDef("node", op, op_attrs.build(op, attrs), [0, 1, 2], [3])
     specs = [TensorSpec(a.shape, a.dtype, a if i else None, p) for i, (a, p) in enumerate(inputs)]
     with compiled.selection(kernels, threads):
         kernel = select_kernel(node, specs)
@@ -105,3 +108,18 @@ def test_threaded_int8_conv_gemm_matches_integer_reference() -> None:
     assert kernel.compiled_gemm and threaded is not None
     assert kernel.call.func in [o.entry_point for o in threaded.overloads.values()]
     assert got.tolist() == want
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("rows, depth, out", [(1, 1280, 37), (7, 2000, 3), (13, 33, 70)])
+def test_int8_full_connection_matches_integer_reference(rows: int, depth: int, out: int, kernels: str) -> None:
+    """x [rows, depth] @ W^T per channel, RELU; as conv_spec's 1x1 case over `rows` pixels (the reference is
+    the convolution's), then through test_int8_kernels' own FullConnection reference."""
+    inputs, _, out_params, want = conv_spec((1, 1, rows, depth, out, 1, 1, 0, 8, True, False, A.RELU), rows)
+    (x, qx), (w, qw), bias = inputs
+    got, kernel = run_conv([(x.reshape(rows, depth), qx), (w.reshape(out, depth), qw), bias],
+                           dict(activation=A.RELU), out_params, kernels, op="FullConnection")
+    assert kernel.compiled == (kernels == "compiled")
+    assert got.tolist() == want[0][0]
+    with compiled.selection(kernels):
+        full_connection_case(rows, depth, out, 8, A.RELU6)

@@ -14,9 +14,12 @@ sum is below 2^31.
 The epilogue, in the same IR, is `float_form` (`Requantizer`) on 8 lanes at a time: t = acc * scale + offset in
 float64 (separate multiply and add, as numpy rounds them), clipped to [0, top], truncated, plus `lo`, stored as
 int8. Rows are cut into chunks of whole tiles (and, for short M, the columns into spans), one chunk per task;
-each task first widens its rows to int16 in a buffer of its own, zero-filled past M and K.
+each task first widens its rows to int16 in a buffer of its own, zero-filled past K. Rows past the
+last whole tile run one at a time (a one-row tile is load-bound at about the same cost per row).
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -61,70 +64,76 @@ def _splat(builder, value, vector):
                                                                               [0] * vector.count))
 
 
-@intrinsic
-def _tile(typingctx, xs, row, weight, block, pairs, scale, offset, col, lo, top, out, out_row, out_col):
-    """One MR x NR tile: out[out_row + i, out_col + j] = epilogue(sum_p pairs of xs[row + i] and block `block`
-    of `weight`), with `scale`/`offset` read from column `col`."""
-    sig = types.void(xs, row, weight, block, pairs, scale, offset, col, lo, top, out, out_row, out_col)
+def _tile_kernel(height: int):
+    """The register-tile intrinsic for `height` rows (MR, or 1 for the rows past the last whole tile)."""
+    @intrinsic
+    def tile(typingctx, xs, row, weight, block, pairs, scale, offset, col, lo, top, out, out_row, out_col):
+        """out[out_row + i, out_col + j] = epilogue(sum_p pairs of xs[row + i] and block `block` of `weight`)
+        for i < height, j < NR, with `scale`/`offset` read from column `col`."""
+        sig = types.void(xs, row, weight, block, pairs, scale, offset, col, lo, top, out, out_row, out_col)
+        return sig, functools.partial(_tile_code, height)
+    return tile
 
-    def codegen(context, builder, signature, args):
-        xa, r, wa, b, p, sa, oa, c0, lo_v, top_v, da, dr, dc = args
-        kinds = signature.args
-        const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
-        v8, v16, w16 = ir.VectorType(I32, 8), ir.VectorType(I16, 16), ir.VectorType(I32, 16)
-        halves = NR // 8
-        x_base, x_strides = _address(context, builder, kinds[0], xa)
-        x_stride = builder.extract_value(x_strides, 0)
-        x_base = builder.add(x_base, builder.mul(r, x_stride))
-        w_base, _ = _address(context, builder, kinds[2], wa)
-        w_base = builder.add(w_base, builder.mul(b, builder.mul(p, const(4 * NR))))
-        accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, None)) for _ in range(MR * halves)]
-        even, odd = (ir.Constant(v8, [2 * t + s for t in range(8)]) for s in (0, 1))
-        pair_lanes = ir.Constant(w16, [t % 2 for t in range(16)])
-        with cgutils.for_range(builder, p) as loop:
-            k = loop.index
-            w_row = builder.add(w_base, builder.mul(k, const(4 * NR)))
-            ws = [builder.sext(builder.load(builder.inttoptr(builder.add(w_row, const(32 * h)), v16.as_pointer()),
-                                            align=2), w16) for h in range(halves)]
-            x_k = builder.add(x_base, builder.mul(k, const(4)))
-            for i in range(MR):
-                pair = builder.load(builder.inttoptr(builder.add(x_k, builder.mul(const(i), x_stride)),
-                                                     I32.as_pointer()), align=2)
-                xv = builder.bitcast(builder.insert_element(ir.Constant(v8, None), pair, ir.Constant(I32, 0)), v16)
-                xv = builder.sext(builder.shuffle_vector(xv, xv, pair_lanes), w16)
-                for h in range(halves):
-                    prod = builder.mul(xv, ws[h])
-                    summed = builder.add(builder.shuffle_vector(prod, prod, even),
-                                         builder.shuffle_vector(prod, prod, odd))
-                    acc = accs[i * halves + h]
-                    builder.store(builder.add(builder.load(acc), summed), acc)
-        d8 = ir.VectorType(F64, 8)
-        s_base, _ = _address(context, builder, kinds[5], sa)
-        o_base, _ = _address(context, builder, kinds[6], oa)
-        d_base, d_strides = _address(context, builder, kinds[10], da)
-        d_stride = builder.extract_value(d_strides, 0)
-        d_base = builder.add(d_base, builder.add(builder.mul(dr, d_stride), dc))
-        zero, top8, lo8 = ir.Constant(d8, [0.0] * 8), _splat(builder, top_v, d8), _splat(builder, lo_v, v8)
-        for h in range(halves):
-            at = builder.mul(builder.add(c0, const(8 * h)), const(8))
-            sv = builder.load(builder.inttoptr(builder.add(s_base, at), d8.as_pointer()), align=8)
-            ov = builder.load(builder.inttoptr(builder.add(o_base, at), d8.as_pointer()), align=8)
-            for i in range(MR):
-                t = builder.fadd(builder.fmul(builder.sitofp(builder.load(accs[i * halves + h]), d8), sv), ov)
-                t = builder.select(builder.fcmp_ordered("<", t, zero), zero, t)
-                t = builder.select(builder.fcmp_ordered(">", t, top8), top8, t)
-                q = builder.trunc(builder.add(builder.fptosi(t, v8), lo8), ir.VectorType(I8, 8))
-                dst = builder.add(d_base, builder.add(builder.mul(const(i), d_stride), const(8 * h)))
-                builder.store(q, builder.inttoptr(dst, ir.VectorType(I8, 8).as_pointer()), align=1)
-        return context.get_dummy_value()
-    return sig, codegen
+
+def _tile_code(height, context, builder, signature, args):
+    xa, r, wa, b, p, sa, oa, c0, lo_v, top_v, da, dr, dc = args
+    kinds = signature.args
+    const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    v8, v16, w16 = ir.VectorType(I32, 8), ir.VectorType(I16, 16), ir.VectorType(I32, 16)
+    halves = NR // 8
+    x_base, x_strides = _address(context, builder, kinds[0], xa)
+    x_stride = builder.extract_value(x_strides, 0)
+    x_base = builder.add(x_base, builder.mul(r, x_stride))
+    w_base, _ = _address(context, builder, kinds[2], wa)
+    w_base = builder.add(w_base, builder.mul(b, builder.mul(p, const(4 * NR))))
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, None)) for _ in range(height * halves)]
+    even, odd = (ir.Constant(v8, [2 * t + s for t in range(8)]) for s in (0, 1))
+    pair_lanes = ir.Constant(w16, [t % 2 for t in range(16)])
+    with cgutils.for_range(builder, p) as loop:
+        k = loop.index
+        w_row = builder.add(w_base, builder.mul(k, const(4 * NR)))
+        ws = [builder.sext(builder.load(builder.inttoptr(builder.add(w_row, const(32 * h)), v16.as_pointer()),
+                                        align=2), w16) for h in range(halves)]
+        x_k = builder.add(x_base, builder.mul(k, const(4)))
+        for i in range(height):
+            pair = builder.load(builder.inttoptr(builder.add(x_k, builder.mul(const(i), x_stride)),
+                                                 I32.as_pointer()), align=2)
+            xv = builder.bitcast(builder.insert_element(ir.Constant(v8, None), pair, ir.Constant(I32, 0)), v16)
+            xv = builder.sext(builder.shuffle_vector(xv, xv, pair_lanes), w16)
+            for h in range(halves):
+                prod = builder.mul(xv, ws[h])
+                summed = builder.add(builder.shuffle_vector(prod, prod, even),
+                                     builder.shuffle_vector(prod, prod, odd))
+                acc = accs[i * halves + h]
+                builder.store(builder.add(builder.load(acc), summed), acc)
+    d8 = ir.VectorType(F64, 8)
+    s_base, _ = _address(context, builder, kinds[5], sa)
+    o_base, _ = _address(context, builder, kinds[6], oa)
+    d_base, d_strides = _address(context, builder, kinds[10], da)
+    d_stride = builder.extract_value(d_strides, 0)
+    d_base = builder.add(d_base, builder.add(builder.mul(dr, d_stride), dc))
+    zero, top8, lo8 = ir.Constant(d8, [0.0] * 8), _splat(builder, top_v, d8), _splat(builder, lo_v, v8)
+    for h in range(halves):
+        at = builder.mul(builder.add(c0, const(8 * h)), const(8))
+        sv = builder.load(builder.inttoptr(builder.add(s_base, at), d8.as_pointer()), align=8)
+        ov = builder.load(builder.inttoptr(builder.add(o_base, at), d8.as_pointer()), align=8)
+        for i in range(height):
+            t = builder.fadd(builder.fmul(builder.sitofp(builder.load(accs[i * halves + h]), d8), sv), ov)
+            t = builder.select(builder.fcmp_ordered("<", t, zero), zero, t)
+            t = builder.select(builder.fcmp_ordered(">", t, top8), top8, t)
+            q = builder.trunc(builder.add(builder.fptosi(t, v8), lo8), ir.VectorType(I8, 8))
+            dst = builder.add(d_base, builder.add(builder.mul(const(i), d_stride), const(8 * h)))
+            builder.store(q, builder.inttoptr(dst, ir.VectorType(I8, 8).as_pointer()), align=1)
+    return context.get_dummy_value()
+
+
+_tile, _row = _tile_kernel(MR), _tile_kernel(1)
 
 
 @Compiled
 def gemm_requantize(x, weight, scale, offset, lo, top, out, chunk, spans):  # pragma: no cover
     """out[m, n] = clip(trunc(acc * scale[n] + offset[n]), 0, top) + lo, acc = sum_k x[m, k] w[k, n], for x
-    [M, K] (rows of any stride, contiguous along K), `weight` from `pack_weight`, tasks of `chunk` rows (a
-    multiple of MR) times `spans` column spans."""
+    [M, K], `weight` from `pack_weight`, tasks of `chunk` rows times `spans` column spans."""
     rows, depth = x.shape
     blocks, pairs, _ = weight.shape
     cols = out.shape[1]
@@ -134,24 +143,29 @@ def gemm_requantize(x, weight, scale, offset, lo, top, out, chunk, spans):  # pr
         m0 = task // spans * chunk
         b0 = task % spans * per_span
         count = min(chunk, rows - m0)
-        tiles = (count + MR - 1) // MR
-        xs = np.zeros((tiles * MR, 2 * pairs), np.int16)
+        whole = count // MR
+        xs = np.zeros((count, 2 * pairs), np.int16)
         for i in range(count):
             for k in range(depth):
                 xs[i, k] = x[m0 + i, k]
         part = np.empty((MR, NR), out.dtype)
         for b in range(b0, min(blocks, b0 + per_span)):
             n0 = b * NR
-            width = min(NR, cols - n0)
-            for t in range(tiles):
-                height = min(MR, count - t * MR)
-                if height == MR and width == NR:
+            if n0 + NR <= cols:
+                for t in range(whole):
                     _tile(xs, t * MR, weight, b, pairs, scale, offset, n0, lo, top, out, m0 + t * MR, n0)
-                    continue
+                for i in range(whole * MR, count):
+                    _row(xs, i, weight, b, pairs, scale, offset, n0, lo, top, out, m0 + i, n0)
+                continue
+            for t in range(whole):                   # the last, partial column block: through `part`
                 _tile(xs, t * MR, weight, b, pairs, scale, offset, n0, lo, top, part, 0, 0)
-                for i in range(height):
-                    for j in range(width):
+                for i in range(MR):
+                    for j in range(cols - n0):
                         out[m0 + t * MR + i, n0 + j] = part[i, j]
+            for i in range(whole * MR, count):
+                _row(xs, i, weight, b, pairs, scale, offset, n0, lo, top, part, 0, 0)
+                for j in range(cols - n0):
+                    out[m0 + i, n0 + j] = part[0, j]
 
 
 def tasks(rows: int, cols: int) -> tuple[int, int]:
@@ -161,3 +175,13 @@ def tasks(rows: int, cols: int) -> tuple[int, int]:
     chunk = -(-(-(-rows // chunks)) // MR) * MR
     spans = max(1, min(-(-cols // NR), -(-8 // chunks)))
     return chunk, spans
+
+
+def bind(lhs: np.ndarray, weight: np.ndarray, requantize, out: np.ndarray):
+    """`gemm_requantize` prebound: out [M, N] = requantize(lhs [M, K] @ weight [K, N]) with `requantize`'s
+    float form (a `Requantizer` with exact float parameters, per channel along N or one for all)."""
+    rows, depth = lhs.shape
+    scale, offset, lo, top = requantize.per_channel(out.shape[1])
+    chunk, spans = tasks(rows, out.shape[1])
+    return gemm_requantize.bind(rows * depth * out.shape[1] // 4, lhs, pack_weight(weight), pad_columns(scale),
+                                pad_columns(offset), np.int32(lo), top, out, chunk, spans)

@@ -79,6 +79,14 @@ def exact_ranges(weight: np.ndarray, max_x: int) -> list[tuple[int, int]]:
     return ranges
 
 
+def int32_gemm_fits(centred: np.ndarray, max_x: int) -> bool:
+    """Whether `compiled.int8.gemm_requantize` is exact for centred [O, K] weights and inputs |x| <= max_x: every
+    channel's sum stays within int32 and every weight fits the int16 pairs."""
+    magnitude = np.abs(centred.astype(np.int64))
+    return (int(max_x * magnitude.sum(axis=1).max(initial=0)) < 1 << 31
+            and int(magnitude.max(initial=0)) < 1 << 15)
+
+
 def even_ranges(depth: int, chunk: int) -> list[tuple[int, int]]:
     return [(k, min(k + chunk, depth)) for k in range(0, depth, chunk)]
 

@@ -21,7 +21,8 @@ from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import compiled
 from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
 from lite.kernels.conv2d import SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band, depthwise_taps
-from lite.kernels.int8.common import ExactGemm, exact_ranges, fused_bounds, input_quant, output_quant
+from lite.kernels.int8.common import (ExactGemm, exact_ranges, fused_bounds, input_quant, int32_gemm_fits,
+                                      output_quant)
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
 from lite.status import NotSupportedError
 
@@ -76,19 +77,12 @@ class Conv2DInt8Kernel(Kernel):
         self.compiled = self.requantize.exact and compiled.enabled()
         self.compiled_depthwise = (self.compiled and g.group > 1 and g.group == g.in_channels
                                    and int(bounds.max()) < 1 << 30)          # int32 accumulators cannot overflow
-        self.compiled_gemm = (self.compiled and g.group == 1 and int(bounds.max()) < 1 << 31
-                              and int(np.abs(centred).max(initial=0)) < 1 << 15)     # int16 weight pairs
+        self.compiled_gemm = self.compiled and g.group == 1 and int32_gemm_fits(centred, MAX_ABS_X)
         self.pointwise = not g.padded and all(w.kernel == w.stride == 1 for w in (g.wh, g.ww))
         self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels and len(self.ranges) == 1
                           and not self.compiled_depthwise)
         self.transposed = not self.depthwise and g.group == 1 and g.rows < SMALL_M
         return [TensorSpec(g.out_shape, x.dtype)]
-
-    def channel_params(self) -> tuple[np.ndarray, np.ndarray, int, float]:
-        """The requantizer's per-channel float form (scale, offset, lo, top) for the compiled kernels."""
-        rq, channels = self.requantize, self.geo.out_channels
-        scale, offset = (np.ascontiguousarray(np.broadcast_to(v, (channels,)), F64) for v in (rq.scale, rq.offset))
-        return scale, offset, rq.lo, float(rq.hi - rq.lo)
 
     def product_shape(self) -> tuple[int, ...]:
         g = self.geo
@@ -156,7 +150,7 @@ class Conv2DInt8Kernel(Kernel):
     def compiled_requantize(self, acc: np.ndarray, out: np.ndarray):
         """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout)."""
         from lite.kernels.compiled import conv
-        scale, offset, lo, top = self.channel_params()
+        scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
         return conv.requantize_rows.bind(acc.size, acc, scale, offset, np.int32(lo), top, out)
 
     def bind_compiled_gemm(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray]) -> None:
@@ -172,12 +166,7 @@ class Conv2DInt8Kernel(Kernel):
             self.pad = PadCopy.build(source, x, g.wh, g.ww, self.qx.zero_point) if g.padded else None
             self.columns = grouped_columns(source[0], g.wh, g.ww, 1, work[0])
             lhs = work[0]
-        scale, offset, lo, top = self.channel_params()
-        chunk, spans = int8.tasks(g.rows, g.out_channels)
-        self.call = int8.gemm_requantize.bind(g.rows * g.depth * g.out_channels // 4, lhs,
-                                              int8.pack_weight(self.centred.T), int8.pad_columns(scale),
-                                              int8.pad_columns(offset), np.int32(lo), top,
-                                              out.reshape(g.rows, g.out_channels), chunk, spans)
+        self.call = int8.bind(lhs, self.centred.T, self.requantize, out.reshape(g.rows, g.out_channels))
 
     def bind_compiled_depthwise(self, x: np.ndarray, out: np.ndarray) -> None:
         """The compiled depthwise kernel: int32 sums of centred products, skipping the padding (its share, the
@@ -187,7 +176,7 @@ class Conv2DInt8Kernel(Kernel):
         weight = self.centred.reshape(g.out_channels, g.wh.kernel, g.ww.kernel, 1)
         taps = np.ascontiguousarray(depthwise_taps(weight), np.int32)
         zsum = (zp * self.centred.sum(axis=1)).astype(np.int32)
-        scale, offset, lo, top = self.channel_params()
+        scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
         self.call = conv.depthwise_i8.bind(out.size * g.wh.kernel * g.ww.kernel, x, taps, zsum, np.int32(zp),
                                            scale, offset, np.int32(lo), top, out, g.wh.stride, g.ww.stride,
                                            g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)

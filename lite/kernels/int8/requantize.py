@@ -240,6 +240,11 @@ class Requantizer:
         return Requantizer(m0, n, int(zero_point), int(lo), int(hi), bias, scale, offset, exact,
                            bool(reach.max() >= 1 << 15))
 
+    def per_channel(self, channels: int) -> tuple[np.ndarray, np.ndarray, int, float]:
+        """The float form as the compiled kernels take it: (scale, offset) as float64 [channels], lo, hi - lo."""
+        scale, offset = (np.ascontiguousarray(np.broadcast_to(v, (channels,)), F64) for v in (self.scale, self.offset))
+        return scale, offset, self.lo, float(self.hi - self.lo)
+
     def along(self, layout: tuple[int, ...]) -> "Requantizer":
         """The same requantizer with its per-channel arrays reshaped to `layout` (e.g. channels first)."""
         def shaped(v):
