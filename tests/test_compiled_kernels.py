@@ -221,6 +221,68 @@ def test_compiled_depthwise_grads_read_new_weights_and_data_at_every_run() -> No
         assert grad_tests.rel(dx, want_x) < grad_tests.TOL and grad_tests.rel(dw, want_w) < grad_tests.TOL
 
 
+DENSE_CONV = [c for c in grad_tests.CONV if not c.startswith("depthwise")]
+CLIPS = ["relu", "relu6", "hard_tanh"]
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("name", DENSE_CONV)
+def test_dense_conv_input_grad_matches_autograd_on_both_paths(name: str, kernels: str) -> None:
+    with compiled.selection(kernels):
+        grad_tests.test_conv2d_grad_input_matches_autograd(name)
+        attrs, x, w, dy = grad_tests.conv_case(name)
+        kernel, _ = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)
+    columns = attrs.get("group", 1) == 1 and name != "pointwise"      # a 1x1 stride-1 conv's dx is one GEMM
+    assert kernel.compiled == (kernels == "compiled" and columns)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("name", [c for c in DENSE_CONV if c != "grouped" and not c.startswith("grouped_")])
+def test_compiled_col2im_adds_in_the_numpy_order(name: str) -> None:
+    """The compiled col2im adds the same products in the same order: equal bit for bit."""
+    attrs, x, w, dy = grad_tests.conv_case(name)
+    runs = {}
+    for kernels in ("numpy", "compiled"):
+        with compiled.selection(kernels):
+            (runs[kernels],) = grad_tests.run_op("Conv2DGradInput", [dy, w, x], 1, attrs)
+    np.testing.assert_array_equal(runs["compiled"], runs["numpy"])
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
+@pytest.mark.parametrize("name", grad_tests.POOL)
+def test_pooling_grad_matches_autograd_on_both_paths(name: str, ties: bool, kernels: str) -> None:
+    with compiled.selection(kernels):
+        grad_tests.test_pooling_grad_matches_autograd(name, ties)
+        shape, attrs = grad_tests.POOL[name]
+        x = grad_tests.f32(*shape)
+        y = grad_tests.torch_pool(attrs, grad_tests.torch.tensor(x)).numpy()
+        kernel, _ = grad_tests.compiled("PoolingGrad", [y, x, y], 1, attrs)
+    assert kernel.compiled == (kernels == "compiled" and not attrs.get("global_pool", False))
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("name", CLIPS)
+def test_clip_activation_grads_match_autograd_on_both_paths(name: str, kernels: str) -> None:
+    with compiled.selection(kernels):
+        grad_tests.test_activation_grad_matches_autograd(name)
+        grad_tests.test_activation_grad_at_the_kinks_follows_autograd(name)
+        x = grad_tests.f32(3, 4)
+        kernel, _ = grad_tests.compiled("ActivationGrad", [x, x], 1, grad_tests.ACTIVATIONS[name][0])
+    assert kernel.compiled == (kernels == "compiled")
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_compiled_relu_grad_passes_infinity_and_blocks_nan_like_autograd() -> None:
+    """x = inf passes dy; a NaN dy where x <= 0 is blocked (a select, not a product)."""
+    x = np.array([-np.inf, -1.0, 0.0, 2.0, np.inf, 0.0], np.float32)
+    dy = np.array([1.0, np.nan, 2.0, 3.0, 4.0, np.nan], np.float32)
+    want = grad_tests.autograd(grad_tests.F.relu, dy, x)[0].numpy()
+    with compiled.selection("compiled"):
+        (dx,) = grad_tests.run_op("ActivationGrad", [dy, x], 1, {"type": A.RELU})
+    np.testing.assert_array_equal(dx, want)
+
+
 OPTIMIZER_CASES = ([("Sgd", hp) for hp in basic_tests.SGD_CASES]
                    + [("ApplyMomentum", hp) for hp in (dict(momentum=0.9), dict(momentum=0.5, use_nesterov=True,
                                                                                    weight_decay=0.01))]

@@ -1,8 +1,10 @@
-"""Compiled gradients of the depthwise convolution (channel multiplier 1), NHWC, weights as [KH, KW, C].
+"""Compiled gradient kernels: the depthwise convolution's (channel multiplier 1, NHWC, weights as [KH, KW, C]),
+the dense convolution's col2im, pooling, clipping activations and the optimizers' updates.
 
-dx is gathered (each input row sums the output positions whose taps read it), so threads over (image, input
-row) never write the same element; dW runs one task per tap and sums each channel in float64 before rounding
-once, more exactly than a float32 reduction.
+Depthwise dx is gathered (each input row sums the output positions whose taps read it), so threads over (image,
+input row) never write the same element; dW runs one task per tap and sums each channel in float64 before
+rounding once, more exactly than a float32 reduction. col2im and pooling run one task per image, which owns its
+slice of dx.
 """
 from __future__ import annotations
 
@@ -62,6 +64,78 @@ def depthwise_dw(dy, x, dw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left)
                         acc[o] += dy[b, y, xo, o] * np.float64(x[b, iy, ix, o])
         for o in range(c):
             dw[i, j, o] = acc[o]
+
+
+@Compiled
+def col2im(blocks, dx, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left):  # pragma: no cover
+    """dx = the sum over taps of each tap's block [KH, KW, N, OH, OW, C] at the input positions it read, taps
+    in scan order from zero as the numpy kernel adds them (so both round alike); taps on padding are skipped."""
+    n, h, wd, c = dx.shape
+    kh, kw, _, oh, ow, _ = blocks.shape
+    for b in prange(n):
+        for iy in range(h):
+            for ix in range(wd):
+                for o in range(c):
+                    dx[b, iy, ix, o] = 0.0
+        for i in range(kh):
+            for j in range(kw):
+                offset = j * dil_w - pad_left
+                lo = 0 if offset >= 0 else (stride_w - 1 - offset) // stride_w
+                hi = min(ow, (wd - 1 - offset) // stride_w + 1)
+                for y in range(oh):
+                    iy = y * stride_h - pad_top + i * dil_h
+                    if iy < 0 or iy >= h:
+                        continue
+                    for xo in range(lo, hi):
+                        ix = xo * stride_w + offset
+                        for o in range(c):
+                            dx[b, iy, ix, o] += blocks[i, j, b, y, xo, o]
+
+
+@Compiled
+def pool_grad(dy, x, y, dx, scale, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left,
+              average):  # pragma: no cover
+    """Windowed PoolingGrad, NHWC: average adds dy * scale ([OH, OW], 1 / count) to every tap inside the input;
+    max routes dy to the first tap in scan order where x equals the pooled y (PyTorch's choice on ties)."""
+    n, h, wd, c = x.shape
+    _, oh, ow, _ = dy.shape
+    for b in prange(n):
+        share = np.empty(c, np.float32)
+        pending = np.empty(c, np.bool_)
+        for iy in range(h):
+            for ix in range(wd):
+                for o in range(c):
+                    dx[b, iy, ix, o] = 0.0
+        for yo in range(oh):
+            for xo in range(ow):
+                for o in range(c):
+                    share[o] = dy[b, yo, xo, o] * scale[yo, xo] if average else dy[b, yo, xo, o]
+                    pending[o] = True
+                for i in range(kh):
+                    iy = yo * stride_h - pad_top + i * dil_h
+                    if iy < 0 or iy >= h:
+                        continue
+                    for j in range(kw):
+                        ix = xo * stride_w - pad_left + j * dil_w
+                        if ix < 0 or ix >= wd:
+                            continue
+                        if average:
+                            for o in range(c):
+                                dx[b, iy, ix, o] += share[o]
+                            continue
+                        for o in range(c):
+                            if pending[o] and x[b, iy, ix, o] == y[b, yo, xo, o]:
+                                dx[b, iy, ix, o] += share[o]
+                                pending[o] = False
+
+
+@Compiled
+def passed_between(dy, x, dx, lo, hi):  # pragma: no cover
+    """The gradient of a clip to [lo, hi] on flattened arrays: dy where lo < x < hi, else 0; hi = inf is no
+    upper bound (ReLU passes x = inf)."""
+    for k in prange(x.size):
+        v = x[k]
+        dx[k] = dy[k] if v > lo and (v < hi or hi == np.inf) else np.float32(0.0)
 
 
 @Compiled
