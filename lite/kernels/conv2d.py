@@ -4,8 +4,9 @@ Three paths, each prebound in `bind` as a callable over fixed views, so a run on
 - `Im2colGemm`: windows copied once into im2col columns [G, M, KH*KW*Cg] (M = N*OH*OW), then one (batched)
   matmul against the weight viewed as [G, K, Cout/G]. A 1x1 stride-1 unpadded dense conv skips the copy: the
   NHWC input itself is the [M, C] matrix. Small-M products (late layers at batch 1) run as out^T = W @ cols^T.
-  With few input channels (a first layer) the columns are built transposed, [K, M], one copy per tap
-  (`tap_columns`): LeNet-5's first conv at batch 128 took 6.1 -> 3.0 ms.
+  When a window row is shorter than a SIMD vector (KW*C < 8 floats, a first layer) the columns are built
+  transposed, [K, M], one copy per tap (`tap_columns`): LeNet-5's first conv (KW*C = 5) at batch 128 took
+  6.0 -> 3.7 ms; the first convs of MobileNetV2 and ResNet (9 and 21 floats) gain nothing.
 - Winograd F(2x2, 3x3) (`_winograd`) for dense 3x3 stride-1 convs with a constant weight.
 - `DepthwiseBands` (group == C_in == C_out): KH*KW shifted multiply-adds, in bands of output rows whose input
   is padded into a cache-sized buffer, with per-tap weights pre-tiled along W so numpy runs each product as one
@@ -35,7 +36,7 @@ from lite.traits import declare
 BAND_ELEMENTS = 1 << 16   # depthwise output elements per band (~256 KiB of float32: stays in L2)
 WINOGRAD_MIN_CHANNELS = 16   # below this the 16 small GEMMs lose to one im2col GEMM
 SMALL_M = 128             # GEMMs with fewer output pixels run transposed (measured 5-25 % faster at M = 49)
-NARROW_CHANNELS = 4       # dense convs with at most this many input channels build their columns tap by tap
+SHORT_RUN = 8             # dense convs whose window rows (KW*C floats) are shorter build their columns by tap
 
 
 @dataclass
@@ -287,7 +288,7 @@ class Conv2DKernel(Kernel):
         self.direct = (g.group == 1 and g.wh.kernel == g.ww.kernel == 1 and g.wh.stride == g.ww.stride == 1
                        and not g.padded)
         self.transposed = not (self.depthwise or self.winograd) and g.group == 1 and g.rows < SMALL_M
-        self.narrow = (g.group == 1 and g.in_channels <= NARROW_CHANNELS
+        self.narrow = (g.group == 1 and g.ww.kernel * g.in_channels < SHORT_RUN
                        and not (self.direct or self.transposed or self.winograd))
         self.activation: Callable | None = activation_fn(self.attrs.activation)
         return [TensorSpec(g.out_shape, x.dtype)]

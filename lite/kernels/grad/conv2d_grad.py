@@ -32,11 +32,12 @@ from lite.kernels import compiled
 from lite.kernels._conv_math import (PadCopy, PadMode, Window, grouped_columns, make_window, padded_shape, patches,
                                      tap_columns)
 from lite.kernels._reduce_math import column_sums
-from lite.kernels.conv2d import NARROW_CHANNELS, Geometry, conv_geometry, depthwise_taps
+from lite.kernels.conv2d import Geometry, conv_geometry, depthwise_taps
 from lite.status import InvalidOpAttrError, NotSupportedError
 from schema import fb
 
 Index = tuple[slice, slice, slice]
+NARROW_CHANNELS = 4     # dW of a dense conv with at most this many input channels uses transposed columns
 
 
 @dataclass(frozen=True)
