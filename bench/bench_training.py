@@ -8,7 +8,8 @@ one fixed batch. Ours: the model converted with `converter.convert_for_training`
 `torch.set_num_threads(2)` and OMP_WAIT_POLICY=PASSIVE (set before torch loads, unless already set). Both start
 from the same weights, so their first-step losses must agree (printed as a check). Models: LeNet-5 (1x32x32,
 10 classes) at batch 32 and 128, MobileNetV2 at 3x32x32 (10 classes) at batch 32. Rounds are interleaved (each
-timed step follows an untimed one, `bench/harness.py`) and the table gives the median over rounds. The table is printed and written atomically to `bench/results/training.md`.
+timed step follows an untimed one, `bench/harness.py`) and the table gives the median over rounds. The table is
+printed and written atomically to `bench/results/training.md` (or `--out`).
 On a 2-core machine the numbers swing with any other load (OpenBLAS's worker threads suffer most from a busy
 core): the report ends with the load average before and after the rounds.
 """
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (median reported)")
     parser.add_argument("--cases", default="lenet5:32,lenet5:128,mobilenet_v2:32",
                         help=f"comma-separated model:batch, models from {','.join(ZOO)}")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the report")
     args = parser.parse_args(argv)
     try:
         wanted = [(name, int(batch)) for name, batch in (c.split(":") for c in args.cases.split(",") if c)]
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = [prepare(name, batch) for name, batch in wanted]
     load_before = os.getloadavg()[0]
     run_rounds(cases, args.rounds)
-    harness.write_report(RESULTS, table(cases, args.rounds), load_before, {"torch": torch.__version__})
+    harness.write_report(args.out, table(cases, args.rounds), load_before, {"torch": torch.__version__})
     return 0
 
 
