@@ -1,8 +1,8 @@
-"""The compiled int8 GEMM (lite/kernels/compiled/int8.py) and the numpy path of dense int8 Conv2D, bit for bit
+"""The compiled int8 kernels (lite/kernels/compiled/int8.py) and the numpy path of dense int8 Conv2D, bit for bit
 against the pure-integer reference of tests/test_int8_kernels.py: odd M, K and N (partial register tiles, odd
 K-pairs), per-channel and per-tensor scales, input/output/weight zero points, fused RELU/RELU6, K deep enough
 that the float32 path splits it, padded and strided windows (int8 im2col), the threaded form, and
-FullConnection, which runs the same GEMM."""
+FullConnection, which runs the same GEMM; and the Add/Mul table gather over every input pair."""
 from __future__ import annotations
 
 import importlib.util
@@ -16,7 +16,8 @@ from lite.kernels import compiled
 from lite.model import NodeDef
 from schema import attrs as op_attrs
 from schema import fb
-from tests.test_int8_kernels import act_params, qparams, ref_clamp, ref_conv, ref_requantize, weight_values
+from tests.test_int8_kernels import (act_params, qparams, ref_add, ref_clamp, ref_conv, ref_mul, ref_requantize,
+                                    weight_values)
 from tests.test_int8_kernels import test_full_connection_matches_integer_reference as full_connection_case
 
 A = fb.ActivationType
@@ -67,7 +68,7 @@ def conv_spec(case: tuple, seed: int, saturated: bool = False):
 def run_conv(inputs, attrs, out_params, kernels: str, threads: int = 1, op: str = "Conv2D"
              ) -> tuple[np.ndarray, Kernel]:
     """Compile and run one node on `kernels` (x is not a constant, so nothing folds)."""
-    node = NodeDef("node", op, op_attrs.build(op, attrs), [0, 1, 2], [3])
+    node = NodeDef("node", op, op_attrs.build(op, attrs), list(range(len(inputs))), [len(inputs)])
     specs = [TensorSpec(a.shape, a.dtype, a if i else None, p) for i, (a, p) in enumerate(inputs)]
     with compiled.selection(kernels, threads):
         kernel = select_kernel(node, specs)
@@ -123,3 +124,18 @@ def test_int8_full_connection_matches_integer_reference(rows: int, depth: int, o
     assert got.tolist() == want[0][0]
     with compiled.selection(kernels):
         full_connection_case(rows, depth, out, 8, A.RELU6)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("op, ref, activation", [("Add", ref_add, A.RELU), ("Mul", ref_mul, A.NO_ACTIVATION)])
+def test_int8_binary_of_one_shape_matches_integer_reference(op: str, ref, activation: int, kernels: str) -> None:
+    """Every (a, b) pair of int8 values once, as two [256, 256] tensors of one shape."""
+    rng = np.random.default_rng(23)
+    qa, qb, qy = (act_params(rng, 8)[:2] for _ in range(3))
+    grid = np.arange(-128, 128)
+    a, b = (v.astype(np.int8) for v in np.meshgrid(grid, grid, indexing="ij"))
+    got, kernel = run_conv([(a, qparams([qa[0]], [qa[1]])), (b, qparams([qb[0]], [qb[1]]))],
+                           dict(activation=activation), qparams([qy[0]], [qy[1]]), kernels, op=op)
+    assert kernel.compiled == (kernels == "compiled")
+    lo, hi = ref_clamp(activation, qy[0], qy[1], -128, 127)
+    assert got.ravel().tolist() == [ref(int(p), int(q), qa, qb, qy, lo, hi) for p, q in zip(a.ravel(), b.ravel())]

@@ -185,3 +185,10 @@ def bind(lhs: np.ndarray, weight: np.ndarray, requantize, out: np.ndarray):
     chunk, spans = tasks(rows, out.shape[1])
     return gemm_requantize.bind(rows * depth * out.shape[1] // 4, lhs, pack_weight(weight), pad_columns(scale),
                                 pad_columns(offset), np.int32(lo), top, out, chunk, spans)
+
+
+@Compiled
+def pair_table(a, b, table, out):  # pragma: no cover
+    """out[i] = table[256 * byte(a[i]) + byte(b[i])] over flat int8 arrays: the int8 Add/Mul gather in one pass."""
+    for i in prange(len(out)):
+        out[i] = table[(np.int32(a[i]) & 255) << 8 | (np.int32(b[i]) & 255)]
