@@ -2,7 +2,8 @@
 against the pure-integer reference of tests/test_int8_kernels.py: odd M, K and N (partial register tiles, odd
 K-pairs), per-channel and per-tensor scales, input/output/weight zero points, fused RELU/RELU6, K deep enough
 that the float32 path splits it, padded and strided windows (int8 im2col), the threaded form, and
-FullConnection, which runs the same GEMM; and the Add/Mul table gather over every input pair."""
+FullConnection, which runs the same GEMM; the Add/Mul table gather over every input pair; and the
+float32 -> integer quantize pass."""
 from __future__ import annotations
 
 import importlib.util
@@ -139,3 +140,31 @@ def test_int8_binary_of_one_shape_matches_integer_reference(op: str, ref, activa
     assert kernel.compiled == (kernels == "compiled")
     lo, hi = ref_clamp(activation, qy[0], qy[1], -128, 127)
     assert got.ravel().tolist() == [ref(int(p), int(q), qa, qb, qy, lo, hi) for p, q in zip(a.ravel(), b.ravel())]
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("dtype, dst_t", [(np.int8, 32), (np.uint8, 37), (np.int16, 33)])
+def test_quantize_matches_onnx_reference(dtype: type, dst_t: int, kernels: str) -> None:
+    """float32 -> integer QuantDTypeCast against onnx.reference's QuantizeLinear: ties (k + 1/2) * scale round
+    to even, values beyond the range saturate; infinities saturate and NaN becomes the low end."""
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(29)
+    info = np.iinfo(dtype)
+    scale, zp = np.float32(0.125), int(info.min) // 2 + int(info.max) // 2 + 3
+    ties = (rng.integers(-300, 300, 500) + 0.5).astype(np.float32) * scale
+    x = np.concatenate([ties, rng.uniform(-60, 60, 997).astype(np.float32) * scale * 8]).reshape(1, 3, 499)
+    params = qparams([scale], [zp], 8 * np.dtype(dtype).itemsize)
+    got, kernel = run_conv([(x, None)], dict(src_t=43, dst_t=dst_t), params, kernels, op="QuantDTypeCast")
+    assert kernel.compiled == (kernels == "compiled")
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
+    y_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", 1, x.shape)],
+                              [helper.make_tensor_value_info("y", y_type, x.shape)],
+                              [numpy_helper.from_array(np.array(scale), "s"),
+                               numpy_helper.from_array(np.array(zp, dtype), "z")])
+    want = ReferenceEvaluator(helper.make_model(graph)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
+    special = np.array([[[np.inf, -np.inf, np.nan]]], np.float32)
+    got, _ = run_conv([(special, None)], dict(src_t=43, dst_t=dst_t), params, kernels, op="QuantDTypeCast")
+    assert got.ravel().tolist() == [info.max, info.min, info.min]

@@ -192,3 +192,16 @@ def pair_table(a, b, table, out):  # pragma: no cover
     """out[i] = table[256 * byte(a[i]) + byte(b[i])] over flat int8 arrays: the int8 Add/Mul gather in one pass."""
     for i in prange(len(out)):
         out[i] = table[(np.int32(a[i]) & 255) << 8 | (np.int32(b[i]) & 255)]
+
+
+@Compiled
+def quantize(x, scale, zero_point, lo, hi, out):  # pragma: no cover
+    """out = clamp(rint(x / scale) + zp, lo, hi) over flat float32 x with one float32 scale and zero point, in
+    `quant_cast.quantize`'s float32 steps (rint halves to even; NaN becomes lo, as fmax gives)."""
+    for i in prange(len(out)):
+        q = np.rint(x[i] / scale) + zero_point
+        if not q >= lo:
+            q = lo
+        elif q > hi:
+            q = hi
+        out[i] = np.int32(q)
