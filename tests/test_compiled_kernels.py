@@ -207,12 +207,13 @@ def test_depthwise_conv_grads_match_autograd_on_both_paths(name: str, kernels: s
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
-def test_compiled_depthwise_grads_read_new_weights_and_data_at_every_run() -> None:
-    attrs, x, w, dy = grad_tests.conv_case("depthwise_stride2")
+@pytest.mark.parametrize("name", ["depthwise_stride2", "strided_asymmetric"])
+def test_compiled_conv_grads_read_new_weights_and_data_at_every_run(name: str) -> None:
+    attrs, x, w, dy = grad_tests.conv_case(name)
     with compiled.selection("compiled"):
         k_in, (dx,) = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)
         k_w, (dw,) = grad_tests.compiled("Conv2DGradFilter", [dy, x], 1, attrs)
-    assert k_in.compiled and k_w.compiled
+    assert k_in.compiled and k_w.compiled == name.startswith("depthwise")
     for _ in range(2):
         w[...], x[...], dy[...] = (grad_tests.f32(*a.shape) for a in (w, x, dy))
         k_in.run([dy, w, x], [dx])
@@ -232,20 +233,8 @@ def test_dense_conv_input_grad_matches_autograd_on_both_paths(name: str, kernels
         grad_tests.test_conv2d_grad_input_matches_autograd(name)
         attrs, x, w, dy = grad_tests.conv_case(name)
         kernel, _ = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)
-    columns = attrs.get("group", 1) == 1 and name != "pointwise"      # a 1x1 stride-1 conv's dx is one GEMM
+    columns = attrs.get("group", 1) == 1 and x.shape[3] < 8 and name != "pointwise"   # (1x1 stride 1: one GEMM)
     assert kernel.compiled == (kernels == "compiled" and columns)
-
-
-@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
-@pytest.mark.parametrize("name", [c for c in DENSE_CONV if c != "grouped" and not c.startswith("grouped_")])
-def test_compiled_col2im_adds_in_the_numpy_order(name: str) -> None:
-    """The compiled col2im adds the same products in the same order: equal bit for bit."""
-    attrs, x, w, dy = grad_tests.conv_case(name)
-    runs = {}
-    for kernels in ("numpy", "compiled"):
-        with compiled.selection(kernels):
-            (runs[kernels],) = grad_tests.run_op("Conv2DGradInput", [dy, w, x], 1, attrs)
-    np.testing.assert_array_equal(runs["compiled"], runs["numpy"])
 
 
 @pytest.mark.parametrize("kernels", PATHS)
