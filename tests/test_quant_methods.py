@@ -15,7 +15,7 @@ from converter.export import to_bytes
 from converter.passes.equalize import absorb_biases, absorption_pairs, equalize, pairs
 from converter.quant import QuantConfig, parse_config, quantize
 from converter.quant.adaround import Reconstruction, learn_rounding, patches
-from converter.quant.calibration import channel_ranges, load_calibration
+from converter.quant.calibration import channel_ranges, load_calibration, shared_ranges
 from converter.quant.debug import output_sqnr
 from converter.quant.mixed_precision import BudgetUnreachableError, relative_error
 from converter.quant.weights import channel_scales, dequantize_weight, quantize_weight, weight_range
@@ -247,3 +247,31 @@ def test_empty_calibration_folder_names_the_key(tmp_path):
         load_calibration(to_graph(chain_model()), cfg)
     with pytest.raises(ParamInvalidError, match="calibrate_path"):
         quantize(to_graph(chain_model()), QuantConfig(), [])
+
+
+# ---- ranges shared through same-quant ops -------------------------------------------------------------------------
+def test_same_quant_chains_share_the_widest_range():
+    """Conv -> Relu -> MaxPool -> Flatten -> Gemm: the max pool and the flatten reuse their input's int8
+    parameters, so the conv output's range must cover theirs (a clipping method set the pool's input below the
+    largest values the pool passes on); the Gemm's output keeps its own."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 1, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal((3, 16)).astype(np.float32), "fc")]
+    nodes = [helper.make_node("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc"], ["logits"], transB=1)]
+    graph = to_graph(helper.make_model(helper.make_graph(
+        nodes, "pool", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 3])], inits),
+        opset_imports=[helper.make_opsetid("", 13)]))
+    (conv,), (pool,) = graph.op_nodes("Conv2D"), graph.op_nodes("Pooling")
+    chain = [conv.outputs[0], pool.outputs[0]]
+    chain += [n.outputs[0] for n in graph.nodes if n.inputs and n.inputs[0] == pool.outputs[0]]
+    assert len(chain) == 3
+    ranges = dict(zip(chain, [(0.0, 4.0), (0.0, 5.0), (-1.0, 6.0)]))
+    ranges["input"], ranges["logits"] = (-2.0, 2.0), (-9.0, 9.0)
+    shared = shared_ranges(graph, ranges)
+    assert [shared[name] for name in chain] == [(-1.0, 6.0)] * 3
+    assert shared["input"] == (-2.0, 2.0) and shared["logits"] == (-9.0, 9.0)

@@ -11,7 +11,7 @@ from converter.export import to_bytes
 from converter.ir import Graph
 from converter.load import load_onnx, to_graph
 from converter.quant.bias_correction import correct_biases_if_better
-from converter.quant.calibration import calibrate, load_calibration
+from converter.quant.calibration import calibrate, load_calibration, shared_ranges
 from converter.quant.adaround import adaround_weights
 from converter.quant.config import (MIXED_BIT_WEIGHT_QUANT, POST_TRAINING, WEIGHT_QUANT, QuantConfig, load_config,
                                     parse_config)
@@ -56,7 +56,7 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
         equalize_for_quantization(graph, samples)
     float_graph = copy.deepcopy(split_activations(graph))
     observers = calibrate(float_graph, samples, config.method, config.activation_bits)
-    ranges = {k: o.range() for k, o in observers.items()}
+    ranges = shared_ranges(float_graph, {k: o.range() for k, o in observers.items()})
 
     def build(layer_bits: dict[str, int], target: Graph | None = None) -> Graph:
         return full_quantize(target or copy.deepcopy(float_graph), ranges, config.activation_bits,

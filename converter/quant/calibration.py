@@ -18,6 +18,7 @@ from converter.quant.config import QuantConfig
 from converter.quant.observers import Observer, make_observer
 from lite import Context, LiteSession, MSTensor
 from lite.status import ParamInvalidError
+from lite.traits import traits
 from schema import fb
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
@@ -168,6 +169,22 @@ def calibrate(graph: Graph, samples: list[dict[str, np.ndarray]], method: str, b
 
     run_samples(session_for(graph), samples, visit)
     return observers
+
+
+def shared_ranges(graph: Graph, ranges: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """`ranges` with the input of every same-quant op (pooling, reshape, pad, transpose) widened to cover its
+    output's range, up whole chains: in int8 the output reuses its input's parameters, so the input's range
+    decides both. A max pool passes on its input's largest values, the tail a clipping method weighs least in
+    the input's histogram: KL clipped LeNet-5's first ReLU at 4.21 where its max pool's own threshold is 5.57,
+    and the logit SQNR fell from 40 to 29 dB."""
+    out = dict(ranges)
+    for node in reversed(graph.topological()):
+        if not traits(node.op).same_quant or not node.inputs or not node.outputs:
+            continue
+        src, dst = node.inputs[0], node.outputs[0]
+        if src in out and dst in out:
+            out[src] = (min(out[src][0], out[dst][0]), max(out[src][1], out[dst][1]))
+    return out
 
 
 def channel_ranges(graph: Graph, samples: list[dict[str, np.ndarray]],
