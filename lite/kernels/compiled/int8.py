@@ -1,5 +1,6 @@
-"""Compiled int8 GEMM with the requantization fused: int8 rows [M, K] times a packed constant weight, written
-as int8 [M, N] with no float32 product in between (docs/quantization.md, "Arithmetic").
+"""Compiled int8 kernels: the GEMM of Conv2D and FullConnection with the requantization fused (int8 rows [M, K]
+times a packed constant weight, written as int8 [M, N] with no float32 product in between; docs/quantization.md,
+"Arithmetic"), and one-pass forms of the Add/Mul table gather and of float32 -> integer quantization.
 
 Products run as int16 pairs into int32 accumulators: for every k-pair the weight holds (w[2k, n], w[2k+1, n])
 side by side, each row's (x[2k], x[2k+1]) is broadcast, and `pair sum = x0 w0 + x1 w1` is the multiply-add of
@@ -171,7 +172,7 @@ def gemm_requantize(x, weight, scale, offset, lo, top, out, chunk, spans):  # pr
 def tasks(rows: int, cols: int) -> tuple[int, int]:
     """(rows per task, column spans) for `gemm_requantize`: chunks of about 8 tiles (the int16 rows of one stay
     in L1 beside a weight block), and for short M the columns cut too, so that there are at least 8 tasks."""
-    chunks = -(-rows // (8 * MR))
+    chunks = max(1, -(-rows // (8 * MR)))
     chunk = -(-(-(-rows // chunks)) // MR) * MR
     spans = max(1, min(-(-cols // NR), -(-8 // chunks)))
     return chunk, spans
