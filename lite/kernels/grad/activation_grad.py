@@ -3,8 +3,9 @@ PReLUGrad, which also gives the slope its gradient.
 
 Smooth derivatives write f'(x) into dx with whole-array numpy passes (no `np.where`), then dx *= dy; clipping
 activations multiply dy by a boolean mask of the open interval where they pass x through (1.5x faster than
-building a float 0/1 factor first), or, with the compiled kernels, select dy in one threaded pass. Values at the kinks follow PyTorch autograd: relu'(0) = 0, hardtanh and
-relu6 are 0 on their clip bounds, hardswish' is 0 and 1 at -3 and 3.
+building a float 0/1 factor first), or, with the compiled kernels, select dy in one threaded pass (2x faster
+on one thread, and a NaN dy where x is clipped gives 0, as in autograd). Values at the kinks follow PyTorch
+autograd: relu'(0) = 0, hardtanh and relu6 are 0 on their clip bounds, hardswish' is 0 and 1 at -3 and 3.
 """
 from __future__ import annotations
 
