@@ -45,7 +45,6 @@ class BinaryInt8Kernel(Kernel):
         self.compute(grid[:, None], grid[None, :], self.table)
         self.table = np.ascontiguousarray(np.roll(self.table, (-128, -128), axis=(0, 1))).ravel()  # by byte
         self.shape = shape
-
         self.compiled = a.shape == b.shape and compiled.enabled()        # one fused pass (`compiled.int8`)
         return [TensorSpec(shape, a.dtype)]
 

@@ -114,6 +114,7 @@ class QuantDTypeCastKernel(Kernel):
         return [TensorSpec(x.shape, out_dtype)]
 
     def bind(self, inputs, outputs, scratch) -> None:
+        super().bind(inputs, outputs, scratch)
         if self.compiled:
             from lite.kernels.compiled import int8
             lo, hi = (np.float32(v) for v in self.bounds)
