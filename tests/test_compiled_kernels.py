@@ -64,6 +64,18 @@ def test_conv_with_fused_relu6_matches_onnxruntime(case: str, kernels: str) -> N
 
 
 @pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("case", ["one_channel_5x5", "two_channels_strided_padded", "one_channel_dilated"])
+def test_narrow_conv_columns_match_onnxruntime_on_both_paths(case: str, kernels: str) -> None:
+    """Window rows under 8 floats: the columns are built tap by tap."""
+    x_shape, w_shape, attrs = CONV_CASES[case]
+    feeds = {"x": _array(x_shape)}
+    model = node_model("Conv", feeds, {"w": _array(w_shape), "b": _array(w_shape[:1])}, ["x", "w", "b"], **attrs)
+    s = session(model, kernels)
+    assert [step.kernel.narrow for step in s._plan.steps if step.node.op == "Conv2D"] == [True]
+    np.testing.assert_allclose(run_lite(s, feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("op", ["Sigmoid", "HardSwish"])
 def test_depthwise_conv_with_a_fused_activation_that_is_no_clamp(op: str, kernels: str) -> None:
     x_shape, w_shape, attrs = CONV_CASES["depthwise_stride2"]
@@ -235,6 +247,13 @@ def test_dense_conv_input_grad_matches_autograd_on_both_paths(name: str, kernels
         kernel, _ = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)
     columns = attrs.get("group", 1) == 1 and x.shape[3] < 8 and name != "pointwise"   # (1x1 stride 1: one GEMM)
     assert kernel.compiled == (kernels == "compiled" and columns)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("name", DENSE_CONV)
+def test_dense_conv_filter_grad_matches_autograd_on_both_paths(name: str, kernels: str) -> None:
+    with compiled.selection(kernels):
+        grad_tests.test_conv2d_grad_filter_matches_autograd(name)
 
 
 @pytest.mark.parametrize("kernels", PATHS)
