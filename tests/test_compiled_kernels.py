@@ -269,6 +269,20 @@ def test_pooling_grad_matches_autograd_on_both_paths(name: str, ties: bool, kern
     assert kernel.compiled == (kernels == "compiled" and not attrs.get("global_pool", False))
 
 
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_pooling_grad_of_strided_views_keeps_the_numpy_kernel() -> None:
+    """The compiled pass reads flat arrays: a non-contiguous input leaves the numpy kernel bound."""
+    shape, attrs = grad_tests.POOL["max_3x3_s2_p1"]
+    x = grad_tests.f32(*shape[:3], 2 * shape[3])[..., ::2]
+    y = grad_tests.torch_pool(attrs, grad_tests.torch.tensor(x)).numpy()
+    dy = grad_tests.f32(*y.shape)
+    with compiled.selection("compiled"):
+        kernel, (dx,) = grad_tests.compiled("PoolingGrad", [dy, x, y], 1, attrs)
+    kernel.run([dy, x, y], [dx])
+    assert not kernel.compiled
+    assert grad_tests.rel(dx, grad_tests.autograd(lambda t: grad_tests.torch_pool(attrs, t), dy, x)[0]) < grad_tests.TOL
+
+
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("name", CLIPS)
 def test_clip_activation_grads_match_autograd_on_both_paths(name: str, kernels: str) -> None:

@@ -58,14 +58,14 @@ class PoolingGradKernel(Kernel):
             self.out_shape = (n, self.wh.out, self.ww.out, c)
             self.taps = data_taps(self.wh, self.ww)
             self.overlap = self.wh.span > self.wh.stride or self.ww.span > self.ww.stride
-            self.compiled = compiled.enabled()
+            self.use_compiled = compiled.enabled()      # and, at bind, contiguous arrays (read flat)
         if dy.shape != self.out_shape or y.shape != self.out_shape:
             raise self.error(f"dy {list(dy.shape)} and y {list(y.shape)} must have the pooled shape "
                              f"{list(self.out_shape)}")
         return [TensorSpec(x.shape, dy.dtype)]
 
     def scratch(self) -> list[TensorSpec]:
-        if self.attrs.global_pool or self.compiled:
+        if self.attrs.global_pool:
             return []
         f32 = TensorSpec(self.out_shape, np.dtype(np.float32))
         flags = TensorSpec(self.out_shape, np.dtype(np.bool_))
@@ -78,6 +78,7 @@ class PoolingGradKernel(Kernel):
             return
         self.work = list(scratch)
         self.scale = reciprocal_counts(self.wh, self.ww, self.attrs.count_include_pad) if self.average else None
+        self.compiled = self.use_compiled and all(a.flags.c_contiguous for a in (*inputs[:3], outputs[0]))
         if self.compiled:
             from lite.kernels.compiled import grad
             wh, ww = self.wh, self.ww
