@@ -1,7 +1,7 @@
 """The compiled int8 kernels (lite/kernels/compiled/int8.py) and the numpy path of dense int8 Conv2D, bit for bit
 against the pure-integer reference of tests/test_int8_kernels.py: odd M, K and N (partial register tiles, odd
 K-pairs), per-channel and per-tensor scales, input/output/weight zero points, fused RELU/RELU6, K deep enough
-that the float32 path splits it, padded and strided windows (int8 im2col), the threaded form, and
+that the float32 path splits it, padded, strided and dilated windows (int8 im2col), the threaded form, and
 FullConnection, which runs the same GEMM; the Add/Mul table gather over every input pair; and the
 float32 -> integer quantize pass."""
 from __future__ import annotations
@@ -97,6 +97,23 @@ def test_int8_conv_gemm_with_depth_the_float_path_splits(kernels: str) -> None:
     got, kernel = run_conv(inputs, attrs, out, kernels)
     assert len(exact_ranges(kernel.centred.T, 128)) == 3
     assert kernel.compiled_gemm == (kernels == "compiled")
+    assert got.tolist() == want
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+def test_dilated_int8_conv_matches_integer_reference(kernels: str) -> None:
+    """A 3x3 window at dilation 2, stride 2, pad 2: the reference is the 5x5 convolution whose weight has zeros
+    between the taps."""
+    inputs, attrs, out, _ = conv_spec((1, 11, 10, 6, 21, 3, 2, 2, 8, True, False, A.RELU), 31)
+    (x, qx), (wt, qw), (bias, _) = inputs
+    spread = np.zeros((21, 5, 5, 6), np.int64)
+    spread[:, ::2, ::2] = wt
+    got, kernel = run_conv(inputs, dict(attrs, dilation_h=2, dilation_w=2), out, kernels)
+    assert kernel.compiled_gemm == (kernels == "compiled")
+    s_x, zp_x, s_y, zp_y = qx[0].scale, qx[0].zeroPoint, out[0].scale, out[0].zeroPoint
+    lo, hi = ref_clamp(A.RELU, s_y, zp_y, -128, 127)
+    want = [[[[ref_requantize(v, s_x * qw[q].scale / s_y, zp_y, lo, hi) for q, v in enumerate(px)] for px in row]
+             for row in img] for img in ref_conv(x, spread, bias.tolist(), zp_x, 2, 2, 1)]
     assert got.tolist() == want
 
 
