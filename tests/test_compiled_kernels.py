@@ -284,6 +284,17 @@ def test_pooling_grad_of_strided_views_keeps_the_numpy_kernel() -> None:
 
 
 @pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("layout", grad_tests.BN_LAYOUTS)
+def test_batchnorm_grad_matches_autograd_on_both_paths(layout: str, kernels: str) -> None:
+    with compiled.selection(kernels):
+        grad_tests.test_batchnorm_grad_matches_autograd(layout)
+        shape, axis = grad_tests.BN_LAYOUTS[layout]
+        kernel, _ = grad_tests.compiled("BatchNormGrad", [grad_tests.f32(*shape), grad_tests.f32(*shape),
+                                                          *grad_tests.bn_params(shape[axis])[:3]], 3, dict(axis=axis))
+    assert kernel.compiled == (kernels == "compiled" and axis == len(shape) - 1)   # channels last
+
+
+@pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("name", CLIPS)
 def test_clip_activation_grads_match_autograd_on_both_paths(name: str, kernels: str) -> None:
     with compiled.selection(kernels):

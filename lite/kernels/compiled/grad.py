@@ -1,5 +1,6 @@
 """Compiled gradient kernels: the depthwise convolution's (channel multiplier 1, NHWC, weights as [KH, KW, C]),
-the dense convolution's col2im, pooling, clipping activations and the optimizers' updates.
+the dense convolution's col2im, pooling, clipping activations, channels-last BatchNorm and the optimizers'
+updates.
 
 Depthwise dx is gathered (each input row sums the output positions whose taps read it), so threads over (image,
 input row) never write the same element; dW runs one task per tap and sums each channel in float64 before
@@ -154,6 +155,46 @@ def passed_between(dy, x, dx, lo, hi):  # pragma: no cover
     for k in prange(x.size):
         v = x[k]
         dx[k] = dy[k] if v > lo and (v < hi or hi == np.inf) else np.float32(0.0)
+
+
+@Compiled
+def batchnorm_grad(dy, x, scale, mean, invstd, dx, dscale, dbias, parts):  # pragma: no cover
+    """BatchNormGrad over channels-last [M, C] arrays in two passes (numpy takes seven): the per-channel sums
+    of dy and dy * (x - mean) in float64, over a fixed number of row blocks (`parts` [P, 2, C]: P partial sums,
+    so the result does not depend on the thread count), then dx = k dy - ((x - mean) a + b) with k, a, b per
+    channel as in the numpy kernel."""
+    m, c = x.shape
+    blocks = parts.shape[0]
+    dy1, x1, dx1 = dy.reshape(-1), x.reshape(-1), dx.reshape(-1)
+    u, channels = np.uint64, np.uint64(c)
+    for p in prange(blocks):
+        total, dot = parts[p, 0], parts[p, 1]
+        for k in range(c):
+            total[k] = 0.0
+            dot[k] = 0.0
+        for r in range(u(p * m // blocks), u((p + 1) * m // blocks)):
+            base = r * channels
+            for k in range(channels):
+                g = np.float64(dy1[base + k])
+                total[k] += g
+                dot[k] += g * (np.float64(x1[base + k]) - mean[k])
+    k_dy = np.empty(c, np.float32)
+    k_centred = np.empty(c, np.float32)
+    shift = np.empty(c, np.float32)
+    for k in range(c):
+        total, dot = 0.0, 0.0
+        for p in range(blocks):
+            total += parts[p, 0, k]
+            dot += parts[p, 1, k]
+        dbias[k] = total
+        dscale[k] = dot * invstd[k]
+        k_dy[k] = scale[k] * invstd[k]
+        k_centred[k] = k_dy[k] * invstd[k] * dscale[k] / m
+        shift[k] = k_dy[k] * dbias[k] / m
+    for r in prange(m):
+        base = u(r) * channels
+        for k in range(channels):
+            dx1[base + k] = k_dy[k] * dy1[base + k] - ((x1[base + k] - mean[k]) * k_centred[k] + shift[k])
 
 
 @Compiled
