@@ -7,7 +7,8 @@ Both walk the kernel taps clipped to the data region (`data_taps`), so padding a
   input the window read.
 When windows do not overlap (stride >= dilated extent) each input has one window, so taps write dx directly.
 With the compiled kernels a windowed gradient is one threaded pass over the windows (`compiled.grad.pool_grad`,
-same routing): LeNet-5's first pooling gradient at batch 128 took 1.2 -> 0.3 ms.
+same routing), on one thread: a 3x3 stride-2 max pool over 64 channels 20.5 -> 3.0 ms, LeNet-5's 2x2 average
+at batch 128 1.7 -> 1.3 ms.
 """
 from __future__ import annotations
 
