@@ -194,6 +194,8 @@ def patches(xp: np.ndarray, wh: Window, ww: Window) -> np.ndarray:
     sn, sh, sw, sc = xp.strides
     return as_strided(xp, (n, wh.out, ww.out, wh.kernel, ww.kernel, c),
                       (sn, sh * wh.stride, sw * ww.stride, sh * wh.dilation, sw * ww.dilation, sc), writeable=False)
+
+
 def tap_columns(xp: np.ndarray, wh: Window, ww: Window, columns: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """(destination, source) pairs for `np.copyto` that fill `columns` [KH*KW*C, N*OH*OW] — the im2col columns
     of padded NHWC `xp` transposed, rows in (kh, kw, c) order — with one copy of whole [N, OH, OW] planes per tap.
