@@ -119,10 +119,13 @@ def test_unsqueeze(opset, axes):
     assert_like_ort(m, {"x": random([2, 3])})
 
 
-@pytest.mark.parametrize("perm", [None, [0, 2, 3, 1], [3, 1, 0, 2]])
-def test_transpose(perm):
-    m = unary("Transpose", 13, [2, 3, 4, 5], **({"perm": perm} if perm else {}))
-    assert_like_ort(m, {"x": random([2, 3, 4, 5])})
+@pytest.mark.parametrize("shape, perm", [([2, 3, 4, 5], None), ([2, 3, 4, 5], [0, 2, 3, 1]),
+                                         ([2, 3, 4, 5], [3, 1, 0, 2]), ([2, 3, 12, 16], [0, 3, 1, 2]),
+                                         ([2, 9, 5, 7], [0, 2, 3, 1]), ([4, 1, 3], [1, 2, 0])])
+def test_transpose(shape, perm):
+    """Short innermost output axes (copied index by index) and long ones (one copy)."""
+    m = unary("Transpose", 13, shape, **({"perm": perm} if perm else {}))
+    assert_like_ort(m, {"x": random(shape)})
 
 
 # ---- Concat, Split, Slice, Gather ------------------------------------------------------------------------------
