@@ -88,6 +88,65 @@ def test_depthwise_conv_with_a_fused_activation_that_is_no_clamp(op: str, kernel
     np.testing.assert_allclose(run_lite(s, feeds)["z"], run_ort(model, feeds)["z"], rtol=1e-5, atol=1e-5)
 
 
+DENSE = {   # output channels across whole, 8-wide and ragged last column blocks; rows across whole tiles
+    "pointwise_24_channels": ((1, 8, 7, 5), (24, 8, 1, 1), {}),
+    "pointwise_17_channels_small_m": ((1, 33, 3, 4), (17, 33, 1, 1), {}),
+    "strided_padded_5_channels": ((2, 3, 13, 11), (5, 3, 3, 3), dict(strides=[2, 2], pads=[1, 0, 2, 1])),
+    "deep_k_dilated": ((1, 64, 9, 9), (40, 64, 3, 3), dict(dilations=[2, 2], pads=[2, 2, 2, 2])),
+}
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("case", DENSE)
+def test_dense_conv_gemm_matches_onnxruntime_on_both_paths(case: str, bias: bool, kernels: str) -> None:
+    """Dense convs with a constant weight run the compiled GEMM (bias and RELU6 fused) on the compiled path."""
+    x_shape, w_shape, attrs = DENSE[case]
+    feeds = {"x": _array(x_shape) * 3}
+    consts = {"w": _array(w_shape), **({"b": _array(w_shape[:1])} if bias else {})}
+    model = node_model("Conv", feeds, consts, ["x", *consts], **attrs)
+    model.graph.node.append(helper.make_node("Clip", ["y", "lo", "hi"], ["z"]))
+    model.graph.initializer.extend([numpy_helper.from_array(np.float32(0), "lo"),
+                                    numpy_helper.from_array(np.float32(6), "hi")])
+    model.graph.output[0].name = "z"
+    s = session(model, kernels, threads=2)
+    assert [st.kernel.compiled_gemm for st in s._plan.steps if st.node.op == "Conv2D"] == [kernels == "compiled"]
+    np.testing.assert_allclose(run_lite(s, feeds)["z"], run_ort(model, feeds)["z"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("op", ["Sigmoid", "HardSwish"])
+def test_dense_conv_gemm_with_an_activation_that_is_no_clamp(op: str) -> None:
+    x_shape, w_shape, attrs = DENSE["strided_padded_5_channels"]
+    feeds = {"x": _array(x_shape)}
+    model = node_model("Conv", feeds, {"w": _array(w_shape), "b": _array(w_shape[:1])}, ["x", "w", "b"], opset=14,
+                       **attrs)
+    model.graph.node.append(helper.make_node(op, ["y"], ["z"]))
+    model.graph.output[0].name = "z"
+    s = session(model, "compiled")
+    assert [st.kernel.compiled_gemm for st in s._plan.steps if st.node.op == "Conv2D"] == [True]
+    np.testing.assert_allclose(run_lite(s, feeds)["z"], run_ort(model, feeds)["z"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("rows, depth, cols", [(1, 1, 1), (6, 7, 16), (13, 40, 8), (49, 300, 24), (100, 5, 33)])
+def test_compiled_gemm_matches_float64_products_and_keeps_nan(rows: int, depth: int, cols: int) -> None:
+    """`compiled.gemm` against float64 numpy (one rounding per product and sum), through every tile form; a NaN
+    input stays NaN through the clamp, as np.clip leaves it."""
+    from lite.kernels.compiled import gemm
+    rng = np.random.default_rng(rows * depth + cols)
+    x = rng.standard_normal((rows, depth)).astype(np.float32)
+    w = rng.standard_normal((depth, cols)).astype(np.float32)
+    b = rng.standard_normal(cols).astype(np.float32)
+    x[0, 0] = np.nan
+    out = np.full((rows, cols), -7.0, np.float32)
+    with compiled.selection("compiled", 2):
+        gemm.bind(x, w, b, (-1.0, 2.0), out)()
+    want = np.clip(x.astype(np.float64) @ w.astype(np.float64) + b, -1.0, 2.0)
+    assert np.isnan(out[0]).all() and np.isnan(want[0]).all()
+    np.testing.assert_allclose(out[1:], want[1:], rtol=0, atol=1e-5 * max(1.0, depth ** 0.5))
+
+
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 @pytest.mark.parametrize("case", DEPTHWISE)
 def test_compiled_and_numpy_conv_agree_within_rounding(case: str) -> None:
