@@ -16,7 +16,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
-import lite  # noqa: F401  (registers every kernel and its traits)
 from converter.frontends.onnx import rules as _onnx_rules  # noqa: F401  (registers every importer rule)
 from converter.frontends.onnx.registry import IMPORTERS
 from converter.frontends.tflite import importer as tflite_importer

@@ -1,5 +1,4 @@
 """The runtime: load a `.ms` model and run it with the MindSpore Lite session API (numpy + flatbuffers only)."""
-from lite import kernels  # noqa: F401  (registers every kernel and declares its op's traits)
 from lite.context import Context, CpuBindMode, CpuDeviceInfo, DeviceContext, DeviceType, GpuDeviceInfo, NpuDeviceInfo
 from lite.dtypes import DataType
 from lite.dump import Dump

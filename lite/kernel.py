@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from lite import dtypes
+from lite import dtypes, kernels
 from lite.model import NodeDef
 from lite.status import InferInvalidError, InferShapeError, LiteError, NotSupportedError
 
@@ -121,12 +121,22 @@ def register(op: str, *type_ids: int, quantized: bool = False) -> Callable[[type
 
 
 def registered() -> dict[tuple[str, int, bool], type[Kernel]]:
-    """Every kernel by (op, data type or ANY, quantized): for the op table and its tests."""
+    """Every kernel by (op, data type or ANY, quantized), every kernel module imported: for the op table and its
+    tests."""
+    kernels.load_all()
     return dict(_REGISTRY)
 
 
+def kernels_of(op: str) -> dict[tuple[int, bool], type[Kernel]]:
+    """The kernels of `op` by (data type or ANY, quantized), importing only its modules."""
+    kernels.load(op)
+    return {(t, q): cls for (name, t, q), cls in _REGISTRY.items() if name == op}
+
+
 def kernel_for(op: str, type_id: int, quantized: bool = False) -> type[Kernel] | None:
-    """The kernel class for `op` on inputs of `type_id` (quantized or not), wildcard kernels included."""
+    """The kernel class for `op` on inputs of `type_id` (quantized or not), wildcard kernels included; the first
+    lookup of an op imports its kernel modules (`lite.kernels.load`)."""
+    kernels.load(op)
     keys = [(op, type_id, quantized), (op, ANY, quantized)]
     if quantized:
         keys += [(op, type_id, False), (op, ANY, False)]    # ops indifferent to quantization (Shape, ...)
@@ -265,8 +275,7 @@ def create_kernel(node: NodeDef, input_type: int, quantized: bool = False) -> Ke
         if wide is not None:
             return Float32Compute(wide(node), dtypes.to_numpy(input_type))
     if cls is None:
-        have = sorted({dtypes.type_name(t) + (" (quantized)" if q else "")
-                       for (op, t, q) in _REGISTRY if op == node.op})
+        have = sorted({dtypes.type_name(t) + (" (quantized)" if q else "") for (t, q) in kernels_of(node.op)})
         detail = f"kernels exist for {', '.join(have)}" if have else "no kernel exists for this op"
         raise NotSupportedError(f"no {dtypes.type_name(input_type)} kernel for {node.op} node '{node.name}' "
                                 f"({detail})")

@@ -9,12 +9,15 @@ A kernel module declares its op's traits next to its `@register`:
 and generic code asks `traits(op)` instead of testing op names. An op without a declaration gets the defaults
 (`OpTraits()`): no weight, no fusion, layout-bound, the same graph in training as in inference. Every field is
 about the op, not a data type; what differs per kernel (in-place, foldable) stays a `Kernel` class flag.
-Declarations take effect on `import lite` (which imports every kernel module).
+A module's declarations take effect when it is imported, which `traits(op)` does first (`lite.kernels.load`):
+nothing has to import every kernel module before asking.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Any
+
+from lite import kernels
 
 # Layout kinds: how an op meets a Transpose of its input (the to_nhwc pass)
 BOUND = "bound"                # needs its input in the layout it was written for; transposes stay around it
@@ -115,12 +118,14 @@ def declare(*ops: str, **fields_: Any) -> OpTraits:
 
 
 def traits(op: str) -> OpTraits:
-    """The traits of `op`; the defaults when it declares none."""
+    """The traits of `op` (importing its kernel modules on first lookup); the defaults when it declares none."""
+    kernels.load(op)
     return _DECLARED.get(op, DEFAULT)
 
 
 def declared() -> dict[str, OpTraits]:
-    """Every declaration, by op name (for the op table and its tests)."""
+    """Every declaration, by op name, every kernel module imported (for the op table and its tests)."""
+    kernels.load_all()
     return dict(_DECLARED)
 
 

@@ -1,13 +1,12 @@
 """Op traits: every declaration belongs to an op with a kernel, and refers to inputs the op has."""
 import pytest
 
-import lite  # noqa: F401  (registers every kernel and its traits)
-from lite import kernel as kernel_registry
+from lite.kernel import registered
 from lite.traits import DEFAULT, Layout, OpTraits, TrainMode, declared, traits
 
 
 def _registered_ops() -> set[str]:
-    return {op for op, _, _ in kernel_registry._REGISTRY}
+    return {op for op, _, _ in registered()}
 
 
 def test_every_declared_op_has_a_kernel():

@@ -1,3 +1,2 @@
 """Control flow: If, Loop and Scan run subgraphs of the model (their bodies), each compiled by the graph compiler
 and planned like the main graph (`body.Body`)."""
-from lite.kernels.control_flow import if_op, loop, scan  # noqa: F401

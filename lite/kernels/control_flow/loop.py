@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from lite.compiler import check_memory
-from lite.kernel import TensorSpec, register, registered
+from lite.kernel import TensorSpec, kernels_of, register
 from lite.model import SubGraphDef
 from lite.rewrites import forwards
 from lite.kernels.control_flow.body import ControlFlowKernel, same_specs, spec_of
@@ -34,7 +34,7 @@ _CONDITION = TensorSpec((), np.dtype(np.bool_))
 
 def _varies(op: str) -> bool:
     """Whether the op's results may differ between runs on the same inputs (random draws: unfoldable kernels)."""
-    return any(not cls.foldable for (name, _, _), cls in registered().items() if name == op)
+    return any(not cls.foldable for cls in kernels_of(op).values())
 
 
 def condition_repeats(sub: SubGraphDef, carried: int) -> bool:

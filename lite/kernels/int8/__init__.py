@@ -1,3 +1,2 @@
-"""int8 kernels of fully quantized models (docs/quantization.md); importing this package registers them."""
-from lite.kernels.int8 import (activation, arithmetic, conv2d, full_connection, pooling, quant_cast,  # noqa: F401
-                               shape_ops)
+"""int8 kernels of fully quantized models (docs/quantization.md), one module per op family; `lite.kernels.MODULES`
+imports each when its op is looked up."""
