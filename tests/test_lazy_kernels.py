@@ -1,9 +1,11 @@
 """Kernel modules load on demand: `import lite` imports none of them (nor numba), a session imports only the
-modules of its graph's ops, and `lite.kernels.MODULES` names exactly what each module registers and declares.
+modules of its graph's ops, `lite.kernels.MODULES` names exactly what each module registers and declares, and
+numba starts without the packages no compiled kernel needs.
 Each check runs in a fresh interpreter, whose imports this process's earlier tests cannot have made."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ import lite
 from converter import convert
 from lite.kernel import create_kernel, kernels_of
 from lite.kernels import MODULES
+from lite.kernels.compiled import ENV
 from lite.model import Model
 from lite.status import NotSupportedError
 from tests.util import small_cnn
@@ -22,8 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _fresh(code: str) -> object:
-    """What `code` prints (one JSON value) when run in a new interpreter at the repository root."""
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    """What `code` prints (one JSON value) when run in a new interpreter at the repository root (the kernel family
+    is the code's choice, not `MSLITE_KERNELS`')."""
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            check=True)
     return json.loads(result.stdout)
 
 
@@ -82,3 +88,16 @@ def test_an_op_without_a_kernel_is_refused_by_name_and_node() -> None:
     node = lite.model.NodeDef("model/grid", "NoSuchOp", None, [0], [1])
     with pytest.raises(NotSupportedError, match="NoSuchOp node 'model/grid' .*no kernel exists for this op"):
         create_kernel(node, lite.DataType.FLOAT32)
+
+
+def test_numba_starts_without_the_packages_no_compiled_kernel_needs(tmp_path: Path) -> None:
+    pytest.importorskip("numba")
+    path = tmp_path / "small_cnn.ms"
+    path.write_bytes(convert(small_cnn()))
+    code = ("import json, sys, lite\n"
+            "from lite.kernels import compiled\n"
+            "s = lite.LiteSession.CreateSession(lite.Context(kernels='compiled'))\n"
+            f"s.CompileGraph(lite.Model.Load({str(path)!r}))\n"
+            "hidden = [name for name in compiled.UNUSED_BY_NUMBA if name in sys.modules]\n"
+            "print(json.dumps([compiled.loaded() is not None, hidden]))")
+    assert _fresh(code) == [True, []]

@@ -67,21 +67,26 @@ def requested() -> str:
     return check_mode(env) if env else _mode.get()[0]
 
 
+# Packages numba imports while it initialises that no compiled kernel here needs: scipy.linalg (only to decide
+# whether its np.correlate/np.convolve may call BLAS; they fall back to a plain loop), half of numba's start-up
+# (0.9 -> 0.45 s of CPU before the first cached kernel loads), and cffi with its C parser (only to type cffi
+# functions passed to compiled code), 0.04 s more.
+UNUSED_BY_NUMBA = ("scipy", "cffi")
+
+
 @contextlib.contextmanager
-def _scipy_unseen() -> Iterator[None]:
-    """Hide scipy while numba initialises, unless it is imported already. numba's set-up imports scipy.linalg
-    only to decide whether its np.correlate/np.convolve may call BLAS (they fall back to a plain loop; no kernel
-    here uses them), and that import was half of numba's start-up: 0.9 -> 0.45 s of CPU before the first
-    cached kernel loads. Later imports of scipy are unaffected."""
-    if "scipy" in sys.modules:
-        yield
-        return
-    sys.modules["scipy"] = None       # type: ignore[assignment]  # `import scipy...` now raises ImportError
+def _unseen(names: tuple[str, ...]) -> Iterator[None]:
+    """Hide the packages `names` that are not imported yet: `import name...` raises ImportError inside the block.
+    Later imports of them are unaffected."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None       # type: ignore[assignment]
     try:
         yield
     finally:
-        if sys.modules.get("scipy", 0) is None:
-            del sys.modules["scipy"]
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
 
 
 def _load() -> Any:
@@ -94,7 +99,7 @@ def _load() -> Any:
             return _numba
         start = time.perf_counter()
         try:
-            with _scipy_unseen():
+            with _unseen(UNUSED_BY_NUMBA):
                 _numba = _initialised()
         finally:
             _jit_seconds += time.perf_counter() - start
