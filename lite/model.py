@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from lite import dtypes
+from lite import dtypes, gc_pause
 from lite.protect import unwrap
 from lite.rewrites import topological_order
 from lite.status import GraphFileError, LiteError, NotSupportedError
@@ -91,13 +91,14 @@ class Model:
                 raise GraphFileError(f"size {size} does not fit the {len(view)}-byte buffer")
             view = view[:size]
         view = unwrap(view, dec_key)
-        verify_buffer(view)
-        try:
-            return _read(view)
-        except LiteError:
-            raise
-        except (ValueError, TypeError, IndexError, UnicodeDecodeError, OverflowError) as e:
-            raise GraphFileError(f"model buffer is inconsistent: {e}") from e
+        with gc_pause.paused():
+            verify_buffer(view)
+            try:
+                return _read(view)
+            except LiteError:
+                raise
+            except (ValueError, TypeError, IndexError, UnicodeDecodeError, OverflowError) as e:
+                raise GraphFileError(f"model buffer is inconsistent: {e}") from e
 
     @staticmethod
     def Load(path: str | os.PathLike, dec_key: str | bytes | None = None) -> "Model":

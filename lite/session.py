@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
-from lite import dtypes
+from lite import dtypes, gc_pause
 from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
 from lite.kernel import float16_compute
@@ -96,7 +96,8 @@ class LiteSession:
 
     def _compile(self, shapes: dict[int, tuple[int, ...]]) -> None:
         start = jit_seconds()
-        with selection(self.context.kernels, self.context.thread_num), float16_compute(self.float16):
+        with selection(self.context.kernels, self.context.thread_num), float16_compute(self.float16), \
+                gc_pause.paused():
             plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None)
         self.jit_seconds = jit_seconds() - start
         self._plan = plan

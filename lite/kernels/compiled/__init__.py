@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from lite import gc_pause
 from lite.status import NotSupportedError, ParamInvalidError
 
 # OpenMP workers that spin after a parallel region (libgomp's default, read when the library loads) take the cores
@@ -99,7 +100,7 @@ def _load() -> Any:
             return _numba
         start = time.perf_counter()
         try:
-            with _unseen(UNUSED_BY_NUMBA):
+            with _unseen(UNUSED_BY_NUMBA), gc_pause.paused():
                 _numba = _initialised()
         finally:
             _jit_seconds += time.perf_counter() - start
