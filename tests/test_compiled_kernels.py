@@ -140,11 +140,31 @@ def test_compiled_gemm_matches_float64_products_and_keeps_nan(rows: int, depth: 
     b = rng.standard_normal(cols).astype(np.float32)
     x[0, 0] = np.nan
     out = np.full((rows, cols), -7.0, np.float32)
+    packed, copies = gemm.packing(w)
+    for dst, src in copies:
+        np.copyto(dst, src)
     with compiled.selection("compiled", 2):
-        gemm.bind(x, w, b, (-1.0, 2.0), out)()
+        gemm.bind(x, packed, gemm.padded_bias(b, cols), (-1.0, 2.0), out)()
     want = np.clip(x.astype(np.float64) @ w.astype(np.float64) + b, -1.0, 2.0)
     assert np.isnan(out[0]).all() and np.isnan(want[0]).all()
     np.testing.assert_allclose(out[1:], want[1:], rtol=0, atol=1e-5 * max(1.0, depth ** 0.5))
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_compiled_gemm_sums_long_products_as_accurately_as_blas() -> None:
+    """K = 4608 positive products: partial sums of 256 keep the error at BLAS's level (3.1e-7 against 3.6e-7
+    of the result's range); one running sum over all K reached 4.2e-6."""
+    from lite.kernels.compiled import gemm
+    rng = np.random.default_rng(0)
+    x, w = rng.random((196, 4608)).astype(np.float32), rng.random((4608, 64)).astype(np.float32)
+    packed, copies = gemm.packing(w)
+    for dst, src in copies:
+        np.copyto(dst, src)
+    out = np.empty((196, 64), np.float32)
+    with compiled.selection("compiled", 1):
+        gemm.bind(x, packed, gemm.padded_bias(None, 64), (-np.inf, np.inf), out)()
+    exact = x.astype(np.float64) @ w.astype(np.float64)
+    assert np.abs(out - exact).max() / np.abs(exact).max() < 1e-6
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")

@@ -179,8 +179,11 @@ class CompiledGemm:
             lhs = work.pop(0)
             columns = [grouped_columns(source[0], g.wh, g.ww, 1, lhs)]
             lhs = lhs[0]
+        packed, copies = gemm.packing(w.reshape(g.out_channels, g.depth).T)
+        for dst, src in copies:
+            np.copyto(dst, src)
         bounds = clamp_bounds(kind)
-        call = gemm.bind(lhs, w.reshape(g.out_channels, g.depth).T, bias, bounds or clamp_bounds(0),
+        call = gemm.bind(lhs, packed, gemm.padded_bias(bias, g.out_channels), bounds or clamp_bounds(0),
                          out.reshape(g.rows, g.out_channels))
         activation = None if bounds is not None else activation_fn(kind)
         return CompiledGemm(pad, columns, call, None if activation is None else

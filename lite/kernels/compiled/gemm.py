@@ -27,15 +27,19 @@ from lite.kernels.compiled import Compiled
 from lite.kernels.compiled.tiles import MR, NR, address, splat, task_rows, tasks
 
 F32, I64 = ir.FloatType(), ir.IntType(64)
+K_CHUNK = 256        # products summed per partial sum: sums of all K in one accumulator lost accuracy with K
 
 
-def pack_weight(weight: np.ndarray) -> np.ndarray:
-    """[K, N] float weight as float32 [N/NR blocks, K, NR], zero past N (padded columns add nothing)."""
+def packing(weight: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """(packed, copies): a zeroed float32 [N/NR blocks, K, NR] buffer, and the (destination, source) pairs that
+    copy `weight` [K, N] into it (columns past N stay zero: they add nothing)."""
     k, n = weight.shape
-    blocks = -(-n // NR)
-    full = np.zeros((k, blocks * NR), np.float32)
-    full[:, :n] = weight
-    return np.ascontiguousarray(full.reshape(k, blocks, NR).transpose(1, 0, 2))
+    whole, rest = divmod(n, NR)
+    packed = np.zeros((whole + (rest > 0), k, NR), np.float32)
+    copies = [(packed[:whole].transpose(1, 0, 2), weight[:, :whole * NR].reshape(k, whole, NR))] if whole else []
+    if rest:
+        copies.append((packed[whole, :, :rest], weight[:, whole * NR:]))
+    return packed, copies
 
 
 def _tile_kernel(height: int, halves: int = NR // 8):
@@ -56,25 +60,36 @@ def _tile_code(height, halves, context, builder, signature, args):
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     v8 = ir.VectorType(F32, 8)
     x_base, x_strides = address(context, builder, kinds[0], xa)
-    x_stride = builder.extract_value(x_strides, 0)
+    x_stride, k_stride = builder.extract_value(x_strides, 0), builder.extract_value(x_strides, 1)
     x_base = builder.add(x_base, builder.mul(r, x_stride))
     w_base, _ = address(context, builder, kinds[2], wa)
     w_base = builder.add(w_base, builder.mul(b, builder.mul(k_count, const(4 * NR))))
-    accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, [0.0] * 8)) for _ in range(height * halves)]
+    zero = ir.Constant(v8, [0.0] * 8)
+    sums = [cgutils.alloca_once_value(builder, zero) for _ in range(height * halves)]
+    accs = [cgutils.alloca_once_value(builder, zero) for _ in range(height * halves)]
     fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [v8] * 3), "llvm.fma.v8f32")
-    with cgutils.for_range(builder, k_count) as loop:
-        k = loop.index
-        w_row = builder.add(w_base, builder.mul(k, const(4 * NR)))
-        ws = [builder.load(builder.inttoptr(builder.add(w_row, const(32 * h)), v8.as_pointer()), align=4)
-              for h in range(halves)]
-        x_k = builder.add(x_base, builder.mul(k, const(4)))
-        for i in range(height):
-            xv = builder.load(builder.inttoptr(builder.add(x_k, builder.mul(const(i), x_stride)),
-                                               F32.as_pointer()), align=4)
-            xv = splat(builder, xv, v8)
-            for h in range(halves):
-                acc = accs[i * halves + h]
-                builder.store(builder.call(fma, [xv, ws[h], builder.load(acc)]), acc)
+    chunks = builder.udiv(builder.add(k_count, const(K_CHUNK - 1)), const(K_CHUNK))
+    with cgutils.for_range(builder, chunks) as outer:
+        start = builder.mul(outer.index, const(K_CHUNK))
+        remaining = builder.sub(k_count, start)
+        length = builder.select(builder.icmp_signed("<", remaining, const(K_CHUNK)), remaining, const(K_CHUNK))
+        for acc in accs:
+            builder.store(zero, acc)
+        with cgutils.for_range(builder, length) as loop:
+            k = builder.add(start, loop.index)
+            w_row = builder.add(w_base, builder.mul(k, const(4 * NR)))
+            ws = [builder.load(builder.inttoptr(builder.add(w_row, const(32 * h)), v8.as_pointer()), align=4)
+                  for h in range(halves)]
+            x_k = builder.add(x_base, builder.mul(k, k_stride))
+            for i in range(height):
+                xv = builder.load(builder.inttoptr(builder.add(x_k, builder.mul(const(i), x_stride)),
+                                                   F32.as_pointer()), align=4)
+                xv = splat(builder, xv, v8)
+                for h in range(halves):
+                    acc = accs[i * halves + h]
+                    builder.store(builder.call(fma, [xv, ws[h], builder.load(acc)]), acc)
+        for total, acc in zip(sums, accs):
+            builder.store(builder.fadd(builder.load(total), builder.load(acc)), total)
     b_base, _ = address(context, builder, kinds[5], ba)
     d_base, d_strides = address(context, builder, kinds[9], da)
     d_stride = builder.extract_value(d_strides, 0)
@@ -84,7 +99,7 @@ def _tile_code(height, halves, context, builder, signature, args):
         at = builder.mul(builder.add(c0, const(8 * h)), const(4))
         bias = builder.load(builder.inttoptr(builder.add(b_base, at), v8.as_pointer()), align=4)
         for i in range(height):
-            t = builder.fadd(builder.load(accs[i * halves + h]), bias)
+            t = builder.fadd(builder.load(sums[i * halves + h]), bias)
             t = builder.select(builder.fcmp_ordered("<", t, lo8), lo8, t)       # NaN stays NaN, as np.clip
             t = builder.select(builder.fcmp_ordered(">", t, hi8), hi8, t)
             dst = builder.add(d_base, builder.add(builder.mul(const(i), d_stride), const(32 * h)))
@@ -98,7 +113,8 @@ _half_tile, _half_row = _tile_kernel(MR, 1), _tile_kernel(1, 1)
 
 @Compiled
 def gemm_bias_clamp(x, weight, bias, lo, hi, out, chunk, spans):  # pragma: no cover
-    """out[m, n] = clamp(sum_k x[m, k] w[k, n] + bias[n], lo, hi) for x [M, K] (rows of unit inner stride),
+    """out[m, n] = clamp(sum_k x[m, k] w[k, n] + bias[n], lo, hi) for x [M, K] (rows of im2col columns, or of
+    the NHWC input; any strides),
     `weight` from `pack_weight`, `bias` padded to whole blocks; tasks of `chunk` rows times `spans` spans."""
     rows, depth = x.shape
     blocks = weight.shape[0]
@@ -132,14 +148,18 @@ def gemm_bias_clamp(x, weight, bias, lo, hi, out, chunk, spans):  # pragma: no c
                     out[m0 + i, n0 + j] = part[0, j]
 
 
-def bind(lhs: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, bounds: tuple[float, float],
-         out: np.ndarray):
-    """`gemm_bias_clamp` prebound: out [M, N] = clamp(lhs [M, K] @ weight [K, N] + bias, *bounds)."""
-    rows, depth = lhs.shape
-    cols = out.shape[1]
+def padded_bias(bias: np.ndarray | None, cols: int) -> np.ndarray:
+    """`bias` (zeros when None) in a float32 buffer of whole column blocks (the epilogue loads NR at a time)."""
     padded = np.zeros(-(-cols // NR) * NR, np.float32)
     if bias is not None:
         padded[:cols] = bias
-    chunk, spans = tasks(rows, cols)
-    return gemm_bias_clamp.bind(rows * depth * cols // 8, lhs, pack_weight(weight), padded,
-                                np.float32(bounds[0]), np.float32(bounds[1]), out, chunk, spans)
+    return padded
+
+
+def bind(lhs: np.ndarray, packed: np.ndarray, bias: np.ndarray, bounds: tuple[float, float], out: np.ndarray):
+    """`gemm_bias_clamp` prebound: out [M, N] = clamp(lhs [M, K] @ weight [K, N] + bias, *bounds), the weight
+    and bias as `packing` and `padded_bias` lay them out."""
+    rows, depth = lhs.shape
+    chunk, spans = tasks(rows, out.shape[1])
+    return gemm_bias_clamp.bind(rows * depth * out.shape[1] // 8, lhs, packed, bias, np.float32(bounds[0]),
+                                np.float32(bounds[1]), out, chunk, spans)
