@@ -122,9 +122,10 @@ def report_from_worker(first_output: float, times: list[float], **extra: object)
 def fresh_process(argv: Sequence[str], timeout: float = 900) -> dict | None:
     """Run a worker (`python argv...`) in a new process; its JSON line, with `cold_ms` = process start -> first
     output; None (with a note) when it fails."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}   # a deployed app keeps .pyc
     started = time.time()
     result = subprocess.run([sys.executable, *argv, f"--spawned-at={started}"], capture_output=True, text=True,
-                            timeout=timeout)
+                            timeout=timeout, env=env)
     line = next((ln for ln in reversed(result.stdout.splitlines()) if ln.startswith("{")), None)
     if result.returncode != 0 or line is None:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
@@ -138,8 +139,9 @@ def fresh_process(argv: Sequence[str], timeout: float = 900) -> dict | None:
 def own_process_rounds(workers: Mapping[str, Sequence[str]], rounds: int) -> dict[str, dict[str, list[float]]]:
     """Each system's worker in its own fresh process, `rounds` times, the order rotating: per system the median
     of each process's timed runs and its cold start. One untimed process per system comes first, so on-disk
-    caches (numba's compiled kernels, invalidated whenever their source changes; bytecode) are filled and every
-    cold start is a second process start's, as a deployed application sees it."""
+    caches (numba's compiled kernels, invalidated whenever their source changes; bytecode, which workers write
+    even where PYTHONDONTWRITEBYTECODE is set: installed packages ship theirs) are filled and every cold start is
+    a second process start's, as a deployed application sees it."""
     for argv in workers.values():
         fresh_process(argv)
     out: dict[str, dict[str, list[float]]] = {name: {"ms": [], "cold_ms": []} for name in workers}
