@@ -7,10 +7,6 @@ Three paths, each prebound in `bind` as a callable over fixed views, so a run on
   When a window row is shorter than a SIMD vector (KW*C < 8 floats, a first layer) the columns are built
   transposed, [K, M], one copy per tap (`tap_columns`): LeNet-5's first conv (KW*C = 5) at batch 128 took
   6.0 -> 3.7 ms; the first convs of MobileNetV2 and ResNet (9 and 21 floats) gain nothing.
-- `CompiledGemm` (dense, constant weight, compiled kernels enabled; not the Winograd or narrow cases): the same
-  columns (or the NHWC input itself for 1x1), then `compiled.gemm`, which packs the weight once and writes each
-  output tile with its bias and clamp applied; a small-M product no longer repacks the weight every run, and
-  no BLAS pool competes with the compiled kernels' threads for the cores.
 - Winograd F(2x2, 3x3) (`_winograd`) for dense 3x3 stride-1 convs with a constant weight.
 - `DepthwiseBands` (group == C_in == C_out): KH*KW shifted multiply-adds, in bands of output rows whose input
   is padded into a cache-sized buffer, with per-tap weights pre-tiled along W so numpy runs each product as one
@@ -150,53 +146,6 @@ class Im2colGemm:
         np.matmul(*self.operands, out=self.product)
         if self.unpack is not None:
             np.copyto(*self.unpack)
-
-
-@dataclass
-class CompiledGemm:
-    """Prebound compiled GEMM: pad, copy the columns (none for a 1x1 stride-1 conv), then one pass that
-    multiplies and finishes every output tile; an activation that is not a clamp follows in numpy."""
-    pad: PadCopy | None
-    columns: list[tuple[np.ndarray, np.ndarray]]
-    call: Callable[[], None]
-    after: Callable[[], None] | None
-
-    @staticmethod
-    def scratch(g: Geometry, direct: bool) -> list[TensorSpec]:
-        f32 = np.dtype(np.float32)
-        specs = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), f32)] if g.padded else []
-        return specs if direct else specs + [TensorSpec((1, g.rows, g.depth), f32)]
-
-    @staticmethod
-    def build(g: Geometry, direct: bool, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
-              kind: int, work: list[np.ndarray]) -> "CompiledGemm":
-        from lite.kernels.compiled import gemm
-        source = work.pop(0) if g.padded else x[None]
-        pad = PadCopy.build(source, x, g.wh, g.ww, 0.0) if g.padded else None
-        if direct:
-            lhs, columns = x.reshape(g.rows, g.in_channels), []
-        else:
-            lhs = work.pop(0)
-            columns = [grouped_columns(source[0], g.wh, g.ww, 1, lhs)]
-            lhs = lhs[0]
-        packed, copies = gemm.packing(w.reshape(g.out_channels, g.depth).T)
-        for dst, src in copies:
-            np.copyto(dst, src)
-        bounds = clamp_bounds(kind)
-        call = gemm.bind(lhs, packed, gemm.padded_bias(bias, g.out_channels), bounds or clamp_bounds(0),
-                         out.reshape(g.rows, g.out_channels))
-        activation = None if bounds is not None else activation_fn(kind)
-        return CompiledGemm(pad, columns, call, None if activation is None else
-                            functools.partial(activation, out, out))
-
-    def __call__(self) -> None:
-        if self.pad is not None:
-            self.pad()
-        for dst, src in self.columns:
-            np.copyto(dst, src)
-        self.call()
-        if self.after is not None:
-            self.after()
 
 
 @dataclass
@@ -341,9 +290,6 @@ class Conv2DKernel(Kernel):
         self.transposed = not (self.depthwise or self.winograd) and g.group == 1 and g.rows < SMALL_M
         self.narrow = (g.group == 1 and g.ww.kernel * g.in_channels < SHORT_RUN
                        and not (self.direct or self.transposed or self.winograd))
-        const_bias = bias is None or bias.value is not None
-        self.compiled_gemm = (g.group == 1 and self.const_weight and const_bias and not (self.winograd or self.narrow)
-                              and compiled.enabled())
         self.activation: Callable | None = activation_fn(self.attrs.activation)
         return [TensorSpec(g.out_shape, x.dtype)]
 
@@ -355,8 +301,6 @@ class Conv2DKernel(Kernel):
             return DepthwiseBands.scratch(g)
         if self.winograd:
             return WinogradConv.scratch(g)
-        if self.compiled_gemm:
-            return CompiledGemm.scratch(g, self.direct)
         specs = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), f32)] if g.padded else []
         if self.narrow:
             specs.append(TensorSpec((g.depth, g.rows), f32))
@@ -375,9 +319,6 @@ class Conv2DKernel(Kernel):
         if self.compiled_depthwise:
             self.compute = DepthwiseCompiled.build(self.geo, self.const_weight, x, w, self.bias, out,
                                                    self.attrs.activation)
-        elif self.compiled_gemm:
-            self.compute = CompiledGemm.build(self.geo, self.direct, x, w, self.bias, out, self.attrs.activation,
-                                              work)
         elif self.depthwise:
             self.compute = DepthwiseBands.build(self.geo, self.const_weight, x, w, out, work,
                                                 lambda band: finish(band, self.bias, self.activation))
@@ -385,7 +326,7 @@ class Conv2DKernel(Kernel):
             self.compute = (WinogradConv.build(self.geo, x, w, out, work) if self.winograd else
                             Im2colGemm.build(self.geo, self.direct, self.transposed, self.narrow, x, w, out, work))
             self.finish = epilogue(out, self.bias, self.attrs.activation)
-        self.compiled = self.compiled_depthwise or self.compiled_gemm or isinstance(self.finish, compiled.Bound)
+        self.compiled = self.compiled_depthwise or isinstance(self.finish, compiled.Bound)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.compute()

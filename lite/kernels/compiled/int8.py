@@ -30,8 +30,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite.kernels.compiled import Compiled
-from lite.kernels.compiled.tiles import MR, NR, address, splat, task_rows, tasks
 
+MR, NR = 6, 16                        # register tile: rows x columns (NR int32 lanes = two 8-lane vectors per row)
 I8, I16, I32, I64, F64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.DoubleType()
 
 
@@ -53,6 +53,18 @@ def pad_columns(values: np.ndarray) -> np.ndarray:
     return padded
 
 
+def _address(context, builder, array_type, array):
+    """(data address as i64, strides) of a numba array value."""
+    proxy = cgutils.create_struct_proxy(array_type)(context, builder, value=array)
+    return builder.ptrtoint(proxy.data, I64), proxy.strides
+
+
+def _splat(builder, value, vector):
+    one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vector, None), ir.Constant(ir.VectorType(I32, vector.count),
+                                                                              [0] * vector.count))
+
+
 def _tile_kernel(height: int):
     """The register-tile intrinsic for `height` rows (MR, or 1 for the rows past the last whole tile)."""
     @intrinsic
@@ -70,10 +82,10 @@ def _tile_code(height, context, builder, signature, args):
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     v8, v16, w16 = ir.VectorType(I32, 8), ir.VectorType(I16, 16), ir.VectorType(I32, 16)
     halves = NR // 8
-    x_base, x_strides = address(context, builder, kinds[0], xa)
+    x_base, x_strides = _address(context, builder, kinds[0], xa)
     x_stride = builder.extract_value(x_strides, 0)
     x_base = builder.add(x_base, builder.mul(r, x_stride))
-    w_base, _ = address(context, builder, kinds[2], wa)
+    w_base, _ = _address(context, builder, kinds[2], wa)
     w_base = builder.add(w_base, builder.mul(b, builder.mul(p, const(4 * NR))))
     accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, None)) for _ in range(height * halves)]
     even, odd = (ir.Constant(v8, [2 * t + s for t in range(8)]) for s in (0, 1))
@@ -96,12 +108,12 @@ def _tile_code(height, context, builder, signature, args):
                 acc = accs[i * halves + h]
                 builder.store(builder.add(builder.load(acc), summed), acc)
     d8 = ir.VectorType(F64, 8)
-    s_base, _ = address(context, builder, kinds[5], sa)
-    o_base, _ = address(context, builder, kinds[6], oa)
-    d_base, d_strides = address(context, builder, kinds[10], da)
+    s_base, _ = _address(context, builder, kinds[5], sa)
+    o_base, _ = _address(context, builder, kinds[6], oa)
+    d_base, d_strides = _address(context, builder, kinds[10], da)
     d_stride = builder.extract_value(d_strides, 0)
     d_base = builder.add(d_base, builder.add(builder.mul(dr, d_stride), dc))
-    zero, top8, lo8 = ir.Constant(d8, [0.0] * 8), splat(builder, top_v, d8), splat(builder, lo_v, v8)
+    zero, top8, lo8 = ir.Constant(d8, [0.0] * 8), _splat(builder, top_v, d8), _splat(builder, lo_v, v8)
     for h in range(halves):
         at = builder.mul(builder.add(c0, const(8 * h)), const(8))
         sv = builder.load(builder.inttoptr(builder.add(s_base, at), d8.as_pointer()), align=8)
@@ -126,15 +138,19 @@ def gemm_requantize(x, weight, scale, offset, lo, top, out, chunk, spans):  # pr
     rows, depth = x.shape
     blocks, pairs, _ = weight.shape
     cols = out.shape[1]
-    for task in prange((rows + chunk - 1) // chunk * spans):
-        m0, count, b0, b1 = task_rows(task, rows, blocks, chunk, spans)
+    chunks = (rows + chunk - 1) // chunk
+    per_span = (blocks + spans - 1) // spans
+    for task in prange(chunks * spans):
+        m0 = task // spans * chunk
+        b0 = task % spans * per_span
+        count = min(chunk, rows - m0)
         whole = count // MR
         xs = np.zeros((count, 2 * pairs), np.int16)
         for i in range(count):
             for k in range(depth):
                 xs[i, k] = x[m0 + i, k]
         part = np.empty((MR, NR), out.dtype)
-        for b in range(b0, b1):
+        for b in range(b0, min(blocks, b0 + per_span)):
             n0 = b * NR
             if n0 + NR <= cols:
                 for t in range(whole):
@@ -151,6 +167,15 @@ def gemm_requantize(x, weight, scale, offset, lo, top, out, chunk, spans):  # pr
                 _row(xs, i, weight, b, pairs, scale, offset, n0, lo, top, part, 0, 0)
                 for j in range(cols - n0):
                     out[m0 + i, n0 + j] = part[0, j]
+
+
+def tasks(rows: int, cols: int) -> tuple[int, int]:
+    """(rows per task, column spans) for `gemm_requantize`: chunks of about 8 tiles (the int16 rows of one stay
+    in L1 beside a weight block), and for short M the columns cut too, so that there are at least 8 tasks."""
+    chunks = max(1, -(-rows // (8 * MR)))
+    chunk = -(-(-(-rows // chunks)) // MR) * MR
+    spans = max(1, min(-(-cols // NR), -(-8 // chunks)))
+    return chunk, spans
 
 
 def bind(lhs: np.ndarray, weight: np.ndarray, requantize, out: np.ndarray):
