@@ -18,7 +18,7 @@ def test_a_collector_the_user_turned_off_stays_off() -> None:
     gc.disable()
     try:
         with gc_pause.paused():
-            pass
+            assert not gc.isenabled()
         assert not gc.isenabled()
     finally:
         gc.enable()
