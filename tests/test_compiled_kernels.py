@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 
 import lite
 from converter import convert
-from lite.kernels import compiled
+from lite.kernels import _conv_math, compiled
 from schema import fb
 from tests import test_grad_kernels_basic as basic_tests
 from tests import test_grad_kernels_nn as grad_tests
@@ -86,6 +86,31 @@ def test_depthwise_conv_with_a_fused_activation_that_is_no_clamp(op: str, kernel
     s = session(model, kernels)
     assert [step.node.op for step in s._plan.steps].count("Conv2D") == 1     # the activation is fused
     np.testing.assert_allclose(run_lite(s, feeds)["z"], run_ort(model, feeds)["z"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("pixels, channels", [(288, 6), (37, 6), (40, 3), (7, 40)])
+@pytest.mark.parametrize("kind", [A.NO_ACTIVATION, A.RELU6])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_compiled_epilogue_over_rows_of_pixels_reads_the_bias_at_every_run(pixels: int, channels: int, kind: int,
+                                                                           with_bias: bool) -> None:
+    """Few channels: the epilogue runs over rows of several pixels with a tiled bias (37 pixels: no such row
+    divides them), refreshed at every run as a trained bias changes."""
+    out = np.empty((pixels, channels), np.float32)
+    bias = (grad_tests.f32(channels) if with_bias else None)
+    if not with_bias and kind == A.NO_ACTIVATION:
+        assert _conv_math.epilogue(out, bias, kind) is None
+        return
+    with compiled.selection("compiled"):
+        finish = _conv_math.epilogue(out, bias, kind)
+    assert isinstance(finish, compiled.Bound)
+    for _ in range(2):
+        if bias is not None:
+            bias[...] = grad_tests.f32(channels)
+        out[...] = before = grad_tests.f32(pixels, channels) * 4
+        finish()
+        want = before + (0 if bias is None else bias)
+        np.testing.assert_array_equal(out, np.clip(want, 0, 6) if kind == A.RELU6 else want)
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")

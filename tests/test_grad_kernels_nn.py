@@ -192,10 +192,13 @@ def test_conv2d_grads_are_rerun_safe_on_new_data() -> None:
         assert rel(dx, want_x) < TOL and rel(dw, want_w) < TOL
 
 
-def test_bias_grad_sums_every_axis_but_the_last() -> None:
-    dy = f32(3, 5, 4, 7)
+@pytest.mark.parametrize("shape", [(3, 5, 4, 7), (2, 7, 7, 6), (1, 37, 1, 6), (4, 40), (5,)])
+def test_bias_grad_sums_every_axis_but_the_last(shape: tuple[int, ...]) -> None:
+    """Pixels that group into rows of several (5 of 7 channels, 7 of 6) and ones that do not (37 pixels, 40
+    channels, a 1-D dy)."""
+    dy = f32(*shape)
     (db,) = run_op("BiasGrad", [dy], 1)
-    assert rel(db, dy.astype(np.float64).sum(axis=(0, 1, 2))) < TOL
+    assert rel(db, dy.astype(np.float64).sum(axis=tuple(range(dy.ndim - 1)))) < TOL
 
 
 # ---- pooling -------------------------------------------------------------------------------------------------

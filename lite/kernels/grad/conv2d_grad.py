@@ -32,7 +32,7 @@ from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import compiled
 from lite.kernels._conv_math import (PadCopy, PadMode, Window, grouped_columns, make_window, padded_shape, patches,
-                                     tap_columns)
+                                     pixels_per_row, tap_columns)
 from lite.kernels._reduce_math import column_sums
 from lite.kernels.conv2d import Geometry, conv_geometry, depthwise_taps
 from lite.status import InvalidOpAttrError, NotSupportedError
@@ -115,17 +115,29 @@ def grouped_dy(dy: np.ndarray, g: Geometry) -> np.ndarray:
 
 @register("BiasGrad", DataType.FLOAT32)
 class BiasGradKernel(Kernel):
-    """inputs: dy [..., C] -> db [C], the sum over every other axis."""
+    """inputs: dy [..., C] -> db [C], the sum over every other axis. With few channels dy is summed as rows of
+    several pixels, then those partial sums (a GEMV over 6 columns runs 3x slower than over 42)."""
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         dy = inputs[0]
         if dy.rank < 1:
             raise self.error("dy must have at least one dimension")
+        self.channels = dy.shape[-1]
+        pixels = int(np.prod(dy.shape[:-1], dtype=np.int64))
+        self.pixels = pixels_per_row(pixels, self.channels) if self.channels else 1
         return [TensorSpec(dy.shape[-1:], dy.dtype)]
 
+    def scratch(self) -> list[TensorSpec]:
+        return [TensorSpec((self.pixels, self.channels), np.dtype(np.float32))] if self.pixels > 1 else []
+
+    def bind(self, inputs, outputs, scratch) -> None:
+        dy, db = inputs[0], outputs[0]
+        rows = dy.reshape(-1, self.pixels * dy.shape[-1])
+        self.sums = [(rows, scratch[0].reshape(-1)), (scratch[0], db)] if scratch else [(rows, db)]
+
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        dy = inputs[0]
-        column_sums(dy.reshape(-1, dy.shape[-1]), outputs[0])
+        for rows, out in self.sums:
+            column_sums(rows, out)
 
 
 class _ConvGradKernel(Kernel):
