@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from lite.compiler import fold_or_infer, infer_node, select_kernel
 from lite.kernel import Kernel, TensorSpec
+from lite.kernels.grad import conv2d_grad
 from lite.model import NodeDef
 from lite.status import InferShapeError, NotSupportedError
 from schema import attrs as op_attrs
@@ -175,6 +176,23 @@ def test_conv2d_grad_input_matches_autograd(name: str) -> None:
 def test_conv2d_grad_filter_matches_autograd(name: str) -> None:
     attrs, x, w, dy = conv_case(name)
     (dw,) = run_op("Conv2DGradFilter", [dy, x], 1, attrs)
+    _, want_w = autograd(lambda tx, tw: torch_conv(attrs, tx, tw), dy, x, w)
+    assert rel(dw, want_w) < TOL
+
+
+@pytest.mark.parametrize("name", ["dense_3x3_pad1", "dense_wide_3x3", "strided_asymmetric", "grouped_strided"])
+def test_conv2d_grad_filter_in_blocks_of_images_matches_autograd(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dW sums the products of blocks of images (`COLUMN_BLOCK_BYTES` of columns each): here 2 of 5 images per
+    block, the last block 1, in both column layouts (3 input channels: transposed; 6 and grouped: not)."""
+    x_shape, w_shape, attrs = CONV[name]
+    attrs = dict(attrs, kernel_h=w_shape[1], kernel_w=w_shape[2])
+    x, w = f32(5, *x_shape[1:]), f32(*w_shape)
+    dy = f32(*torch_conv(attrs, torch.tensor(x), torch.tensor(w)).shape)
+    monkeypatch.setattr(conv2d_grad, "COLUMN_BLOCK_BYTES", 2 * 4 * w_shape[1] * w_shape[2] * x_shape[3]
+                        * dy.shape[1] * dy.shape[2])
+    kernel, (dw,) = compiled("Conv2DGradFilter", [dy, x], 1, attrs)
+    assert len(kernel.blocks) == 3
+    kernel.run([dy, x], [dw])
     _, want_w = autograd(lambda tx, tw: torch_conv(attrs, tx, tw), dy, x, w)
     assert rel(dw, want_w) < TOL
 
