@@ -17,6 +17,7 @@ from onnx import helper, numpy_helper
 import lite
 from converter import convert
 from lite.kernels import _conv_math, compiled
+from lite.kernels.grad import conv2d_grad
 from schema import fb
 from tests import test_grad_kernels_basic as basic_tests
 from tests import test_grad_kernels_nn as grad_tests
@@ -272,6 +273,26 @@ def test_dense_conv_input_grad_matches_autograd_on_both_paths(name: str, kernels
         kernel, _ = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)
     columns = attrs.get("group", 1) == 1 and x.shape[3] < 8 and name != "pointwise"   # (1x1 stride 1: one GEMM)
     assert kernel.compiled == (kernels == "compiled" and columns)
+    assert kernel.pixel_rows == (kernel.compiled and w.shape[2] * x.shape[3] >= 8)   # im2col-layout columns
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("name", ["dense_3x3_pad1", "dense_wide_3x3", "strided_asymmetric", "dilated_wide"])
+def test_compiled_dense_conv_input_grad_in_blocks_of_images_matches_autograd(name: str,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """dx block by block of images (2 of 5 here, the last 1): each block's columns, then its col2im."""
+    x_shape, w_shape, attrs = grad_tests.CONV[name]
+    attrs = dict(attrs, kernel_h=w_shape[1], kernel_w=w_shape[2])
+    x, w = grad_tests.f32(5, *x_shape[1:]), grad_tests.f32(*w_shape)
+    dy = grad_tests.f32(*grad_tests.torch_conv(attrs, grad_tests.torch.tensor(x), grad_tests.torch.tensor(w)).shape)
+    monkeypatch.setattr(conv2d_grad, "COLUMN_BLOCK_BYTES", 2 * 4 * w_shape[1] * w_shape[2] * x_shape[3]
+                        * dy.shape[1] * dy.shape[2])
+    with compiled.selection("compiled"):
+        kernel, (dx,) = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)
+    assert kernel.pixel_rows and len(kernel.blocks) == 3
+    kernel.run([dy, w, x], [dx])
+    want_x, _ = grad_tests.autograd(lambda tx, tw: grad_tests.torch_conv(attrs, tx, tw), dy, x, w)
+    assert grad_tests.rel(dx, want_x) < grad_tests.TOL
 
 
 @pytest.mark.parametrize("kernels", PATHS)

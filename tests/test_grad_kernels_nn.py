@@ -132,6 +132,8 @@ CONV = {   # x NHWC, weight OHWI, attributes
                                                              pad_left=2, pad_right=1)),
     "dilated": ((1, 12, 12, 2), (3, 3, 3, 2), dict(dilation_h=2, dilation_w=3, pad_top=2, pad_bottom=1,
                                                    pad_left=2, pad_right=1)),
+    "dilated_wide": ((1, 12, 13, 4), (3, 3, 3, 4), dict(dilation_h=2, dilation_w=3, pad_top=1, pad_bottom=2,
+                                                        pad_left=3, pad_right=1)),
     "grouped": ((2, 8, 7, 4), (6, 3, 2, 2), dict(group=2, pad_top=1, pad_bottom=1, pad_right=1)),
     "grouped_strided": ((2, 9, 9, 6), (9, 3, 3, 2), dict(group=3, stride_h=2, stride_w=2, pad_top=1,
                                                          pad_left=1)),

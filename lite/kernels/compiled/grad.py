@@ -1,11 +1,11 @@
 """Compiled gradient kernels: the depthwise convolution's (channel multiplier 1, NHWC, weights as [KH, KW, C]),
-the dense convolution's col2im, pooling, clipping activations, channels-last BatchNorm and the optimizers'
-updates.
+the dense convolution's col2im (from columns laid out transposed or as im2col's), pooling, clipping activations,
+channels-last BatchNorm and the optimizers' updates.
 
 Depthwise dx is gathered (each input row sums the output positions whose taps read it), so threads over (image,
 input row) never write the same element; dW runs one task per tap and sums each channel in float64 before
-rounding once, more exactly than a float32 reduction. col2im and pooling run one task per image, which owns its
-slice of dx.
+rounding once, more exactly than a float32 reduction. Both col2im and pooling run one task per image, which owns
+its slice of dx.
 """
 from __future__ import annotations
 
@@ -106,6 +106,45 @@ def col2im(columns, planes, dx, stride_h, stride_w, dil_h, dil_w, pad_top, pad_l
             for ix in range(wd):
                 for q in range(c):
                     dx[b, iy, ix, q] = planes[b, q, iy, ix]
+
+
+@Compiled
+def col2im_pixels(columns, dx, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left):  # pragma: no cover
+    """dx [N, H, W, C] = the sum over taps of each tap's columns at the input positions it read, from columns
+    [N, OH, OW, KH, KW, C] (im2col's layout, the GEMM dy @ W). Per image, every (output pixel, kernel row) adds
+    one run of KW*C values into dx when the W dilation is 1 (else KW runs of C), clipped to the data columns;
+    unsigned indices as in `col2im`. The image's dx stays in L1 while its columns stream by."""
+    n, h, wd, c = dx.shape
+    _, oh, ow, kh, kw, _ = columns.shape
+    src_all, dst_all = columns.reshape(-1), dx.reshape(-1)
+    u = np.uint64
+    for b in prange(n):
+        for k in range(u(b * h * wd * c), u((b + 1) * h * wd * c)):
+            dst_all[k] = 0.0
+        for y in range(oh):
+            for i in range(kh):
+                iy = y * stride_h - pad_top + i * dil_h
+                if iy < 0 or iy >= h:
+                    continue
+                for xo in range(ow):
+                    left = xo * stride_w - pad_left
+                    src = u((((b * oh + y) * ow + xo) * kh + i) * kw * c)
+                    if dil_w == 1:
+                        lo = 0 if left >= 0 else -left
+                        hi = min(kw, wd - left)
+                        if hi <= lo:
+                            continue
+                        dst, first = u(((b * h + iy) * wd + left + lo) * c), src + u(lo * c)
+                        for k in range(u((hi - lo) * c)):
+                            dst_all[dst + k] += src_all[first + k]
+                        continue
+                    for j in range(kw):
+                        ix = left + j * dil_w
+                        if ix < 0 or ix >= wd:
+                            continue
+                        dst, first = u(((b * h + iy) * wd + ix) * c), src + u(j * c)
+                        for k in range(u(c)):
+                            dst_all[dst + k] += src_all[first + k]
 
 
 @Compiled

@@ -17,10 +17,12 @@ With M = N*OH*OW output pixels, T = KH*KW kernel taps and K = T*C/group window c
   at larger strides (where that correlation would multiply stride^2 times as many zeros) the tap-major columns
   are dy times each tap's weights, one broadcast multiply, scattered as above.
 With the compiled kernels (`lite.kernels.compiled.grad`), depthwise dx and dW are single threaded passes that
-skip the padding instead. A one-group conv with fewer than 8 input channels computes dx as the GEMM
-columns^T = W^T @ dy^T [K, M] (BLAS writes [T, M, C] blocks with C under a SIMD vector 2.3x slower) and one
-threaded col2im pass: LeNet-5's second conv at batch 128, one thread: 4.9 -> 3.6 ms. From 16 channels on the
-numpy adds over whole OW*C rows are faster than that col2im.
+skip the padding instead. A one-group conv with fewer than 8 input channels computes dx in a compiled col2im
+pass (BLAS writes [T, M, C] blocks with C under a SIMD vector 2.3x slower): when a window row has KW*C >= 8
+floats, per block of images (as dW) the columns [m, K] = dy @ W and `col2im_pixels`, which adds runs of KW*C
+floats into the block's dx (LeNet-5's second conv at batch 128, one thread: 2.1 -> 1.3 ms); shorter rows take
+columns^T = W^T @ dy^T [K, M] for the whole batch and `col2im`, which adds runs of OW floats. From 16 channels
+on the numpy adds over whole OW*C rows are faster than `col2im`.
 """
 from __future__ import annotations
 
@@ -35,13 +37,13 @@ from lite.kernels import compiled
 from lite.kernels._conv_math import (PadCopy, PadMode, Window, grouped_columns, make_window, padded_shape, patches,
                                      pixels_per_row, tap_columns)
 from lite.kernels._reduce_math import column_sums
-from lite.kernels.conv2d import Geometry, conv_geometry, depthwise_taps
+from lite.kernels.conv2d import SHORT_RUN, Geometry, conv_geometry, depthwise_taps
 from lite.status import InvalidOpAttrError, NotSupportedError
 from schema import fb
 
 Index = tuple[slice, slice, slice]
 NARROW_CHANNELS = 4     # dW of a dense conv with at most this many input channels uses transposed columns
-COLUMN_BLOCK_BYTES = 384 << 10   # dW builds and multiplies the im2col columns of this many bytes of images at a time
+COLUMN_BLOCK_BYTES = 384 << 10   # dW (and compiled dx) handle the im2col columns of this many bytes of images at a time
 COL2IM_CHANNELS = 8     # compiled dx of one-group convs with fewer input channels (see the module docstring)
 
 
@@ -175,6 +177,7 @@ class Conv2DGradInputKernel(_ConvGradKernel):
         self.geo, self.depthwise, self.direct = g, is_depthwise(g), is_direct(g)
         columns = g.group == 1 and g.in_channels < COL2IM_CHANNELS and not self.direct
         self.compiled = (self.depthwise or columns) and compiled.enabled()
+        self.pixel_rows = self.compiled and columns and g.ww.kernel * g.in_channels >= SHORT_RUN
         self.gather = self.depthwise and g.wh.stride == g.ww.stride == 1 and not self.compiled
         if self.gather:
             (self.wh, rows), (self.ww, cols) = transposed_axis(g.wh), transposed_axis(g.ww)
@@ -191,6 +194,8 @@ class Conv2DGradInputKernel(_ConvGradKernel):
                     TensorSpec((g.wh.kernel, g.ww.kernel, g.in_channels), f32)]
         if self.depthwise:
             return [TensorSpec((taps,) + g.out_shape, f32), TensorSpec((taps, g.in_channels), f32)]
+        if self.pixel_rows:
+            return [TensorSpec((block_pixels(g, image_blocks(g)[0]) * g.depth,), f32)]
         if self.compiled:
             return [TensorSpec((g.depth, g.rows), f32),
                     TensorSpec((g.batch, g.in_channels, g.wh.size, g.ww.size), f32)]
@@ -214,6 +219,9 @@ class Conv2DGradInputKernel(_ConvGradKernel):
             return
         cg, og, taps = g.in_channels // g.group, g.out_channels // g.group, g.wh.kernel * g.ww.kernel
         columns = scratch[0]
+        if self.pixel_rows:
+            self._bind_pixel_rows(dy, w, dx, columns)
+            return
         if self.compiled:             # one group: columns^T [K, M], then col2im through [N, C, H, W] planes
             from lite.kernels.compiled import grad
             self.product = (w.reshape(g.out_channels, -1).T, dy.reshape(g.rows, -1).T, columns)
@@ -230,6 +238,21 @@ class Conv2DGradInputKernel(_ConvGradKernel):
             blocks = np.moveaxis(columns.reshape(g.wh.kernel, g.ww.kernel, g.group, *g.out_shape[:3], cg), 2, 5)
         dx5 = dx.reshape(*dx.shape[:3], g.group, cg)
         self.scatter = [(dx5[t.src], blocks[t.i, t.j][t.out]) for t in data_taps(g.wh, g.ww)]
+
+    def _bind_pixel_rows(self, dy: np.ndarray, w: np.ndarray, dx: np.ndarray, flat: np.ndarray) -> None:
+        """One group, window rows of KW*C >= SHORT_RUN floats: per block of images, the columns [m, K] = dy @ W
+        and `col2im_pixels` into that block of dx, so the columns stay in L2."""
+        from lite.kernels.compiled import grad
+        g = self.geo
+        dy2, weight, area = dy.reshape(g.rows, g.out_channels), w.reshape(g.out_channels, -1), g.wh.out * g.ww.out
+        self.blocks = []
+        for images in image_blocks(g):
+            m = block_pixels(g, images)
+            columns = flat[:m * g.depth].reshape(m, g.depth)
+            windows = columns.reshape(images.stop - images.start, g.wh.out, g.ww.out, g.wh.kernel, g.ww.kernel,
+                                      g.in_channels)
+            self.blocks.append(((dy2[images.start * area:images.stop * area], weight, columns),
+                                grad.col2im_pixels.bind(columns.size, windows, dx[images], *window_args(g))))
 
     def _bind_gather(self, dy: np.ndarray, w: np.ndarray, buffer: np.ndarray, flipped: np.ndarray) -> None:
         """Depthwise, unit stride: dx = the correlation of `buffer` (dy with the transposed conv's padding) with
@@ -251,6 +274,11 @@ class Conv2DGradInputKernel(_ConvGradKernel):
             np.copyto(*self.tap_copy)
         if self.compiled and self.depthwise:
             self.call()
+            return
+        if self.pixel_rows:
+            for product, col2im in self.blocks:
+                np.matmul(*product[:2], out=product[2])
+                col2im()
             return
         if self.gather:
             self.buffer.fill(0.0)
