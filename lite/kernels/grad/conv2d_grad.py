@@ -9,7 +9,7 @@ With M = N*OH*OW output pixels, T = KH*KW kernel taps and K = T*C/group window c
 - dW = dy^T @ im2col(x): the forward's padded copy and window view, a GEMM [O/G, m] @ [m, K] per block of images
   whose columns fit in L2 (`COLUMN_BLOCK_BYTES`), the blocks' products summed into the OHWI gradient. Columns of
   the whole batch overflow the cache (LeNet-5's first conv at batch 128: 10 MB, its dW 1.9 -> 1.2 ms on one
-  thread in blocks of 4 images). With few input channels (a first layer) im2col's runs of KW*C floats are too
+  thread in blocks of 3 images). With few input channels (a first layer) im2col's runs of KW*C floats are too
   short to copy fast, so the columns are laid out transposed, [T*C, m], copied in runs of OW floats, and
   dW^T = columns^T @ dy (1.9x faster at C = 1).
 - Depthwise (group == C == O): dW[c, i, j] = sum(dy * x window), one einsum over the padded input's window
@@ -43,7 +43,7 @@ from schema import fb
 
 Index = tuple[slice, slice, slice]
 NARROW_CHANNELS = 4     # dW of a dense conv with at most this many input channels uses transposed columns
-COLUMN_BLOCK_BYTES = 384 << 10   # dW (and compiled dx) handle the im2col columns of this many bytes of images at a time
+COLUMN_BLOCK_BYTES = 256 << 10   # dW (and compiled dx) handle the im2col columns of this many bytes of images at a time
 COL2IM_CHANNELS = 8     # compiled dx of one-group convs with fewer input channels (see the module docstring)
 
 
