@@ -124,6 +124,15 @@ def test_compiled_and_numpy_conv_agree_within_rounding(case: str) -> None:
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("case, tiled", [("depthwise", True), ("depthwise_24ch_dilated_strided", True),
+                                         ("depthwise_stride2", False), ("depthwise_multiplier2", False)])
+def test_register_tiles_take_depthwise_convs_with_whole_vectors_of_channels(case: str, tiled: bool) -> None:
+    model, _ = conv_relu6(case)
+    [conv] = [step.kernel for step in session(model, "compiled")._plan.steps if step.node.op == "Conv2D"]
+    assert conv.compute.tiled is tiled
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 def test_context_and_environment_pick_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     model, feeds = conv_relu6("depthwise")
     assert compiled_nodes(session(model, "compiled")) == ["Conv2D"]
@@ -206,6 +215,9 @@ def test_session_creation_reports_the_compiled_kernels_start_up(tmp_path) -> Non
 INT8_CONV_CASES = int8_tests.CONV_CASES + [
     (2, 9, 8, 4, 8, 3, 2, 1, 4, 8, True, A.RELU6),           # depthwise, channel multiplier 2, strided
     (1, 6, 7, 5, 5, 5, 1, 2, 5, 8, False, A.RELU),           # depthwise 5x5, per-tensor weight
+    (2, 9, 11, 24, 24, 3, 1, 1, 24, 8, True, A.RELU6),       # depthwise register tiles: 16 + 8 channels
+    (1, 10, 13, 32, 32, 5, 2, 2, 32, 8, True, A.NO_ACTIVATION),  # tiles, 5x5 strided
+    (1, 3, 2, 16, 16, 3, 1, 1, 16, 7, False, A.RELU),        # tiles: every pixel an edge pixel
 ]
 
 

@@ -227,6 +227,12 @@ class DepthwiseBands:
             self.finish(band)
 
 
+def tiled_depthwise(g: Geometry) -> bool:
+    """Whether the compiled register-tile kernel takes this depthwise conv: one output channel per input
+    channel, a whole number of 8-lane vectors of them."""
+    return g.out_channels == g.in_channels and g.in_channels % 8 == 0
+
+
 def depthwise_taps(w: np.ndarray) -> np.ndarray:
     """OHWI depthwise weights [O, KH, KW, 1] as the compiled kernel's [KH, KW, O] view."""
     return w[..., 0].transpose(1, 2, 0)
@@ -239,6 +245,7 @@ class DepthwiseCompiled:
     call: Callable[[], None]
     refresh: tuple[np.ndarray, np.ndarray] | None
     after: Callable[[], None] | None
+    tiled: bool
 
     @staticmethod
     def build(g: Geometry, const_weight: bool, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
@@ -248,13 +255,18 @@ class DepthwiseCompiled:
         bias = np.zeros(g.out_channels, np.float32) if bias is None else constant_view(bias)
         bounds = clamp_bounds(kind)
         lo, hi = (np.float32(b) for b in (bounds or clamp_bounds(0)))
-        args = (x, taps, bias, out, g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin,
-                g.ww.pad_begin, lo, hi)
-        activation = None if bounds is not None else activation_fn(kind)
+        window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
         work = out.size * g.wh.kernel * g.ww.kernel
-        return DepthwiseCompiled(conv.depthwise_f32.bind(work, *args),
-                                 None if const_weight else (taps, depthwise_taps(w)),
-                                 None if activation is None else functools.partial(activation, out, out))
+        tiled = tiled_depthwise(g)
+        if tiled:
+            unused = np.zeros(1)
+            call = conv.depthwise_tiled.bind(work, x, taps, bias, unused, unused, np.int32(0), lo, hi, out,
+                                             *window)
+        else:
+            call = conv.depthwise_f32.bind(work, x, taps, bias, out, *window, lo, hi)
+        activation = None if bounds is not None else activation_fn(kind)
+        return DepthwiseCompiled(call, None if const_weight else (taps, depthwise_taps(w)),
+                                 None if activation is None else functools.partial(activation, out, out), tiled)
 
     def __call__(self) -> None:
         if self.refresh is not None:

@@ -20,7 +20,8 @@ from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import compiled
 from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
-from lite.kernels.conv2d import SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band, depthwise_taps
+from lite.kernels.conv2d import (SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band, depthwise_taps,
+                                 tiled_depthwise)
 from lite.kernels.int8.common import (ExactGemm, exact_ranges, fused_bounds, input_quant, int32_gemm_fits,
                                       output_quant)
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
@@ -177,9 +178,16 @@ class Conv2DInt8Kernel(Kernel):
         taps = np.ascontiguousarray(depthwise_taps(weight), np.int32)
         zsum = (zp * self.centred.sum(axis=1)).astype(np.int32)
         scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
-        self.call = conv.depthwise_i8.bind(out.size * g.wh.kernel * g.ww.kernel, x, taps, zsum, np.int32(zp),
-                                           scale, offset, np.int32(lo), top, out, g.wh.stride, g.ww.stride,
-                                           g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
+        window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
+        work = out.size * g.wh.kernel * g.ww.kernel
+        bound = 255 * np.abs(taps).sum(axis=(0, 1)) + np.abs(zsum)      # largest |sum| of any output
+        if tiled_depthwise(g) and bound.max() < conv.EXACT_SUM:
+            self.call = conv.depthwise_tiled.bind(work, x, taps.astype(np.float32), zsum.astype(np.float32),
+                                                  scale, offset, np.int32(zp), np.int32(lo), np.float64(top),
+                                                  out, *window)
+        else:
+            self.call = conv.depthwise_i8.bind(work, x, taps, zsum, np.int32(zp), scale, offset, np.int32(lo),
+                                               top, out, *window)
 
     def bind_depthwise(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray], zp: float) -> None:
         """`DepthwiseBands` over a float32 output, each band requantized into `out` while it is in cache."""
