@@ -132,6 +132,16 @@ def test_register_tiles_take_depthwise_convs_with_whole_vectors_of_channels(case
     assert conv.compute.tiled is tiled
 
 
+@pytest.mark.parametrize("case, winograd", [("winograd_3x3", True), ("winograd_3x3_odd_unpadded", True),
+                                            ("winograd_too_few_tiles", False)])
+def test_winograd_takes_3x3_convs_with_enough_tiles(case: str, winograd: bool) -> None:
+    x_shape, w_shape, attrs = CONV_CASES[case]
+    feeds = {"x": _array(x_shape)}
+    model = node_model("Conv", feeds, {"w": _array(w_shape)}, ["x", "w"], **attrs)
+    [conv] = [step.kernel for step in session(model, "numpy")._plan.steps if step.node.op == "Conv2D"]
+    assert conv.winograd is winograd
+
+
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 def test_context_and_environment_pick_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     model, feeds = conv_relu6("depthwise")

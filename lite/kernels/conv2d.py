@@ -37,6 +37,7 @@ from lite.traits import declare
 
 BAND_ELEMENTS = 1 << 16   # depthwise output elements per band (~256 KiB of float32: stays in L2)
 WINOGRAD_MIN_CHANNELS = 16   # below this the 16 small GEMMs lose to one im2col GEMM
+WINOGRAD_MIN_TILES = 32      # nor with fewer tiles (GEMM rows): ResNet-50's 7x7 layer4 (16 tiles) lost 0.6-0.9 ms
 SMALL_M = 128             # GEMMs of a changing weight with fewer output pixels run transposed (5-25 % faster at M = 49)
 SHORT_RUN = 8             # dense convs whose window rows (KW*C floats) are shorter build their columns by tap
 
@@ -298,7 +299,8 @@ class Conv2DKernel(Kernel):
                           and not self.compiled_depthwise)
         self.winograd = (self.const_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
                          and g.wh.stride == g.ww.stride == g.wh.dilation == g.ww.dilation == 1
-                         and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS)
+                         and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS
+                         and g.batch * winograd.tiles(g.wh.out) * winograd.tiles(g.ww.out) >= WINOGRAD_MIN_TILES)
         self.direct = (g.group == 1 and g.wh.kernel == g.ww.kernel == 1 and g.wh.stride == g.ww.stride == 1
                        and not g.padded)
         self.transposed = (not (self.depthwise or self.winograd or self.const_weight) and g.group == 1
