@@ -263,8 +263,8 @@ class DepthwiseCompiled:
         tiled = tiled_depthwise(g)
         if tiled:
             unused = np.zeros(1)
-            call = conv.depthwise_tiled.bind(work, x, taps, bias, unused, unused, np.int32(0), lo, hi, out,
-                                             *window)
+            call = conv.depthwise_tiled.bind(work, x, False, x, np.int32(0), taps, bias, unused, unused, lo, hi,
+                                             out, *window)
         else:
             call = conv.depthwise_f32.bind(work, x, taps, bias, out, *window, lo, hi)
         activation = None if bounds is not None else activation_fn(kind)

@@ -31,6 +31,14 @@ F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 MAX_ABS_X = 128
 
 
+def exact_in_float32(centred: np.ndarray, zero_point: int) -> bool:
+    """Whether every depthwise sum zsum + sum (x - zp) w' of these centred weights [O, K] is an integer below
+    2^24, so float32 holds it exactly (|x - zp| <= 255)."""
+    from lite.kernels.compiled.conv import EXACT_SUM
+    bound = 255 * np.abs(centred).sum(axis=1) + np.abs(zero_point * centred.sum(axis=1))
+    return float(bound.max()) < EXACT_SUM
+
+
 def channel_values(kernel: Kernel, values: np.ndarray, channels: int, what: str) -> np.ndarray:
     """Per-tensor (1) or per-channel (`channels`) parameter values, broadcast to one per channel."""
     if values.size not in (1, channels):
@@ -78,6 +86,7 @@ class Conv2DInt8Kernel(Kernel):
         self.compiled = self.requantize.exact and compiled.enabled()
         self.compiled_depthwise = (self.compiled and g.group > 1 and g.group == g.in_channels
                                    and int(bounds.max()) < 1 << 30)          # int32 accumulators cannot overflow
+        self.tiled = self.compiled_depthwise and tiled_depthwise(g) and exact_in_float32(centred, qx.zero_point)
         self.compiled_gemm = self.compiled and g.group == 1 and int32_gemm_fits(centred, MAX_ABS_X)
         self.pointwise = not g.padded and all(w.kernel == w.stride == 1 for w in (g.wh, g.ww))
         self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels and len(self.ranges) == 1
@@ -171,7 +180,8 @@ class Conv2DInt8Kernel(Kernel):
 
     def bind_compiled_depthwise(self, x: np.ndarray, out: np.ndarray) -> None:
         """The compiled depthwise kernel: int32 sums of centred products, skipping the padding (its share, the
-        zero point times the taps, is the constant `zsum`), requantized as they are written."""
+        zero point times the taps, is the constant `zsum`), requantized as they are written; as register tiles
+        (on the input centred into float32) where those sums are exact in float32."""
         from lite.kernels.compiled import conv
         g, zp = self.geo, self.qx.zero_point
         weight = self.centred.reshape(g.out_channels, g.wh.kernel, g.ww.kernel, 1)
@@ -179,15 +189,14 @@ class Conv2DInt8Kernel(Kernel):
         zsum = (zp * self.centred.sum(axis=1)).astype(np.int32)
         scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
         window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
-        work = out.size * g.wh.kernel * g.ww.kernel
-        bound = 255 * np.abs(taps).sum(axis=(0, 1)) + np.abs(zsum)      # largest |sum| of any output
-        if tiled_depthwise(g) and bound.max() < conv.EXACT_SUM:
-            self.call = conv.depthwise_tiled.bind(work, x, taps.astype(np.float32), zsum.astype(np.float32),
-                                                  scale, offset, np.int32(zp), np.int32(lo), np.float64(top),
+        work_size = out.size * g.wh.kernel * g.ww.kernel
+        if self.tiled:
+            self.call = conv.depthwise_tiled.bind(work_size, x, True, np.zeros(1, F32), np.int32(zp), taps.astype(F32),
+                                                  zsum.astype(F32), scale, offset, np.int32(lo), np.float64(top),
                                                   out, *window)
         else:
-            self.call = conv.depthwise_i8.bind(work, x, taps, zsum, np.int32(zp), scale, offset, np.int32(lo),
-                                               top, out, *window)
+            self.call = conv.depthwise_i8.bind(work_size, x, taps, zsum, np.int32(zp), scale, offset,
+                                               np.int32(lo), top, out, *window)
 
     def bind_depthwise(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray], zp: float) -> None:
         """`DepthwiseBands` over a float32 output, each band requantized into `out` while it is in cache."""
