@@ -31,7 +31,7 @@ from tests.util import REPO, run_lite, run_ort, small_cnn
 A = fb.ActivationType
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 PATHS = ["numpy", pytest.param("compiled", marks=pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed"))]
-DEPTHWISE = [c for c in CONV_CASES if c.startswith("depthwise")] + ["pointwise", "pads"]
+DIRECT = [c for c in CONV_CASES if c.startswith(("depthwise", "dense"))] + ["pointwise", "pads"]
 
 
 def compiled_nodes(s: lite.LiteSession) -> list[str]:
@@ -56,7 +56,7 @@ def conv_relu6(case: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 
 
 @pytest.mark.parametrize("kernels", PATHS)
-@pytest.mark.parametrize("case", DEPTHWISE)
+@pytest.mark.parametrize("case", DIRECT)
 def test_conv_with_fused_relu6_matches_onnxruntime(case: str, kernels: str) -> None:
     model, feeds = conv_relu6(case)
     want = run_ort(model, feeds)["z"]
@@ -115,7 +115,7 @@ def test_compiled_epilogue_over_rows_of_pixels_reads_the_bias_at_every_run(pixel
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
-@pytest.mark.parametrize("case", DEPTHWISE)
+@pytest.mark.parametrize("case", DIRECT)
 def test_compiled_and_numpy_conv_agree_within_rounding(case: str) -> None:
     model, feeds = conv_relu6(case)
     reference = run_lite(session(model, "numpy"), feeds)["z"]
@@ -125,11 +125,15 @@ def test_compiled_and_numpy_conv_agree_within_rounding(case: str) -> None:
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 @pytest.mark.parametrize("case, tiled", [("depthwise", True), ("depthwise_24ch_dilated_strided", True),
-                                         ("depthwise_stride2", False), ("depthwise_multiplier2", False)])
-def test_register_tiles_take_depthwise_convs_with_whole_vectors_of_channels(case: str, tiled: bool) -> None:
+                                         ("dense_first_layer_dilated", True), ("depthwise_stride2", False),
+                                         ("depthwise_multiplier2", False), ("pads", None)])
+def test_register_tiles_take_depthwise_and_first_layer_convs_with_whole_vectors_of_channels(case: str,
+                                                                                          tiled: bool | None) -> None:
+    """Depthwise (multiplier 1) and dense convs of few input channels with output channels a multiple of 8 run
+    as register tiles; other depthwise convs on the generic kernel; other dense convs (None) on im2col + GEMM."""
     model, _ = conv_relu6(case)
     [conv] = [step.kernel for step in session(model, "compiled")._plan.steps if step.node.op == "Conv2D"]
-    assert conv.compute.tiled is tiled
+    assert getattr(conv.compute, "tiled", None) is tiled
 
 
 @pytest.mark.parametrize("case, winograd", [("winograd_3x3", True), ("winograd_3x3_odd_unpadded", True),
@@ -228,6 +232,8 @@ INT8_CONV_CASES = int8_tests.CONV_CASES + [
     (2, 9, 11, 24, 24, 3, 1, 1, 24, 8, True, A.RELU6),       # depthwise register tiles: 16 + 8 channels
     (1, 10, 13, 32, 32, 5, 2, 2, 32, 8, True, A.NO_ACTIVATION),  # tiles, 5x5 strided
     (1, 3, 2, 16, 16, 3, 1, 1, 16, 7, False, A.RELU),        # tiles: every pixel an edge pixel
+    (2, 11, 9, 3, 16, 3, 2, 1, 1, 8, True, A.RELU6),         # dense register tiles: a stem-like first layer
+    (1, 7, 8, 2, 24, 5, 1, 2, 1, 8, False, A.NO_ACTIVATION),  # dense tiles, 16 + 8 output channels
 ]
 
 

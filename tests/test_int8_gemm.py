@@ -32,7 +32,7 @@ CASES = {
     "pointwise_weight_zp": (1, 4, 5, 11, 19, 1, 1, 0, 8, True, True, A.NO_ACTIVATION),
     "pointwise_strided": (1, 8, 8, 24, 20, 1, 2, 0, 8, True, False, A.RELU),
     "dense_3x3_padded": (1, 9, 8, 5, 33, 3, 1, 1, 8, True, False, A.RELU),
-    "dense_3x3_stride2": (1, 15, 15, 3, 32, 3, 2, 1, 8, True, False, A.RELU6),
+    "dense_3x3_stride2": (1, 15, 15, 5, 32, 3, 2, 1, 8, True, False, A.RELU6),   # 5 channels: above the tiles
     "narrow_5bit": (1, 6, 5, 7, 17, 3, 1, 1, 5, True, False, A.NO_ACTIVATION),
 }
 

@@ -1,13 +1,15 @@
-"""Compiled depthwise convolution (float32 and int8), the fused bias/clamp epilogue and int8 requantization.
+"""Compiled direct convolution (depthwise, and dense first layers; float32 and int8), the fused bias/clamp
+epilogue and int8 requantization.
 
 NHWC activations; depthwise weights as [KH, KW, C_out] (C_out = C_in x multiplier, output channel o reads input
 channel o // multiplier). Padding is never copied: taps outside the input are skipped (float: they add zero;
 int8: they read the zero point, whose contribution is the constant `zsum`). Work is split over (image, output
 row) pairs across the threads.
 
-Register tiles (`depthwise_tiled`, channel multiplier 1 and channels a multiple of 8): 4 output pixels x 16
-channels held in eight 8-lane accumulators across all taps of a row's tap list, the weights of a tap loaded once
-for the 4 pixels, written in LLVM IR (`_tile_code`) since numba's loops kept the sums in memory: 2.0x the
+Register tiles (`conv_tiled`; output channels a multiple of 8): 4 output pixels x 16 output channels held in
+eight 8-lane accumulators across all taps of a row's tap list, the weights of a tap loaded once for the 4 pixels;
+a depthwise tap (channel multiplier 1) multiplies a vector of input channels, a dense tap (a first layer's
+kernel position and input channel, w as [KH, KW, C, O]) one input value broadcast over the outputs. Written in LLVM IR (`_tile_code`) since numba's loops kept the sums in memory: 2.0x the
 per-element kernel on MobileNetV2's depthwise layers on one core (17-20 against 7-9 GMAC/s). Float32 sums are
 fused multiply-adds, so they agree with the numpy kernel within float32 rounding. int8 runs the same tiles on
 its input rows centred (x - zp) into float32 (per output row, in cache), exact while every channel's sum of
@@ -42,19 +44,20 @@ def _vector(builder, address, vector):
     return builder.inttoptr(address, vector.as_pointer())
 
 
-def _tile_code(int8, pixels, vectors, context, builder, signature, args):
+def _tile_code(dense, int8, pixels, vectors, context, builder, signature, args):
     """out[o_at + p o_step + 8v + l] = epilogue(acc) for p < pixels, v < vectors, lanes l, where acc =
-    init[param + 8v + l] + sum_t x[x_at + p x_step + tap_x[t] + 8v + l] w[tap_w[t] + 8v + l] (float32,
-    addresses in elements). float32 out: epilogue clamp(acc, lo, hi). int8 out: clip(trunc(acc scale +
+    init[param + 8v + l] + sum_t x[x_at + p x_step + tap_x[t] (+ 8v + l unless dense)] w[tap_w[t] + 8v + l]
+    (float32, addresses in elements): depthwise reads a vector of channels per tap, dense one input value
+    for all output channels. float32 out: epilogue clamp(acc, lo, hi). int8 out: clip(trunc(acc scale +
     offset), 0, hi) + lo with per-channel float64 scale and offset."""
-    xa, x_at, x_step, wa, txa, twa, taps, ia, sa, fa, param, lo, hi, oa, o_at, o_step = args
-    kinds = signature.args
+    xa, x_at, x_step, wa, w_at, txa, twa, taps, ia, sa, fa, param, lo, hi, oa, o_at, o_step = args
+    kinds = signature.args[:4] + signature.args[5:]
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     addr = lambda k, a: _address(context, builder, kinds[k], a)[0]          # noqa: E731
     load = lambda address, vector, align: builder.load(_vector(builder, address, vector), align=align)  # noqa: E731
     i32x8, i8x8 = ir.VectorType(I32, LANES), ir.VectorType(I8, LANES)
     x0 = builder.add(addr(0, xa), builder.mul(x_at, const(4)))
-    w0 = addr(3, wa)
+    w0 = builder.add(_address(context, builder, signature.args[3], wa)[0], builder.mul(w_at, const(4)))
     tx, tw = (builder.inttoptr(addr(k, a), I64.as_pointer()) for k, a in ((4, txa), (5, twa)))
     fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(V8, [V8] * 3), "llvm.fma.v8f32")
     p4, p8 = builder.mul(param, const(4)), builder.mul(param, const(8))
@@ -67,9 +70,12 @@ def _tile_code(int8, pixels, vectors, context, builder, signature, args):
         ws = [load(builder.add(wt, const(32 * v)), V8, 4) for v in range(vectors)]
         for p in range(pixels):
             xp = builder.add(xt, builder.mul(const(p), step))
+            if dense:
+                xv = _splat(builder, builder.load(builder.inttoptr(xp, F32.as_pointer()), align=4), V8)
             for v in range(vectors):
                 acc = accs[p * vectors + v]
-                xv = load(builder.add(xp, const(32 * v)), V8, 4)
+                if not dense:
+                    xv = load(builder.add(xp, const(32 * v)), V8, 4)
                 builder.store(builder.call(fma, [xv, ws[v], builder.load(acc)]), acc)
     o0 = builder.add(addr(13, oa), builder.mul(o_at, const(1 if int8 else 4)))
     zero = ir.Constant(D8 if int8 else V8, [0.0] * LANES)
@@ -97,12 +103,13 @@ def _tile_code(int8, pixels, vectors, context, builder, signature, args):
 
 def _tile_kernel(pixels: int, vectors: int):
     @intrinsic
-    def tile(typingctx, x, x_at, x_step, w, tap_x, tap_w, taps, init, scale, offset, param, lo, hi, out, o_at,
-             o_step):
-        """One register tile (`_tile_code`), requantized when `out` is int8 (float32 ignores scale, offset)."""
-        sig = types.void(x, x_at, x_step, w, tap_x, tap_w, taps, init, scale, offset, param, lo, hi, out, o_at,
-                         o_step)
-        return sig, functools.partial(_tile_code, out.dtype == types.int8, pixels, vectors)
+    def tile(typingctx, x, x_at, x_step, w, w_at, tap_x, tap_w, taps, init, scale, offset, param, lo, hi, out,
+             o_at, o_step):
+        """One register tile (`_tile_code`): dense when w is [KH, KW, C, O], requantized when `out` is int8
+        (float32 ignores scale and offset)."""
+        sig = types.void(x, x_at, x_step, w, w_at, tap_x, tap_w, taps, init, scale, offset, param, lo, hi, out,
+                         o_at, o_step)
+        return sig, functools.partial(_tile_code, w.ndim == 4, out.dtype == types.int8, pixels, vectors)
     return tile
 
 
@@ -111,26 +118,30 @@ _TILE, _PIXEL, _TILE8, _PIXEL8 = (_tile_kernel(p, v) for p, v in ((TILE_PIXELS, 
 
 
 @Compiled
-def depthwise_tiled(x, centre, xc, zp, w, init, scale, offset, lo, hi, out, stride_h, stride_w, dil_h, dil_w,
-                    pad_top, pad_left):  # pragma: no cover
-    """Channel multiplier 1, C % 8 == 0, w [KH, KW, C] float32. The tiles read float32: `xc` (x itself), or,
-    when `centre` (int8 x), each task's input rows centred (x - zp) into a buffer of its own, which stays in
-    cache. Per output row: the list of its taps inside the input rows; pixels whose every tap lies inside the
-    row run as tiles of 4, 16 (then 8) channels at a time; the few edge pixels run as 1-pixel tiles over their
-    own list of taps."""
+def conv_tiled(x, centre, xc, zp, w, init, scale, offset, lo, hi, out, stride_h, stride_w, dil_h, dil_w,
+               pad_top, pad_left):  # pragma: no cover
+    """Register-tile convolution, O % 8 == 0: depthwise (channel multiplier 1, w [KH, KW, C]) or dense
+    (w [KH, KW, C, O]). The tiles read float32: `xc` (x itself), or, when `centre` (int8 x), each task's input
+    rows centred (x - zp) into a buffer of its own, which stays in cache. Per output row: the list of its taps
+    (kernel row and column, and for dense the input channel) inside the input rows; pixels whose every tap
+    lies inside the row run as tiles of 4, 16 (then 8) output channels at a time; the few edge pixels run as
+    1-pixel tiles over their own list of taps."""
     n, h, wd, c = x.shape
-    kh, kw, _ = w.shape
-    _, oh, ow, _ = out.shape
-    xs, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
+    kh, kw = w.shape[0], w.shape[1]
+    _, oh, ow, o = out.shape
+    dense = w.ndim == 4
+    cin = c if dense else 1                      # taps per kernel position
+    xs, of = x.reshape(-1), out.reshape(-1)
     first = min(ow, (pad_left + stride_w - 1) // stride_w)           # interior output columns [first, last)
     last = max(first, min(ow, (wd - 1 + pad_left - (kw - 1) * dil_w) // stride_w + 1))
-    wide, span = c - c % 16, wd * c
+    wide, span = o - o % 16, wd * c
     for task in prange(n * oh):
         image, y = task // oh, task % oh
-        tap_x = np.empty(kh * kw, np.int64)
-        tap_w = np.empty(kh * kw, np.int64)
-        edge_x = np.empty(kh * kw, np.int64)
-        edge_w = np.empty(kh * kw, np.int64)
+        tap_x = np.empty(kh * kw * cin, np.int64)
+        tap_w = np.empty(kh * kw * cin, np.int64)
+        tap_j = np.empty(kh * kw * cin, np.int64)
+        edge_x = np.empty(kh * kw * cin, np.int64)
+        edge_w = np.empty(kh * kw * cin, np.int64)
         xf = np.empty(kh * span, np.float32) if centre else xc.reshape(-1)
         taps = rows = 0
         for i in range(kh):
@@ -144,42 +155,41 @@ def depthwise_tiled(x, centre, xc, zp, w, init, scale, offset, lo, hi, out, stri
                     start = rows * span
                 rows += 1
                 for j in range(kw):
-                    tap_x[taps] = start + (j * dil_w - pad_left) * c
-                    tap_w[taps] = (i * kw + j) * c
-                    taps += 1
-        row = task * ow * c
+                    for ci in range(cin):
+                        tap_x[taps] = start + (j * dil_w - pad_left) * c + ci
+                        tap_w[taps] = ((i * kw + j) * cin + ci) * o
+                        tap_j[taps] = j
+                        taps += 1
+        row, step = task * ow * o, stride_w * c
         for e in range(first + ow - last):
             xo = e if e < first else last + e - first
             count = 0
             for t in range(taps):
-                ix = xo * stride_w - pad_left + (tap_w[t] // c % kw) * dil_w
+                ix = xo * stride_w - pad_left + tap_j[t] * dil_w
                 if 0 <= ix < wd:
-                    edge_x[count] = tap_x[t] + xo * stride_w * c
+                    edge_x[count] = tap_x[t] + xo * step
                     edge_w[count] = tap_w[t]
                     count += 1
-            for c0 in range(0, wide, 16):
-                _PIXEL(xf, c0, 0, wf[c0:], edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of,
-                       row + xo * c + c0, 0)
-            if wide < c:
-                _PIXEL8(xf, wide, 0, wf[wide:], edge_x, edge_w, count, init, scale, offset, wide, lo, hi, of,
-                        row + xo * c + wide, 0)
-        for c0 in range(0, c, 16):
+            for c0 in range(0, o, 16):
+                xat, at = 0 if dense else c0, row + xo * o + c0
+                if c0 < wide:
+                    _PIXEL(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
+                else:
+                    _PIXEL8(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
+        for c0 in range(0, o, 16):
             xo = first
-            while xo + TILE_PIXELS <= last:
-                if c0 < wide:
-                    _TILE(xf, xo * stride_w * c + c0, stride_w * c, wf[c0:], tap_x, tap_w, taps, init, scale,
-                          offset, c0, lo, hi, of, row + xo * c + c0, c)
+            while xo < last:
+                whole = xo + TILE_PIXELS <= last
+                xat, at = xo * step + (0 if dense else c0), row + xo * o + c0
+                if c0 < wide and whole:
+                    _TILE(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                elif c0 < wide:
+                    _PIXEL(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                elif whole:
+                    _TILE8(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
                 else:
-                    _TILE8(xf, xo * stride_w * c + c0, stride_w * c, wf[c0:], tap_x, tap_w, taps, init, scale,
-                           offset, c0, lo, hi, of, row + xo * c + c0, c)
-                xo += TILE_PIXELS
-            for xo in range(xo, last):
-                if c0 < wide:
-                    _PIXEL(xf, xo * stride_w * c + c0, stride_w * c, wf[c0:], tap_x, tap_w, taps, init, scale,
-                           offset, c0, lo, hi, of, row + xo * c + c0, c)
-                else:
-                    _PIXEL8(xf, xo * stride_w * c + c0, stride_w * c, wf[c0:], tap_x, tap_w, taps, init, scale,
-                            offset, c0, lo, hi, of, row + xo * c + c0, c)
+                    _PIXEL8(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                xo += TILE_PIXELS if whole else 1
 
 
 @Compiled

@@ -20,8 +20,8 @@ from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import compiled
 from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
-from lite.kernels.conv2d import (SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band, depthwise_taps,
-                                 tiled_depthwise)
+from lite.kernels.conv2d import (SMALL_M, DepthwiseBands, check_bias, conv_geometry, dense_taps, depthwise_band,
+                                 depthwise_taps, tiled_dense, tiled_depthwise)
 from lite.kernels.int8.common import (ExactGemm, exact_ranges, fused_bounds, input_quant, int32_gemm_fits,
                                       output_quant)
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
@@ -84,13 +84,15 @@ class Conv2DInt8Kernel(Kernel):
         bounds = acc_bounds(centred, MAX_ABS_X)
         self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded, bounds)
         self.compiled = self.requantize.exact and compiled.enabled()
-        self.compiled_depthwise = (self.compiled and g.group > 1 and g.group == g.in_channels
-                                   and int(bounds.max()) < 1 << 30)          # int32 accumulators cannot overflow
-        self.tiled = self.compiled_depthwise and tiled_depthwise(g) and exact_in_float32(centred, qx.zero_point)
-        self.compiled_gemm = self.compiled and g.group == 1 and int32_gemm_fits(centred, MAX_ABS_X)
+        exact = self.compiled and exact_in_float32(centred, qx.zero_point)
+        self.tiled = exact and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g) or tiled_dense(g))
+        self.compiled_direct = self.tiled or (self.compiled and g.group > 1 and g.group == g.in_channels
+                                              and int(bounds.max()) < 1 << 30)  # int32 accumulators cannot overflow
+        self.compiled_gemm = (self.compiled and not self.tiled and g.group == 1
+                              and int32_gemm_fits(centred, MAX_ABS_X))
         self.pointwise = not g.padded and all(w.kernel == w.stride == 1 for w in (g.wh, g.ww))
         self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels and len(self.ranges) == 1
-                          and not self.compiled_depthwise)
+                          and not self.compiled_direct)
         self.transposed = not self.depthwise and g.group == 1 and g.rows < SMALL_M
         return [TensorSpec(g.out_shape, x.dtype)]
 
@@ -105,7 +107,7 @@ class Conv2DInt8Kernel(Kernel):
 
     def scratch(self) -> list[TensorSpec]:
         g = self.geo
-        if self.compiled_depthwise or (self.compiled_gemm and self.pointwise):
+        if self.compiled_direct or (self.compiled_gemm and self.pointwise):
             return []
         if self.compiled_gemm:         # the int8 columns (im2col) and padded input of `bind_compiled_gemm`
             padded = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), self.x_dtype)] if g.padded else []
@@ -123,8 +125,8 @@ class Conv2DInt8Kernel(Kernel):
     def bind(self, inputs, outputs, scratch) -> None:
         g, x, out, work = self.geo, inputs[0], outputs[0], list(scratch)
         zp = float(self.qx.zero_point)
-        if self.compiled_depthwise:
-            self.bind_compiled_depthwise(x, out)
+        if self.compiled_direct:
+            self.bind_compiled_direct(x, out)
             return
         if self.compiled_gemm:
             self.bind_compiled_gemm(x, out, work)
@@ -178,25 +180,26 @@ class Conv2DInt8Kernel(Kernel):
             lhs = work[0]
         self.call = int8.bind(lhs, self.centred.T, self.requantize, out.reshape(g.rows, g.out_channels))
 
-    def bind_compiled_depthwise(self, x: np.ndarray, out: np.ndarray) -> None:
-        """The compiled depthwise kernel: int32 sums of centred products, skipping the padding (its share, the
+    def bind_compiled_direct(self, x: np.ndarray, out: np.ndarray) -> None:
+        """The compiled direct kernels: int32 sums of centred products, skipping the padding (its share, the
         zero point times the taps, is the constant `zsum`), requantized as they are written; as register tiles
-        (on the input centred into float32) where those sums are exact in float32."""
+        (on the input centred into float32) where those sums are exact in float32, which a dense first layer
+        needs."""
         from lite.kernels.compiled import conv
         g, zp = self.geo, self.qx.zero_point
-        weight = self.centred.reshape(g.out_channels, g.wh.kernel, g.ww.kernel, 1)
-        taps = np.ascontiguousarray(depthwise_taps(weight), np.int32)
+        weight = self.centred.reshape(g.out_channels, g.wh.kernel, g.ww.kernel, g.in_channels // g.group)
+        taps = np.ascontiguousarray((dense_taps if g.group == 1 else depthwise_taps)(weight), np.int32)
         zsum = (zp * self.centred.sum(axis=1)).astype(np.int32)
         scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
         window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
-        work_size = out.size * g.wh.kernel * g.ww.kernel
+        work = out.size * g.depth
         if self.tiled:
-            self.call = conv.depthwise_tiled.bind(work_size, x, True, np.zeros(1, F32), np.int32(zp), taps.astype(F32),
-                                                  zsum.astype(F32), scale, offset, np.int32(lo), np.float64(top),
-                                                  out, *window)
+            self.call = conv.conv_tiled.bind(work, x, True, np.zeros(1, F32), np.int32(zp), taps.astype(F32),
+                                             zsum.astype(F32), scale, offset, np.int32(lo), np.float64(top), out,
+                                             *window)
         else:
-            self.call = conv.depthwise_i8.bind(work_size, x, taps, zsum, np.int32(zp), scale, offset,
-                                               np.int32(lo), top, out, *window)
+            self.call = conv.depthwise_i8.bind(work, x, taps, zsum, np.int32(zp), scale, offset, np.int32(lo), top,
+                                               out, *window)
 
     def bind_depthwise(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray], zp: float) -> None:
         """`DepthwiseBands` over a float32 output, each band requantized into `out` while it is in cache."""
@@ -214,7 +217,7 @@ class Conv2DInt8Kernel(Kernel):
             self.bands.append((replace(fill, fill=zp), views, band, tmp, finish))
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        if self.compiled_depthwise:
+        if self.compiled_direct:
             self.call()
             return
         if self.compiled_gemm:
