@@ -62,6 +62,11 @@ def selection(mode: str, threads: int = 1) -> Iterator[None]:
         _mode.reset(token)
 
 
+def threads() -> int:
+    """The thread count of the session whose kernels are being chosen (1 outside `selection`)."""
+    return _mode.get()[1]
+
+
 def requested() -> str:
     """The mode in force: the environment variable first, then the compiling session's context."""
     env = os.environ.get(ENV, "").strip().lower()
