@@ -142,29 +142,35 @@ def test_register_tiles_take_depthwise_and_first_layer_convs_with_whole_vectors_
                                                  ("pointwise_stride2", True), ("pads", True),
                                                  ("strides_asymmetric_pads", True),
                                                  ("dilations_eight_channels", True), ("dilations", False),
-                                                 ("winograd_3x3", False), ("groups", False),
+                                                 ("winograd_3x3", "at 2 threads"), ("groups", False),
                                                  ("depthwise", False)])
-def test_one_group_convs_run_their_gemm_on_the_compiled_threads(case: str, compiled_gemm: bool) -> None:
-    """One-group convs with a constant weight (but Winograd's): one compiled pass of im2col rows, sgemm (numpy's
-    OpenBLAS here) and bias + clamp per block of rows, matching onnxruntime at 1 and 2 threads."""
+def test_one_group_convs_run_their_gemm_on_the_compiled_threads(case: str, compiled_gemm: bool | str) -> None:
+    """One-group convs with a constant weight (but Winograd's, in one-thread sessions): one compiled pass of im2col
+    rows, sgemm (numpy's OpenBLAS here) and bias + clamp per block of rows, matching onnxruntime at 1 and 2
+    threads."""
     from lite.kernels.compiled import gemm
     model, feeds = conv_relu6(case)
     want = run_ort(model, feeds)["z"]
     for threads in (1, 2):
         s = session(model, "compiled", threads)
         [conv] = [step.kernel for step in s._plan.steps if step.node.op == "Conv2D"]
-        assert conv.gemm_compiled is (compiled_gemm and gemm.available())
+        expected = threads > 1 if compiled_gemm == "at 2 threads" else compiled_gemm      # Winograd's at 1
+        assert conv.gemm_compiled is (expected and gemm.available())
         np.testing.assert_allclose(run_lite(s, feeds)["z"], want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("case, winograd", [("winograd_3x3", True), ("winograd_3x3_odd_unpadded", True),
-                                            ("winograd_too_few_tiles", False)])
-def test_winograd_takes_3x3_convs_with_enough_tiles(case: str, winograd: bool) -> None:
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("case, threads, winograd", [("winograd_3x3", 1, True), ("winograd_3x3_odd_unpadded", 1, True),
+                                                     ("winograd_too_few_tiles", 1, False), ("winograd_3x3", 2, False)])
+def test_winograd_takes_3x3_convs_with_enough_tiles_in_one_thread_sessions(case: str, threads: int, winograd: bool,
+                                                                           kernels: str) -> None:
     x_shape, w_shape, attrs = CONV_CASES[case]
     feeds = {"x": _array(x_shape)}
-    model = node_model("Conv", feeds, {"w": _array(w_shape)}, ["x", "w"], **attrs)
-    [conv] = [step.kernel for step in session(model, "numpy")._plan.steps if step.node.op == "Conv2D"]
+    model = node_model("Conv", feeds, {"w": _array(w_shape), "b": _array(w_shape[:1])}, ["x", "w", "b"], **attrs)
+    s = session(model, kernels, threads)
+    [conv] = [step.kernel for step in s._plan.steps if step.node.op == "Conv2D"]
     assert conv.winograd is winograd
+    np.testing.assert_allclose(run_lite(s, feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")

@@ -9,7 +9,8 @@ Three paths, each prebound in `bind` as a callable over fixed views, so a run on
   When a window row is shorter than a SIMD vector (KW*C < 8 floats, a first layer) the columns are built
   transposed, [K, M], one copy per tap (`tap_columns`): LeNet-5's first conv (KW*C = 5) at batch 128 took
   6.0 -> 3.7 ms; the first convs of MobileNetV2 and ResNet (9 and 21 floats) gain nothing.
-- Winograd F(2x2, 3x3) (`_winograd`) for dense 3x3 stride-1 convs with a constant weight.
+- Winograd F(2x2, 3x3) (`_winograd`) for dense 3x3 stride-1 convs with a constant weight, in one-thread sessions
+  with at least `WINOGRAD_MIN_TILES` tiles (its 16 GEMMs are 2.25x fewer multiplies, its transforms one thread).
 - `DepthwiseBands` (group == C_in == C_out): KH*KW shifted multiply-adds, in bands of output rows whose input
   is padded into a cache-sized buffer, with per-tap weights pre-tiled along W so numpy runs each product as one
   contiguous loop; bias and activation are applied per band while it is in cache.
@@ -39,6 +40,7 @@ from lite.traits import declare
 BAND_ELEMENTS = 1 << 16   # depthwise output elements per band (~256 KiB of float32: stays in L2)
 WINOGRAD_MIN_CHANNELS = 16   # below this the 16 small GEMMs lose to one im2col GEMM
 WINOGRAD_MIN_TILES = 32      # nor with fewer tiles (GEMM rows): ResNet-50's 7x7 layer4 (16 tiles) lost 0.6-0.9 ms
+WINOGRAD_MAX_THREADS = 1     # its transforms run on one thread: at 2, ResNet-50's convs took 54.8 ms against 48.3
 SMALL_M = 128             # GEMMs of a changing weight with fewer output pixels run transposed (5-25 % faster at M = 49)
 SHORT_RUN = 8             # dense convs whose window rows (KW*C floats) are shorter build their columns by tap
 
@@ -338,7 +340,8 @@ class Conv2DKernel(Kernel):
         self.winograd = (self.const_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
                          and g.wh.stride == g.ww.stride == g.wh.dilation == g.ww.dilation == 1
                          and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS
-                         and g.batch * winograd.tiles(g.wh.out) * winograd.tiles(g.ww.out) >= WINOGRAD_MIN_TILES)
+                         and g.batch * winograd.tiles(g.wh.out) * winograd.tiles(g.ww.out) >= WINOGRAD_MIN_TILES
+                         and compiled.threads() <= WINOGRAD_MAX_THREADS)
         self.direct = (g.group == 1 and g.wh.kernel == g.ww.kernel == 1 and g.wh.stride == g.ww.stride == 1
                        and not g.padded)
         self.transposed = (not (self.depthwise or self.winograd or self.const_weight) and g.group == 1
