@@ -136,29 +136,6 @@ def test_register_tiles_take_depthwise_and_first_layer_convs_with_whole_vectors_
     assert getattr(conv.compute, "tiled", None) is tiled
 
 
-@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
-@pytest.mark.parametrize("case, compiled_gemm", [("pointwise", True), ("pointwise_many_rows", True),
-                                                 ("pointwise_few_rows_many_outputs", True),
-                                                 ("pointwise_stride2", True), ("pads", True),
-                                                 ("strides_asymmetric_pads", True),
-                                                 ("dilations_eight_channels", True), ("dilations", False),
-                                                 ("winograd_3x3", "at 2 threads"), ("groups", False),
-                                                 ("depthwise", False)])
-def test_one_group_convs_run_their_gemm_on_the_compiled_threads(case: str, compiled_gemm: bool | str) -> None:
-    """One-group convs with a constant weight (but Winograd's, in one-thread sessions): one compiled pass of im2col
-    rows, sgemm (numpy's OpenBLAS here) and bias + clamp per block of rows, matching onnxruntime at 1 and 2
-    threads."""
-    from lite.kernels.compiled import gemm
-    model, feeds = conv_relu6(case)
-    want = run_ort(model, feeds)["z"]
-    for threads in (1, 2):
-        s = session(model, "compiled", threads)
-        [conv] = [step.kernel for step in s._plan.steps if step.node.op == "Conv2D"]
-        expected = threads > 1 if compiled_gemm == "at 2 threads" else compiled_gemm      # Winograd's at 1
-        assert conv.gemm_compiled is (expected and gemm.available())
-        np.testing.assert_allclose(run_lite(s, feeds)["z"], want, rtol=1e-4, atol=1e-4)
-
-
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("case, threads, winograd", [("winograd_3x3", 1, True), ("winograd_3x3_odd_unpadded", 1, True),
                                                      ("winograd_too_few_tiles", 1, False), ("winograd_3x3", 2, False)])

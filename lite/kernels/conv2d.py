@@ -299,25 +299,6 @@ class DirectCompiled:
             self.after()
 
 
-def compiled_gemm_available() -> bool:
-    from lite.kernels.compiled import gemm
-    return gemm.available()
-
-
-def compiled_gemm(g: Geometry, x: np.ndarray, cols: np.ndarray | None, w: np.ndarray, bias: np.ndarray | None,
-                  out: np.ndarray, kind: int) -> Callable[[], None]:
-    """A one-group conv with a constant weight and a clamp activation as one compiled pass (`compiled.gemm`):
-    im2col rows (into `cols`; None for a 1x1 stride-1 unpadded conv), sgemm, bias and clamp per block of rows,
-    on the compiled kernels' threads."""
-    from lite.kernels.compiled import gemm
-    packed = np.ascontiguousarray(w.reshape(g.out_channels, g.depth).T)
-    bias = np.zeros(g.out_channels, np.float32) if bias is None else constant_view(bias)
-    lo, hi = (np.float32(b) for b in clamp_bounds(kind))
-    window = (g.wh.kernel, g.ww.kernel, g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin,
-              g.ww.pad_begin)
-    return gemm.bind(x, cols, packed, bias, lo, hi, out, window, compiled.threads())
-
-
 declare("Conv2D", weight_input=1, weight_axis=0, bias_input=2, bias_correction=True, fused_activation=True,
         batchnorm_folds=True, absorbs_pad=True)
 
@@ -348,10 +329,6 @@ class Conv2DKernel(Kernel):
                            and g.rows < SMALL_M)
         self.narrow = (g.group == 1 and g.ww.kernel * g.in_channels < SHORT_RUN
                        and not (self.direct or self.transposed or self.winograd))
-        self.gemm_compiled = (g.group == 1 and self.const_weight and not (self.winograd or self.compiled_direct
-                                                                          or self.narrow)
-                              and clamp_bounds(self.attrs.activation) is not None and compiled.enabled()
-                              and compiled_gemm_available())
         self.activation: Callable | None = activation_fn(self.attrs.activation)
         return [TensorSpec(g.out_shape, x.dtype)]
 
@@ -359,8 +336,6 @@ class Conv2DKernel(Kernel):
         g, f32 = self.geo, np.dtype(np.float32)
         if self.compiled_direct:
             return []
-        if self.gemm_compiled:
-            return [] if self.direct else [TensorSpec((g.rows, g.depth), f32)]
         if self.depthwise:
             return DepthwiseBands.scratch(g)
         if self.winograd:
@@ -380,10 +355,7 @@ class Conv2DKernel(Kernel):
         x, w, out, work = inputs[0], inputs[1], outputs[0], list(scratch)
         self.bias = inputs[2] if len(inputs) > 2 else None
         self.finish = None                 # the depthwise paths finish inside
-        if self.gemm_compiled:
-            self.compute = compiled_gemm(self.geo, x, None if self.direct else work[0], w, self.bias, out,
-                                         self.attrs.activation)
-        elif self.compiled_direct:
+        if self.compiled_direct:
             self.compute = DirectCompiled.build(self.geo, self.const_weight, x, w, self.bias, out,
                                                    self.attrs.activation)
         elif self.depthwise:
@@ -394,7 +366,7 @@ class Conv2DKernel(Kernel):
                             Im2colGemm.build(self.geo, self.direct, self.transposed, self.narrow, self.const_weight, x,
                                              w, out, work))
             self.finish = epilogue(out, self.bias, self.attrs.activation)
-        self.compiled = self.compiled_direct or self.gemm_compiled or isinstance(self.finish, compiled.Bound)
+        self.compiled = self.compiled_direct or isinstance(self.finish, compiled.Bound)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.compute()
