@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 import time
+import types
 from typing import Any, Callable, Iterator
 
 from lite import gc_pause
@@ -159,8 +160,14 @@ def numba_module() -> Any:
 
 def _jit(fn: Callable, parallel: bool) -> Any:
     """numba.njit as every compiled kernel uses it: cached on disk, releasing the GIL, exact IEEE arithmetic
-    (no fast-math, so float32 results match the numpy reference's order of operations)."""
-    return numba_module().njit(cache=True, nogil=True, parallel=parallel, error_model="numpy")(fn)
+    (no fast-math, so float32 results match the numpy reference's order of operations).
+
+    Each form is compiled from a copy of `fn` named for it: numba's on-disk cache keys a function by its name,
+    signature and bytecode, not by `parallel`, so the two forms of one function would share an entry, and
+    whichever compiled first would serve both (the threaded form then ran serially, or the serial one threaded)."""
+    form = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    form.__qualname__ = f"{fn.__qualname__}_{'threaded' if parallel else 'serial'}"
+    return numba_module().njit(cache=True, nogil=True, parallel=parallel, error_model="numpy")(form)
 
 
 class Bound(functools.partial):
