@@ -16,8 +16,7 @@ from onnx import helper, numpy_helper
 
 import lite
 from converter import convert
-from lite.kernels import _conv_math, compiled
-from lite.kernels.grad import conv2d_grad
+from lite.kernels import _conv_math, compiled, conv2d
 from schema import fb
 from tests import test_grad_kernels_basic as basic_tests
 from tests import test_grad_kernels_nn as grad_tests
@@ -73,6 +72,23 @@ def test_narrow_conv_columns_match_onnxruntime_on_both_paths(case: str, kernels:
     model = node_model("Conv", feeds, {"w": _array(w_shape), "b": _array(w_shape[:1])}, ["x", "w", "b"], **attrs)
     s = session(model, kernels)
     assert [step.kernel.narrow for step in s._plan.steps if step.node.op == "Conv2D"] == [True]
+    np.testing.assert_allclose(run_lite(s, feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+def test_narrow_conv_columns_in_blocks_of_images_match_onnxruntime(kernels: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tap-built columns go one run of images at a time (`COLUMN_BLOCK_BYTES`): here 2 of 5 images per block,
+    the last block shorter."""
+    x_shape, w_shape, attrs = CONV_CASES["one_channel_5x5"]
+    x_shape = (5, *x_shape[1:])
+    out_pixels = (x_shape[2] - w_shape[2] + 1) * (x_shape[3] - w_shape[3] + 1)
+    monkeypatch.setattr(conv2d, "COLUMN_BLOCK_BYTES", 2 * 4 * w_shape[1] * w_shape[2] * w_shape[3] * out_pixels)
+    feeds = {"x": _array(x_shape)}
+    model = node_model("Conv", feeds, {"w": _array(w_shape), "b": _array(w_shape[:1])}, ["x", "w", "b"], **attrs)
+    s = session(model, kernels)
+    [conv] = [step.kernel for step in s._plan.steps if step.node.op == "Conv2D"]
+    assert conv.narrow and len(conv.compute.blocks) == 3
     np.testing.assert_allclose(run_lite(s, feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4, atol=1e-4)
 
 
@@ -317,7 +333,7 @@ def test_compiled_dense_conv_input_grad_in_blocks_of_images_matches_autograd(nam
     attrs = dict(attrs, kernel_h=w_shape[1], kernel_w=w_shape[2])
     x, w = grad_tests.f32(5, *x_shape[1:]), grad_tests.f32(*w_shape)
     dy = grad_tests.f32(*grad_tests.torch_conv(attrs, grad_tests.torch.tensor(x), grad_tests.torch.tensor(w)).shape)
-    monkeypatch.setattr(conv2d_grad, "COLUMN_BLOCK_BYTES", 2 * 4 * w_shape[1] * w_shape[2] * x_shape[3]
+    monkeypatch.setattr(conv2d, "COLUMN_BLOCK_BYTES", 2 * 4 * w_shape[1] * w_shape[2] * x_shape[3]
                         * dy.shape[1] * dy.shape[2])
     with compiled.selection("compiled"):
         kernel, (dx,) = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from lite.compiler import fold_or_infer, infer_node, select_kernel
 from lite.kernel import Kernel, TensorSpec
-from lite.kernels.grad import conv2d_grad
+from lite.kernels import conv2d
 from lite.model import NodeDef
 from lite.status import InferShapeError, NotSupportedError
 from schema import attrs as op_attrs
@@ -190,7 +190,7 @@ def test_conv2d_grad_filter_in_blocks_of_images_matches_autograd(name: str, monk
     attrs = dict(attrs, kernel_h=w_shape[1], kernel_w=w_shape[2])
     x, w = f32(5, *x_shape[1:]), f32(*w_shape)
     dy = f32(*torch_conv(attrs, torch.tensor(x), torch.tensor(w)).shape)
-    monkeypatch.setattr(conv2d_grad, "COLUMN_BLOCK_BYTES", 2 * 4 * w_shape[1] * w_shape[2] * x_shape[3]
+    monkeypatch.setattr(conv2d, "COLUMN_BLOCK_BYTES", 2 * 4 * w_shape[1] * w_shape[2] * x_shape[3]
                         * dy.shape[1] * dy.shape[2])
     kernel, (dw,) = compiled("Conv2DGradFilter", [dy, x], 1, attrs)
     assert len(kernel.blocks) == 3

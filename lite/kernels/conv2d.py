@@ -43,6 +43,7 @@ WINOGRAD_MIN_TILES = 32      # nor with fewer tiles (GEMM rows): ResNet-50's 7x7
 WINOGRAD_MAX_THREADS = 1     # its transforms run on one thread: at 2, ResNet-50's convs took 54.8 ms against 48.3
 SMALL_M = 128             # GEMMs of a changing weight with fewer output pixels run transposed (5-25 % faster at M = 49)
 SHORT_RUN = 8             # dense convs whose window rows (KW*C floats) are shorter build their columns by tap
+COLUMN_BLOCK_BYTES = 256 << 10   # tap-built columns (forward) and dW / compiled dx: this many bytes of images at a time
 
 
 @dataclass
@@ -96,6 +97,18 @@ def conv_geometry(kernel: Kernel, x: TensorSpec, w: TensorSpec) -> Geometry:
     return Geometry(wh, ww, n, c, out_c, group)
 
 
+def image_blocks(g: Geometry) -> list[slice]:
+    """The batch in runs of images whose im2col columns take about COLUMN_BLOCK_BYTES (at least one image)."""
+    per_image = 4 * g.group * g.depth * g.wh.out * g.ww.out
+    step = max(1, COLUMN_BLOCK_BYTES // per_image)
+    return [slice(b, min(b + step, g.batch)) for b in range(0, g.batch, step)] or [slice(0, 0)]
+
+
+def block_pixels(g: Geometry, images: slice) -> int:
+    """Output pixels (GEMM rows) of a run of images."""
+    return (images.stop - images.start) * g.wh.out * g.ww.out
+
+
 def check_bias(kernel: Kernel, bias: TensorSpec | None, channels: int) -> None:
     if bias is not None and bias.shape != (channels,):
         raise kernel.error(f"bias must have shape [{channels}], got {list(bias.shape)}")
@@ -112,11 +125,10 @@ def depthwise_band(views: Sequence[np.ndarray], taps: Sequence[np.ndarray], out:
 
 @dataclass
 class Im2colGemm:
-    """Prebound im2col + GEMM: pad, copy the columns, one (batched) matmul, unpack into NHWC when needed."""
+    """Prebound im2col + GEMM: pad, then per block (one, or runs of images for tap-built columns) copy the
+    columns and run one (batched) matmul, then unpack into NHWC when needed."""
     pad: PadCopy | None
-    columns: list[tuple[np.ndarray, np.ndarray]]
-    operands: tuple[np.ndarray, np.ndarray]
-    product: np.ndarray
+    blocks: list[tuple[list[tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray], np.ndarray]]
     unpack: tuple[np.ndarray, np.ndarray] | None
 
     @staticmethod
@@ -128,9 +140,15 @@ class Im2colGemm:
         weight = w.reshape(groups, cog, g.depth)                                  # [G, O/G, K] view
         out2d = out.reshape(g.rows, g.out_channels)
         rhs = np.ascontiguousarray(weight[0].T) if const_weight and groups == 1 else weight[0].T   # [K, O]
-        if narrow:                # columns^T [K, M]; out = columns @ W^T, BLAS reading the columns transposed
-            columns_t = work.pop(0)
-            return Im2colGemm(pad, tap_columns(source[0], g.wh, g.ww, columns_t), (columns_t.T, rhs), out2d, None)
+        if narrow:   # per run of images, columns^T [K, m] (cached in L2); out = columns @ W^T, BLAS reading them transposed
+            flat, blocks = work.pop(0), []
+            for images in image_blocks(g):
+                rows = block_pixels(g, images)
+                columns_t = flat[:g.depth * rows].reshape(g.depth, rows)
+                first = images.start * g.wh.out * g.ww.out
+                blocks.append((tap_columns(source[0][images], g.wh, g.ww, columns_t), (columns_t.T, rhs),
+                               out2d[first:first + rows]))
+            return Im2colGemm(pad, blocks, None)
         columns = []
         if direct:
             lhs = x.reshape(1, g.rows, g.in_channels)
@@ -138,18 +156,19 @@ class Im2colGemm:
             lhs = work.pop(0)
             columns = [grouped_columns(source[0], g.wh, g.ww, groups, lhs)]
         if transposed:            # out^T = W @ cols^T: BLAS blocks better when M is the small side
-            return Im2colGemm(pad, columns, (weight[0], lhs[0].T), work[0], (out2d, work[0].T))
+            return Im2colGemm(pad, [(columns, (weight[0], lhs[0].T), work[0])], (out2d, work[0].T))
         if groups == 1:
-            return Im2colGemm(pad, columns, (lhs[0], rhs), out2d, None)
-        return Im2colGemm(pad, columns, (lhs, weight.transpose(0, 2, 1)), work[0],
+            return Im2colGemm(pad, [(columns, (lhs[0], rhs), out2d)], None)
+        return Im2colGemm(pad, [(columns, (lhs, weight.transpose(0, 2, 1)), work[0])],
                           (out2d.reshape(g.rows, groups, cog), work[0].transpose(1, 0, 2)))
 
     def __call__(self) -> None:
         if self.pad is not None:
             self.pad()
-        for dst, src in self.columns:
-            np.copyto(dst, src)
-        np.matmul(*self.operands, out=self.product)
+        for columns, operands, product in self.blocks:
+            for dst, src in columns:
+                np.copyto(dst, src)
+            np.matmul(*operands, out=product)
         if self.unpack is not None:
             np.copyto(*self.unpack)
 
@@ -342,7 +361,7 @@ class Conv2DKernel(Kernel):
             return WinogradConv.scratch(g)
         specs = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), f32)] if g.padded else []
         if self.narrow:
-            specs.append(TensorSpec((g.depth, g.rows), f32))
+            specs.append(TensorSpec((g.depth * block_pixels(g, image_blocks(g)[0]),), f32))
         elif not self.direct:
             specs.append(TensorSpec((g.group, g.rows, g.depth), f32))
         if self.transposed:

@@ -37,13 +37,13 @@ from lite.kernels import compiled
 from lite.kernels._conv_math import (PadCopy, PadMode, Window, grouped_columns, make_window, padded_shape, patches,
                                      pixels_per_row, tap_columns)
 from lite.kernels._reduce_math import column_sums
-from lite.kernels.conv2d import SHORT_RUN, Geometry, conv_geometry, depthwise_taps
+from lite.kernels.conv2d import (COLUMN_BLOCK_BYTES, SHORT_RUN, Geometry, block_pixels, conv_geometry,
+                                 depthwise_taps, image_blocks)
 from lite.status import InvalidOpAttrError, NotSupportedError
 from schema import fb
 
 Index = tuple[slice, slice, slice]
 NARROW_CHANNELS = 4     # dW of a dense conv with at most this many input channels uses transposed columns
-COLUMN_BLOCK_BYTES = 256 << 10   # dW (and compiled dx) handle the im2col columns of this many bytes of images at a time
 COL2IM_CHANNELS = 8     # compiled dx of one-group convs with fewer input channels (see the module docstring)
 
 
@@ -100,18 +100,6 @@ def is_direct(g: Geometry) -> bool:
     """A 1x1 stride-1 unpadded dense conv: the NHWC input itself is the [M, C] column matrix."""
     return (g.group == 1 and g.wh.kernel == g.ww.kernel == 1 and g.wh.stride == g.ww.stride == 1
             and not g.padded)
-
-
-def image_blocks(g: Geometry) -> list[slice]:
-    """The batch in runs of images whose im2col columns take about COLUMN_BLOCK_BYTES (at least one image)."""
-    per_image = 4 * g.group * g.depth * g.wh.out * g.ww.out
-    step = max(1, COLUMN_BLOCK_BYTES // per_image)
-    return [slice(b, min(b + step, g.batch)) for b in range(0, g.batch, step)] or [slice(0, 0)]
-
-
-def block_pixels(g: Geometry, images: slice) -> int:
-    """Output pixels (GEMM rows) of a run of images."""
-    return (images.stop - images.start) * g.wh.out * g.ww.out
 
 
 def window_args(g: Geometry) -> tuple[int, ...]:
