@@ -41,9 +41,9 @@ BAND_ELEMENTS = 1 << 16   # depthwise output elements per band (~256 KiB of floa
 WINOGRAD_MIN_CHANNELS = 16   # below this the 16 small GEMMs lose to one im2col GEMM
 WINOGRAD_MIN_TILES = 32      # nor with fewer tiles (GEMM rows): ResNet-50's 7x7 layer4 (16 tiles) lost 0.6-0.9 ms
 WINOGRAD_MAX_THREADS = 1     # its transforms run on one thread: at 2, ResNet-50's convs took 54.8 ms against 48.3
-SMALL_M = 128             # GEMMs of a changing weight with fewer output pixels run transposed (5-25 % faster at M = 49)
+SMALL_M = 128             # GEMMs of a changing weight with fewer rows run transposed (5-25 % faster at M = 49)
 SHORT_RUN = 8             # dense convs whose window rows (KW*C floats) are shorter build their columns by tap
-COLUMN_BLOCK_BYTES = 256 << 10   # tap-built columns (forward) and dW / compiled dx: this many bytes of images at a time
+COLUMN_BLOCK_BYTES = 256 << 10   # tap-built columns, dW and compiled dx: this many bytes of images at a time
 
 
 @dataclass
@@ -140,7 +140,7 @@ class Im2colGemm:
         weight = w.reshape(groups, cog, g.depth)                                  # [G, O/G, K] view
         out2d = out.reshape(g.rows, g.out_channels)
         rhs = np.ascontiguousarray(weight[0].T) if const_weight and groups == 1 else weight[0].T   # [K, O]
-        if narrow:   # per run of images, columns^T [K, m] (cached in L2); out = columns @ W^T, BLAS reading them transposed
+        if narrow:   # per run of images, columns^T [K, m] (in L2); out = columns @ W^T, BLAS reading them transposed
             flat, blocks = work.pop(0), []
             for images in image_blocks(g):
                 rows = block_pixels(g, images)
@@ -264,7 +264,7 @@ def tiled_depthwise(g: Geometry) -> bool:
 def tiled_dense(g: Geometry) -> bool:
     """Whether the register tiles take this dense conv: a first layer (few input channels, whose im2col rows
     are too short for BLAS to run well) with whole 8-lane vectors of output channels. MobileNetV2's 3x3
-    stride-2 stem: 0.67 -> 0.2 ms on one core."""
+    stride-2 stem: 0.59 -> 0.30 ms on one core."""
     return g.group == 1 and g.in_channels <= DENSE_TILE_CHANNELS and g.out_channels % 8 == 0
 
 
@@ -298,7 +298,7 @@ class DirectCompiled:
         bounds = clamp_bounds(kind)
         lo, hi = (np.float32(b) for b in (bounds or clamp_bounds(0)))
         window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
-        work = out.size * g.wh.kernel * g.ww.kernel * (g.in_channels if g.group == 1 else 1)
+        work = out.size * g.depth
         tiled = g.group == 1 or tiled_depthwise(g)
         if tiled:
             unused = np.zeros(1)
@@ -376,14 +376,14 @@ class Conv2DKernel(Kernel):
         self.finish = None                 # the depthwise paths finish inside
         if self.compiled_direct:
             self.compute = DirectCompiled.build(self.geo, self.const_weight, x, w, self.bias, out,
-                                                   self.attrs.activation)
+                                                self.attrs.activation)
         elif self.depthwise:
             self.compute = DepthwiseBands.build(self.geo, self.const_weight, x, w, out, work,
                                                 lambda band: finish(band, self.bias, self.activation))
         else:
             self.compute = (WinogradConv.build(self.geo, x, w, out, work) if self.winograd else
-                            Im2colGemm.build(self.geo, self.direct, self.transposed, self.narrow, self.const_weight, x,
-                                             w, out, work))
+                            Im2colGemm.build(self.geo, self.direct, self.transposed, self.narrow,
+                                             self.const_weight, x, w, out, work))
             self.finish = epilogue(out, self.bias, self.attrs.activation)
         self.compiled = self.compiled_direct or isinstance(self.finish, compiled.Bound)
 

@@ -9,13 +9,14 @@ row) pairs across the threads.
 Register tiles (`conv_tiled`; output channels a multiple of 8): 4 output pixels x 16 output channels held in
 eight 8-lane accumulators across all taps of a row's tap list, the weights of a tap loaded once for the 4 pixels;
 a depthwise tap (channel multiplier 1) multiplies a vector of input channels, a dense tap (a first layer's
-kernel position and input channel, w as [KH, KW, C, O]) one input value broadcast over the outputs. Written in LLVM IR (`_tile_code`) since numba's loops kept the sums in memory: 2.0x the
-per-element kernel on MobileNetV2's depthwise layers on one core (17-20 against 7-9 GMAC/s). Float32 sums are
-fused multiply-adds, so they agree with the numpy kernel within float32 rounding. int8 runs the same tiles on
-its input rows centred (x - zp) into float32 (per output row, in cache), exact while every channel's sum of
-|x - zp| |w| stays below 2^24 (checked when it binds), and requantizes as `float_form` does: bit for bit the
-integer result, 1.3-2x the int32 kernel. The generic kernels (`depthwise_f32`, `depthwise_i8`) take every other
-shape, each float32 sum in the numpy kernel's order.
+kernel position and input channel, w as [KH, KW, C, O]) one input value broadcast over the outputs. Written in
+LLVM IR (`_tile_code`) since numba's loops kept the sums in memory: 2.0x the per-element kernel on MobileNetV2's
+depthwise layers on one core (17-20 against 7-9 GMAC/s). Float32 sums are fused multiply-adds, so they agree
+with the numpy kernel within float32 rounding. int8 runs the same tiles on its input rows centred (x - zp) into
+float32 (per output row, in cache), exact while every channel's sum of |x - zp| |w| stays below 2^24 (checked
+when it binds), and requantizes as `float_form` does: bit for bit the integer result, 1.3-2x the int32 kernel.
+The generic kernels (`depthwise_f32`, `depthwise_i8`) take every other shape, each float32 sum in the numpy
+kernel's order.
 
 Fused activations that are clamps (none, RELU, RELU6, HARD_TANH) are `lo`/`hi` bounds; a comparison leaves NaN
 alone, as `np.clip` does.
@@ -32,7 +33,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite.kernels.compiled import Compiled
-from lite.kernels.compiled.int8 import I8, I32, I64, F64, _address, _splat
+from lite.kernels.compiled.int8 import I8, I32, I64, F64, address, splat
 
 TILE_PIXELS, LANES = 4, 8
 F32 = ir.FloatType()
@@ -53,11 +54,11 @@ def _tile_code(dense, int8, pixels, vectors, context, builder, signature, args):
     xa, x_at, x_step, wa, w_at, txa, twa, taps, ia, sa, fa, param, lo, hi, oa, o_at, o_step = args
     kinds = signature.args[:4] + signature.args[5:]
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
-    addr = lambda k, a: _address(context, builder, kinds[k], a)[0]          # noqa: E731
+    addr = lambda k, a: address(context, builder, kinds[k], a)[0]          # noqa: E731
     load = lambda address, vector, align: builder.load(_vector(builder, address, vector), align=align)  # noqa: E731
     i32x8, i8x8 = ir.VectorType(I32, LANES), ir.VectorType(I8, LANES)
     x0 = builder.add(addr(0, xa), builder.mul(x_at, const(4)))
-    w0 = builder.add(_address(context, builder, signature.args[3], wa)[0], builder.mul(w_at, const(4)))
+    w0 = builder.add(addr(3, wa), builder.mul(w_at, const(4)))
     tx, tw = (builder.inttoptr(addr(k, a), I64.as_pointer()) for k, a in ((4, txa), (5, twa)))
     fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(V8, [V8] * 3), "llvm.fma.v8f32")
     p4, p8 = builder.mul(param, const(4)), builder.mul(param, const(8))
@@ -71,7 +72,7 @@ def _tile_code(dense, int8, pixels, vectors, context, builder, signature, args):
         for p in range(pixels):
             xp = builder.add(xt, builder.mul(const(p), step))
             if dense:
-                xv = _splat(builder, builder.load(builder.inttoptr(xp, F32.as_pointer()), align=4), V8)
+                xv = splat(builder, builder.load(builder.inttoptr(xp, F32.as_pointer()), align=4), V8)
             for v in range(vectors):
                 acc = accs[p * vectors + v]
                 if not dense:
@@ -79,8 +80,8 @@ def _tile_code(dense, int8, pixels, vectors, context, builder, signature, args):
                 builder.store(builder.call(fma, [xv, ws[v], builder.load(acc)]), acc)
     o0 = builder.add(addr(13, oa), builder.mul(o_at, const(1 if int8 else 4)))
     zero = ir.Constant(D8 if int8 else V8, [0.0] * LANES)
-    lo8, hi8 = (_splat(builder, lo, i32x8), _splat(builder, hi, D8)) if int8 else (_splat(builder, lo, V8),
-                                                                                  _splat(builder, hi, V8))
+    lo8, hi8 = (splat(builder, lo, i32x8), splat(builder, hi, D8)) if int8 else (splat(builder, lo, V8),
+                                                                                  splat(builder, hi, V8))
     for v in range(vectors):
         if int8:
             scale, offset = (load(builder.add(addr(k, a), builder.add(p8, const(64 * v))), D8, 8)

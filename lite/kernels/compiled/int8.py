@@ -53,13 +53,13 @@ def pad_columns(values: np.ndarray) -> np.ndarray:
     return padded
 
 
-def _address(context, builder, array_type, array):
+def address(context, builder, array_type, array):
     """(data address as i64, strides) of a numba array value."""
     proxy = cgutils.create_struct_proxy(array_type)(context, builder, value=array)
     return builder.ptrtoint(proxy.data, I64), proxy.strides
 
 
-def _splat(builder, value, vector):
+def splat(builder, value, vector):
     one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(I32, 0))
     return builder.shuffle_vector(one, ir.Constant(vector, None), ir.Constant(ir.VectorType(I32, vector.count),
                                                                               [0] * vector.count))
@@ -82,10 +82,10 @@ def _tile_code(height, context, builder, signature, args):
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     v8, v16, w16 = ir.VectorType(I32, 8), ir.VectorType(I16, 16), ir.VectorType(I32, 16)
     halves = NR // 8
-    x_base, x_strides = _address(context, builder, kinds[0], xa)
+    x_base, x_strides = address(context, builder, kinds[0], xa)
     x_stride = builder.extract_value(x_strides, 0)
     x_base = builder.add(x_base, builder.mul(r, x_stride))
-    w_base, _ = _address(context, builder, kinds[2], wa)
+    w_base, _ = address(context, builder, kinds[2], wa)
     w_base = builder.add(w_base, builder.mul(b, builder.mul(p, const(4 * NR))))
     accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, None)) for _ in range(height * halves)]
     even, odd = (ir.Constant(v8, [2 * t + s for t in range(8)]) for s in (0, 1))
@@ -108,12 +108,12 @@ def _tile_code(height, context, builder, signature, args):
                 acc = accs[i * halves + h]
                 builder.store(builder.add(builder.load(acc), summed), acc)
     d8 = ir.VectorType(F64, 8)
-    s_base, _ = _address(context, builder, kinds[5], sa)
-    o_base, _ = _address(context, builder, kinds[6], oa)
-    d_base, d_strides = _address(context, builder, kinds[10], da)
+    s_base, _ = address(context, builder, kinds[5], sa)
+    o_base, _ = address(context, builder, kinds[6], oa)
+    d_base, d_strides = address(context, builder, kinds[10], da)
     d_stride = builder.extract_value(d_strides, 0)
     d_base = builder.add(d_base, builder.add(builder.mul(dr, d_stride), dc))
-    zero, top8, lo8 = ir.Constant(d8, [0.0] * 8), _splat(builder, top_v, d8), _splat(builder, lo_v, v8)
+    zero, top8, lo8 = ir.Constant(d8, [0.0] * 8), splat(builder, top_v, d8), splat(builder, lo_v, v8)
     for h in range(halves):
         at = builder.mul(builder.add(c0, const(8 * h)), const(8))
         sv = builder.load(builder.inttoptr(builder.add(s_base, at), d8.as_pointer()), align=8)

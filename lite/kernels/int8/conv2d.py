@@ -84,8 +84,8 @@ class Conv2DInt8Kernel(Kernel):
         bounds = acc_bounds(centred, MAX_ABS_X)
         self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded, bounds)
         self.compiled = self.requantize.exact and compiled.enabled()
-        exact = self.compiled and exact_in_float32(centred, qx.zero_point)
-        self.tiled = exact and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g) or tiled_dense(g))
+        self.tiled = (self.compiled and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g)
+                                         or tiled_dense(g)) and exact_in_float32(centred, qx.zero_point))
         self.compiled_direct = self.tiled or (self.compiled and g.group > 1 and g.group == g.in_channels
                                               and int(bounds.max()) < 1 << 30)  # int32 accumulators cannot overflow
         self.compiled_gemm = (self.compiled and not self.tiled and g.group == 1
