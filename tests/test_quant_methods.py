@@ -15,8 +15,8 @@ from converter import to_graph
 from converter.export import to_bytes
 from converter.passes.equalize import absorb_biases, absorption_pairs, equalize, pairs
 from converter.quant import QuantConfig, parse_config, quantize
-from converter.quant.adaround import Reconstruction, learn_rounding, patches
-from converter.quant.calibration import channel_ranges, load_calibration, shared_ranges
+from converter.quant.adaround import Reconstruction, captured, learn_rounding, patches
+from converter.quant.calibration import channel_ranges, load_calibration, run_samples, session_for, shared_ranges
 from converter.quant.debug import output_sqnr
 from converter.quant.mixed_precision import BudgetUnreachableError, relative_error
 from converter.quant.weights import channel_scales, dequantize_weight, quantize_weight, weight_range
@@ -199,6 +199,24 @@ def test_adaround_lowers_the_error_of_low_bit_weights():
         q = quantize(to_graph(chain_model()), QuantConfig(weight_bits=4, adaround=ada), samples)
         sqnr.append(output_sqnr(to_graph(chain_model()), q, evaluation))
     assert sqnr[1] > sqnr[0] + 0.5
+
+
+def test_adaround_reads_the_quantized_networks_own_layer_input():
+    """`captured` dequantizes the int8 tensor the layer reads and stops the run there."""
+    samples = samples_for((1, 3, 8, 8), 2)
+    q = quantize(to_graph(chain_model()), QuantConfig(), samples)
+    last = next(n for n in reversed(q.nodes) if n.op == "FullConnection")
+    name = last.inputs[0]
+    seen: dict[str, np.ndarray] = {}
+    run_samples(session_for(q), samples[:1], lambda k, a: seen.setdefault(k, a.copy()), "")
+    p = q.values[name].quant_params[0]
+    assert seen[name].dtype == np.int8
+    expected = (seen[name].astype(np.float32) - p.zeroPoint) * np.float32(p.scale)
+    session, ran = session_for(q), []
+    run_graph = session.RunGraph
+    session.RunGraph = lambda after: run_graph(after=lambda i, o, c: ran.append(1) or after(i, o, c))
+    np.testing.assert_array_equal(captured(session, samples[0], name, q), expected)
+    assert len(ran) < len(q.nodes)
 
 
 # ---- mixed precision -------------------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 """AdaRound (Nagel et al., "Up or Down? Adaptive Rounding for Post-Training Quantization", 2020) for the int8
 Conv2D (plain and depthwise) and FullConnection weights of a quantized graph (`adaround=true`).
 
-Each layer alone chooses, per weight, to round down or up (keeping the per-channel scales) so that its
-pre-activation output on the calibration data, computed from its quantized input, is closest to the float
-layer's output on the float input: min ||X W^T - X~ Wq^T||^2 with X the float layer's input patches (im2col) and
-X~ their quantize-dequantize. The loss and its gradient need only the Gram matrices X~^T X~ and X~^T X
+Each layer in turn chooses, per weight, to round down or up (keeping the per-channel scales) so that its
+pre-activation output on the calibration data, computed from its input in the quantized network, is closest
+to the float layer's output on the float input: min ||X W^T - X~ Wq^T||^2 with X the float layer's input
+patches (im2col) and X~ the dequantized patches the int8 layer reads, with every earlier layer's rounding
+already learnt, so each layer also absorbs what the layers before it could not (sequential, asymmetric
+reconstruction; patches of the float input's fake-quantization instead gave EfficientNet-Lite0 A8W4 -1.3 dB,
+this 4.8 dB). The loss and its gradient need only the Gram matrices X~^T X~ and X~^T X
 (K x K, K = the patch size), accumulated over up to ROWS sampled output positions, so the `iterations` Adam
 steps on the rounding variables V cost O(out * K^2) each; a layer with fewer sampled rows R than K / 2
 keeps the rows instead, O(out * K * R) (Reconstruction). The steps run in float32.
@@ -17,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from converter.ir import Graph, Node
-from converter.quant.calibration import progress, run_samples, session_for
-from converter.quant.qparams import qrange
+from converter.quant.calibration import feed, progress, session_for
 from converter.quant.weights import weight_range
+from lite import LiteSession, MSTensor
 
 ZETA, GAMMA = 1.1, -0.1
 ROWS = 2048                  # sampled output positions per layer over the whole calibration set
@@ -73,11 +76,25 @@ def output_positions(x_shape: tuple[int, ...], node: Node, kernel: tuple[int, in
     return x_shape[0] * (h // a.get("stride_h", 1) + 1) * (w // a.get("stride_w", 1) + 1)
 
 
-def fake_quantize(x: np.ndarray, p) -> np.ndarray:
-    """float32 quantize-dequantize with one per-tensor param (QuantDTypeCast's rounding, in float32)."""
-    lo, hi = qrange(p.numBits, p.narrowRange)
-    scale = np.float32(p.scale)
-    return (np.clip(np.rint(x / scale) + p.zeroPoint, lo, hi) - p.zeroPoint) * scale
+def captured(session: LiteSession, sample: dict[str, np.ndarray], name: str, graph: Graph) -> np.ndarray:
+    """The tensor `name` of a run of `sample` (the run stops once it is computed), dequantized with its
+    per-tensor param when it is an integer tensor."""
+    found: dict[str, np.ndarray] = {name: sample[name]} if name in sample else {}
+
+    def after(_ins: list[MSTensor], outs: list[MSTensor], _param) -> bool:
+        for t in outs:
+            if t.tensor_name() == name:
+                found[name] = t.MutableData().copy()
+        return name not in found
+
+    if not found:
+        feed(session, sample)
+        session.RunGraph(after=after)
+    array = found[name]
+    if array.dtype == np.float32:
+        return array
+    p = graph.values[name].quant_params[0]
+    return (array.astype(np.float32) - np.float32(p.zeroPoint)) * np.float32(p.scale)
 
 
 class Reconstruction:
@@ -119,19 +136,19 @@ class LayerStats:
     """One layer's sampled input rows over the calibration set, folded into Gram matrices once they
     outnumber half the patch size K (Reconstruction)."""
 
-    def __init__(self, node: Node, weight_shape: tuple[int, ...], in_param, per_sample: int, seed: int):
-        self.node, self.in_param, self.per_sample = node, in_param, per_sample
+    def __init__(self, node: Node, weight_shape: tuple[int, ...], per_sample: int, seed: int):
+        self.node, self.per_sample = node, per_sample
         self.depthwise = _depthwise(node)
         self.kernel = (weight_shape[1], weight_shape[2]) if node.op == "Conv2D" else (1, 1)
         self.rng = np.random.default_rng(seed)
         self.kept: list[tuple[np.ndarray, np.ndarray]] = []       # (X~, X) row blocks, before any Gram
         self.grams: list[np.ndarray] | None = None
 
-    def add(self, x: np.ndarray) -> None:
+    def add(self, x: np.ndarray, xq: np.ndarray) -> None:
+        """One sample's float input `x` and the quantized network's dequantized input `xq` to the layer."""
         total = output_positions(x.shape, self.node, self.kernel)
         rows = self.rng.choice(total, min(total, self.per_sample), replace=False)
-        p = patches(x, self.node, self.kernel, rows).astype(np.float32)
-        pq = fake_quantize(p, self.in_param)              # zero padding stays 0: the zero point is exact
+        p, pq = (patches(v, self.node, self.kernel, rows).astype(np.float32) for v in (x, xq))
         if self.depthwise:                              # [R, kh, kw, C] -> per channel [C, R, kh*kw]
             p, pq = (np.moveaxis(v, 3, 0).reshape(v.shape[3], len(rows), -1) for v in (p, pq))
         else:
@@ -188,20 +205,15 @@ def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, 
     float_nodes = {n.name: n for n in float_graph.nodes}
     layers = [n for n in qgraph.nodes if roundable(qgraph, n) and n.name in float_nodes]
     per_sample = -(-ROWS // max(len(samples), 1))
-    stats = {n.name: LayerStats(n, qgraph.values[n.inputs[1]].const.shape,
-                                qgraph.values[n.inputs[0]].quant_params[0], per_sample, i)
+    stats = {n.name: LayerStats(n, qgraph.values[n.inputs[1]].const.shape, per_sample, i)
              for i, n in enumerate(layers)}
-    by_input: dict[str, list[LayerStats]] = {}
-    for n in layers:
-        by_input.setdefault(float_nodes[n.name].inputs[0], []).append(stats[n.name])
-
-    def visit(name: str, array: np.ndarray) -> None:
-        for layer in by_input.get(name, ()):
-            layer.add(array)
-
-    run_samples(session_for(float_graph), samples, visit, "adaround statistics")
+    float_session = session_for(float_graph)
     for i, node in enumerate(layers, 1):
         fnode, layer, value = float_nodes[node.name], stats[node.name], qgraph.values[node.inputs[1]]
+        quant_session = session_for(qgraph)             # with the rounding learnt so far
+        for sample in samples:
+            layer.add(captured(float_session, sample, fnode.inputs[0], float_graph),
+                      captured(quant_session, sample, node.inputs[0], qgraph))
         w = float_graph.const(fnode.inputs[1])
         scales = np.array([p.scale for p in value.quant_params], np.float64)
         bits = value.quant_params[0].numBits
