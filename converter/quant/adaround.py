@@ -208,6 +208,8 @@ def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, 
     stats = {n.name: LayerStats(n, qgraph.values[n.inputs[1]].const.shape, per_sample, i)
              for i, n in enumerate(layers)}
     float_session = session_for(float_graph)
+    # The float inputs are captured again per layer rather than kept: the sampled depthwise patches of every
+    # layer would hold hundreds of MB on EfficientNet-Lite0.
     for i, node in enumerate(layers, 1):
         fnode, layer, value = float_nodes[node.name], stats[node.name], qgraph.values[node.inputs[1]]
         quant_session = session_for(qgraph)             # with the rounding learnt so far
