@@ -59,6 +59,8 @@ class Kernel(ABC):
     native_dtypes: bool = False   # runs on float16/bfloat16/float8 as stored (data movement, casts)
     compiled: bool = False   # set by kernels that bound a compiled (numba) kernel: tools report it
     float16_compute: bool = False   # computes in float16 on float32 tensors under `enable_float16` (Float16Compute)
+    macs: int = 0            # multiply-adds of its products per run (convolutions, GEMMs), set when it binds
+    blas_macs: int = 0       # the part numpy's BLAS runs: sessions split their threads by it (lite.threads)
 
     def __init__(self, node: NodeDef):
         self.node = node

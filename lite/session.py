@@ -18,7 +18,7 @@ from lite.model import Model, NodeDef, SubGraphDef
 from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, OpExecuteError,
                          ParamInvalidError, ReentrantError)
 from lite.tensor import MSTensor
-from lite.threads import thread_limit
+from lite.threads import compiled_first, split, thread_limit
 from schema.train_format import EVAL
 
 
@@ -101,6 +101,7 @@ class LiteSession:
             plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None)
         self.jit_seconds = jit_seconds() - start
         self._plan = plan
+        self._compiled_first = compiled_first(step.kernel for step in plan.steps)
         self._node_io = None
         self._dynamic_outputs = [i for i in self._graph.outputs if plan.specs[i] is None]
         for i in set(self._graph.inputs) | set(self._graph.outputs):
@@ -164,7 +165,7 @@ class LiteSession:
         """Run every node in order. A callback returning False stops the run: the remaining nodes are skipped
         and RET_SUCCESS_EXIT is returned."""
         plan = self._require_compiled()
-        with thread_limit(self.context.thread_num):
+        with thread_limit(*split(self.context.thread_num, self._compiled_first)):
             if before is None and after is None:
                 self._run_plain(plan)
                 if plan.dynamic is not None:

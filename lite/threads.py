@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from threadpoolctl import ThreadpoolController
 
@@ -38,22 +38,23 @@ def _numba_getter(numba: Any) -> Callable[[], int]:
 
 
 class thread_limit:
-    """`with thread_limit(n):` runs the block with at most n BLAS threads and compiled-kernel threads, then
-    gives the user's own settings back.
+    """`with thread_limit(n, blas):` runs the block with at most n compiled-kernel threads and `blas` BLAS
+    threads (n when omitted), then gives the user's own settings back.
 
     The BLAS pools are process-wide: the first run to start (in any thread) reads their counts and the last to
     end restores them, so runs overlapping in several threads never restore a count another one set. numba's
     count is per launching thread and comes back when the block ends. A library is told only when its count
     differs, so a run whose limit is the user's setting costs one query per library (0.8 us). A class, not a
     generator: `contextlib.contextmanager` alone cost 2 us a run."""
-    __slots__ = ("limit", "numba", "user_numba")
+    __slots__ = ("limit", "blas", "numba", "user_numba")
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, blas: int | None = None):
         self.limit = max(1, int(limit))
+        self.blas = self.limit if blas is None else max(1, int(blas))
 
     def __enter__(self) -> None:
         global _running
-        limit = self.limit
+        limit = self.blas
         with _lock:
             if _running == 0:
                 _pools[:] = [[c, n, n] for c in _blas() for n in (c.get_num_threads(),)]
@@ -65,7 +66,7 @@ class thread_limit:
         self.numba = numba = compiled.loaded()
         self.user_numba = None
         if numba is not None:
-            own, user = min(limit, numba.config.NUMBA_NUM_THREADS), _numba_getter(numba)()
+            own, user = min(self.limit, numba.config.NUMBA_NUM_THREADS), _numba_getter(numba)()
             if user != own:
                 numba.set_num_threads(own)
                 self.user_numba = user
@@ -81,6 +82,33 @@ class thread_limit:
                     if pool[2] != pool[1]:
                         pool[0].set_num_threads(pool[1])
                         pool[2] = pool[1]
+
+
+BLAS_SHARE = 0.1    # plans whose BLAS products are at most this share of their multiply-adds run compiled-first
+
+
+def compiled_first(kernels: Iterable[Any]) -> bool:
+    """Whether the runs of a plan of `kernels` give the threads to the compiled kernels (BLAS gets one) rather
+    than to BLAS (the compiled kernels get one).
+
+    The two pools cannot share the cores: each keeps its workers awake for a moment after a call (OpenBLAS for
+    milliseconds, the compiled kernels' OpenMP pool for `compiled.SPIN_COUNT`), and a call of the other pool in
+    that moment waits for the core (1.4 -> 8.3 ms for twenty 3136x64x64 compiled GEMMs and one 1x1280x1000
+    BLAS product on 2 threads). So the pool that runs most of the work gets them: the compiled kernels when
+    numba is loaded and BLAS runs at most BLAS_SHARE of the plan's multiply-adds (`Kernel.macs`,
+    `Kernel.blas_macs`)."""
+    if compiled.loaded() is None:
+        return False
+    macs = blas = 0
+    for kernel in kernels:
+        macs += kernel.macs
+        blas += kernel.blas_macs
+    return blas <= BLAS_SHARE * macs
+
+
+def split(threads: int, compiled_pool: bool) -> tuple[int, int]:
+    """(compiled-kernel threads, BLAS threads) out of `Context.thread_num` (`compiled_first`)."""
+    return (threads, 1) if compiled_pool else (1, threads)
 
 
 SERIAL_BLAS_MACS = 1 << 23     # multiply-adds (~1 ms on one core) below which a product runs on one BLAS thread

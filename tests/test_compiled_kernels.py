@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 
 import lite
 from converter import convert
+from lite import threads
 from lite.kernels import _conv_math, compiled, conv2d
 from schema import fb
 from tests import test_grad_kernels_basic as basic_tests
@@ -480,3 +481,82 @@ def test_compiled_and_numpy_recurrent_loops_agree_within_rounding(op: str, attrs
 def test_a_recurrent_op_the_compiled_loop_leaves_out_keeps_the_numpy_kernel(op: str, attrs: dict) -> None:
     """The compiled loops have the default sigmoid/tanh gates only, LSTM without peepholes or input_forget."""
     assert compiled_nodes(session(recurrent_tests.recurrent_model(op, **attrs), "compiled")) == []
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("rows, depth, cols", [(1, 5, 3), (7, 9, 17), (13, 300, 100), (49, 960, 160),
+                                               (100, 7, 257), (6, 129, 64), (30, 0, 20)])
+def test_compiled_gemm_matches_the_float64_product_with_bias_and_clamp(rows: int, depth: int, cols: int) -> None:
+    """Every panel width (1-4 vectors, partial last vectors), rows past the last whole tile, K in several
+    blocks (clamped only after the last: partial sums cross the bounds) and K = 0, on strided row views: the
+    masked last vector writes nothing past column N."""
+    from lite.kernels.compiled import gemm
+    rng = np.random.default_rng(rows * 1000 + depth)
+    a = rng.standard_normal((rows, depth + 3), dtype=np.float32)[:, :depth]
+    w = rng.standard_normal((depth, cols), dtype=np.float32)
+    bias = rng.standard_normal(cols, dtype=np.float32)
+    wide = np.full((rows, cols + 5), np.nan, np.float32)
+    out = wide[:, :cols]
+    with compiled.selection("compiled", 2):
+        run = gemm.bind(a, w, bias, -1.0, 2.0, out)
+    for _ in range(2):
+        run()
+        want = np.clip(a.astype(np.float64) @ w + bias, -1.0, 2.0)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * max(1, np.sqrt(depth)))
+        assert np.isnan(wide[:, cols:]).all()
+        a[...] = rng.standard_normal(a.shape, dtype=np.float32)      # the data is read at every run
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("op", [None, "Relu", "Sigmoid"])
+def test_dense_convs_and_gemms_of_a_constant_weight_take_the_compiled_gemm(op: str | None, kernels: str) -> None:
+    """A 3x3 conv (im2col columns) and a Gemm of constant weights with bias: the compiled GEMM with bias and a
+    clamp fused, another activation after it; a MatMul of two inputs stays on BLAS."""
+    feeds = {"x": _array((2, 8, 9, 7))}
+    model = node_model("Conv", feeds, {"w": _array((40, 8, 3, 3)), "b": _array((40,))}, ["x", "w", "b"],
+                       opset=14, pads=[1, 1, 1, 1])
+    graph, last = model.graph, "y"
+    if op is not None:
+        graph.node.append(helper.make_node(op, ["y"], ["act"]))
+        last = "act"
+    graph.node.extend([helper.make_node("Flatten", [last], ["flat"]),
+                       helper.make_node("Gemm", ["flat", "fw", "fb"], ["z"], transB=1)])
+    graph.initializer.extend([numpy_helper.from_array(_array((21, 40 * 9 * 7)), "fw"),
+                              numpy_helper.from_array(_array((21,)), "fb")])
+    graph.output[0].CopyFrom(helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    s = session(model, kernels, threads=2)
+    kinds = {step.node.op: step.kernel for step in s._plan.steps}
+    assert kinds["Conv2D"].fused_gemm is (kernels == "compiled")
+    assert kinds["FullConnection"].fused is (kernels == "compiled")
+    np.testing.assert_allclose(run_lite(s, feeds)["z"], run_ort(model, feeds)["z"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_sessions_give_the_threads_to_the_pool_that_runs_most_of_the_work() -> None:
+    """A CNN of constant weights runs compiled: BLAS gets one thread; a product of two inputs runs in BLAS:
+    the compiled kernels get one, as they do in a session of numpy kernels."""
+    cnn, _ = conv_relu6("pointwise")
+    assert session(cnn, "compiled", threads=2)._compiled_first
+    assert not session(cnn, "numpy", threads=2)._compiled_first
+    feeds = {"a": _array((64, 96)), "b": _array((96, 80))}
+    product = node_model("MatMul", feeds, {}, ["a", "b"], outputs=("c",))
+    s = session(product, "compiled", threads=2)
+    assert not s._compiled_first
+    np.testing.assert_allclose(run_lite(s, feeds)["c"], feeds["a"] @ feeds["b"], rtol=1e-5, atol=1e-5)
+    assert threads.split(2, True) == (2, 1) and threads.split(2, False) == (1, 2)
+
+
+def test_openmp_workers_spin_briefly_unless_the_user_says_otherwise() -> None:
+    """Importing the compiled kernels sets GOMP_SPINCOUNT (and a passive wait policy) only where the user set
+    neither; OMP_WAIT_POLICY=ACTIVE is left to spin as libgomp does."""
+    code = ("import os, lite.kernels.compiled; "
+            "print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))")
+
+    def probe(**env: str) -> list[str]:
+        clean = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+        return subprocess.run([sys.executable, "-c", code], env={**clean, **env}, cwd=REPO, capture_output=True,
+                              text=True, check=True).stdout.split()
+    assert probe() == [str(compiled.SPIN_COUNT), "PASSIVE"]
+    assert probe(GOMP_SPINCOUNT="0") == ["0", "PASSIVE"]
+    assert probe(OMP_WAIT_POLICY="PASSIVE") == [str(compiled.SPIN_COUNT), "PASSIVE"]
+    assert probe(OMP_WAIT_POLICY="ACTIVE") == ["None", "ACTIVE"]

@@ -1,7 +1,10 @@
 """FullConnection (x @ W^T + b over the last axis, W [out, in]) and MatMul (numpy matmul semantics), both with
-an optional fused activation. Both are single BLAS calls into the output array."""
+an optional fused activation. Both are single BLAS calls into the output array, except a FullConnection of a
+constant weight with a clamp activation when the compiled kernels run: the compiled GEMM with bias and clamp
+fused (`lite.kernels.compiled.gemm`)."""
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -9,8 +12,8 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import compiled
-from lite.kernels._conv_math import epilogue, finish
-from lite.kernels.activation import activation_fn
+from lite.kernels._conv_math import constant_view, epilogue, finish
+from lite.kernels.activation import activation_fn, clamp_bounds
 from lite.traits import declare
 
 
@@ -50,18 +53,32 @@ class FullConnectionKernel(Kernel):
         if bias is not None and bias.shape != (w.shape[0],):
             raise self.error(f"bias must have shape [{w.shape[0]}], got {list(bias.shape)}")
         self.activation = activation_fn(self.attrs.activation)
+
+        self.fused = (w.value is not None and (bias is None or bias.value is not None)
+                      and x.dtype == np.float32 and clamp_bounds(self.attrs.activation) is not None
+                      and compiled.enabled())
         return [TensorSpec(x.shape[:-1] + (w.shape[0],), x.dtype)]
 
     def bind(self, inputs, outputs, scratch) -> None:
         x, w, out = inputs[0], inputs[1], outputs[0]
+        bias = inputs[2] if len(inputs) > 2 else None
         self.x2d = x.reshape(-1, x.shape[-1])
         self.w_t = w.T                                  # a view: BLAS reads the transpose directly
         self.out2d = out.reshape(-1, w.shape[0])
-        self.finish = epilogue(self.out2d, inputs[2] if len(inputs) > 2 else None, self.attrs.activation)
-        self.compiled = isinstance(self.finish, compiled.Bound)
+        self.macs = self.x2d.size * w.shape[0]
+        if self.fused:       # a constant weight: the compiled GEMM, bias and clamp in its epilogue
+            from lite.kernels.compiled import gemm
+            self.multiply = gemm.bind(self.x2d, self.w_t, constant_view(bias), *clamp_bounds(self.attrs.activation),
+                                      self.out2d)
+            self.finish = None
+        else:
+            self.multiply = functools.partial(np.matmul, self.x2d, self.w_t, out=self.out2d)
+            self.finish = epilogue(self.out2d, bias, self.attrs.activation)
+            self.blas_macs = self.macs
+        self.compiled = self.fused or isinstance(self.finish, compiled.Bound)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        np.matmul(self.x2d, self.w_t, out=self.out2d)
+        self.multiply()
         if self.finish is not None:
             self.finish()
 
@@ -97,6 +114,7 @@ class MatMulKernel(Kernel):
     def bind(self, inputs, outputs, scratch) -> None:
         self.a = swap_last(inputs[0], self.attrs.transpose_a)
         self.b = swap_last(inputs[1], self.attrs.transpose_b)
+        self.macs = self.blas_macs = outputs[0].size * self.a.shape[-1]
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         out = outputs[0]

@@ -1,0 +1,201 @@
+"""Compiled float32 GEMM with the epilogue fused: out [M, N] = clamp(a [M, K] @ w [K, N] + bias, lo, hi) for a
+constant weight, packed once. The GEMM of Conv2D (1x1 convs and im2col columns) when the compiled kernels run.
+
+Why not BLAS: OpenBLAS multiplies MobileNet-class shapes at 60-85 % of this kernel's rate on 2 threads (M = 49
+rows: 50 %), then bias and activation take another pass over the product (MobileNetV2: 0.9 ms of 6.5), and its
+thread pool and the compiled kernels' OpenMP pool cannot both keep their threads awake: whichever spins takes the
+core the other needs next, and a sleeping thread on a virtual machine takes 40-400 us to wake. With every
+convolution's GEMM here, one pool runs a whole CNN, and its workers may spin briefly between kernels
+(`lite.kernels.compiled.SPIN_COUNT`).
+
+Register tiles (`_tile_code`, LLVM IR, as in `conv` and `int8`): `rows` rows x `vectors` vectors of `LANES`
+float32 (16 on AVX-512, else 8), the accumulators held in registers across all of K and started at the bias; per
+k, the `vectors` weight vectors are loaded once and each row's a[m, k] is broadcast into a fused multiply-add
+with them. The weight is packed into panels [N / PANEL, K, PANEL] (PANEL = VECTORS x LANES columns, zero past N)
+so that a tile reads it contiguously; the last vector of a panel stores through a lane mask, so nothing past N
+is written. Threads take (panel, block of rows) pairs; rows past the last whole tile run as 1-row tiles.
+Sums run k = 0..K-1 in fused multiply-adds: within float32 rounding of numpy's BLAS product (which sums in
+blocks), not bit for bit.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from llvmlite import binding, ir
+from numba import prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from lite.kernels.compiled import Compiled
+from lite.kernels.compiled.int8 import I32, I64, address, splat
+
+WIDE = "avx512f" in binding.get_host_cpu_features().flatten()
+LANES = 16 if WIDE else 8          # float32 lanes of a vector register
+VECTORS = 4 if WIDE else 2         # vectors per panel: 32 registers hold 24 accumulators, 16 hold 12
+PANEL = VECTORS * LANES
+# tile rows by the vectors of the panel it covers: about 24 accumulators on AVX-512, 12 else (wider panels than
+# VECTORS never occur there, but every width is compiled)
+ROWS = {4: 6, 3: 8, 2: 12, 1: 16} if WIDE else {4: 3, 3: 4, 2: 6, 1: 12}
+DEPTH_BLOCK = 128   # K per pass over a task's rows: the panel's 128 x PANEL floats (32 KiB) stay in L1
+F32 = ir.FloatType()
+
+
+def _tile_code(rows, vectors, context, builder, signature, args):
+    """out[r + i, c + j] = clamp(start + sum_{k0 <= k < k1} a[r + i, k] panels[g, k, j], lo, hi) for i < rows and
+    j < vectors x LANES, where start is bias[c + j] when `first`, else out[r + i, c + j] (a later block of K);
+    the last vector is loaded and stored for its first `valid` lanes only."""
+    a, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first = args
+    kinds = signature.args
+    vec, mask_type = ir.VectorType(F32, LANES), ir.VectorType(ir.IntType(1), LANES)
+    const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    pointer = lambda at: builder.inttoptr(at, vec.as_pointer())            # noqa: E731
+    a_base, a_strides = address(context, builder, kinds[0], a)
+    a_step = builder.extract_value(a_strides, 0)
+    a_row = builder.add(a_base, builder.mul(r, a_step))
+    p_base, p_strides = address(context, builder, kinds[2], panels)
+    p_base = builder.add(p_base, builder.mul(g, builder.extract_value(p_strides, 0)))
+    b_base = builder.add(address(context, builder, kinds[6], bias)[0], builder.mul(c, const(4)))
+    o_base, o_strides = address(context, builder, kinds[10], out)
+    o_step = builder.extract_value(o_strides, 0)
+    o_base = builder.add(builder.add(o_base, builder.mul(r, o_step)), builder.mul(c, const(4)))
+    lanes = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
+    mask = builder.icmp_signed("<", lanes, splat(builder, valid, ir.VectorType(I64, LANES)))
+    masked = lambda op, *types_: cgutils.get_or_insert_function(                  # noqa: E731
+        builder.module, ir.FunctionType(*types_), f"llvm.masked.{op}.v{LANES}f32.p0v{LANES}f32")
+    masked_load = masked("load", vec, [vec.as_pointer(), I32, mask_type, vec])
+    masked_store = masked("store", ir.VoidType(), [vec, vec.as_pointer(), I32, mask_type])
+    at = lambda i, v: pointer(builder.add(builder.add(o_base, builder.mul(const(i), o_step)),  # noqa: E731
+                                          const(4 * LANES * v)))
+    accs = [cgutils.alloca_once(builder, vec) for _ in range(rows * vectors)]
+    with builder.if_else(builder.icmp_unsigned("!=", first, ir.Constant(first.type, 0))) as (from_bias, resume):
+        with from_bias:
+            for i in range(rows):
+                for v in range(vectors):
+                    start = builder.load(pointer(builder.add(b_base, const(4 * LANES * v))), align=4)
+                    builder.store(start, accs[i * vectors + v])
+        with resume:
+            for i in range(rows):
+                for v in range(vectors):
+                    start = (builder.call(masked_load, [at(i, v), ir.Constant(I32, 4), mask,
+                                                        ir.Constant(vec, None)])
+                             if v == vectors - 1 else builder.load(at(i, v), align=4))
+                    builder.store(start, accs[i * vectors + v])
+    width = const(4 * PANEL)
+    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), f"llvm.fma.v{LANES}f32")
+    with cgutils.for_range(builder, builder.sub(k1, k0)) as loop:
+        k = builder.add(loop.index, k0)
+        w_row = builder.add(p_base, builder.mul(k, width))
+        ws = [builder.load(pointer(builder.add(w_row, const(4 * LANES * v))), align=4) for v in range(vectors)]
+        a_k = builder.add(a_row, builder.mul(k, const(4)))
+        for i in range(rows):
+            x = builder.load(builder.inttoptr(builder.add(a_k, builder.mul(const(i), a_step)), F32.as_pointer()),
+                             align=4)
+            xv = splat(builder, x, vec)
+            for v in range(vectors):
+                acc = accs[i * vectors + v]
+                builder.store(builder.call(fma, [xv, ws[v], builder.load(acc)]), acc)
+    lo_v, hi_v = splat(builder, lo, vec), splat(builder, hi, vec)
+    for i in range(rows):
+        for v in range(vectors):
+            t = builder.load(accs[i * vectors + v])
+            t = builder.select(builder.fcmp_ordered("<", t, lo_v), lo_v, t)
+            t = builder.select(builder.fcmp_ordered(">", t, hi_v), hi_v, t)
+            if v == vectors - 1:
+                builder.call(masked_store, [t, at(i, v), ir.Constant(I32, 4), mask])
+            else:
+                builder.store(t, at(i, v), align=4)
+    return context.get_dummy_value()
+def _tile_kernel(rows: int, vectors: int):
+    @intrinsic
+    def tile(typingctx, a, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first):
+        """One register tile of `rows` x `vectors` over one block of K (`_tile_code`)."""
+        sig = types.void(a, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first)
+        return sig, functools.partial(_tile_code, rows, vectors)
+    return tile
+
+
+_T4, _R4, _T3, _R3, _T2, _R2, _T1, _R1 = (_tile_kernel(ROWS[v] if whole else 1, v) for v in (4, 3, 2, 1)
+                                          for whole in (True, False))
+TILE_ROWS = tuple(ROWS[v] for v in (1, 2, 3, 4))
+
+
+@Compiled
+def gemm_f32(a, panels, bias, lo, hi, out, block):  # pragma: no cover
+    """out = clamp(a @ w + bias, lo, hi) for a [M, K], w packed by `pack_panels`, `bias` by `pad_bias`;
+    tasks are (panel, `block` rows) pairs, each running K in blocks of DEPTH_BLOCK (clamped after the last)."""
+    rows, depth = a.shape
+    groups, cols = panels.shape[0], out.shape[1]
+    blocks = (rows + block - 1) // block
+    free = np.float32(np.inf)
+    for task in prange(groups * blocks):
+        g, r0 = task // blocks, task % blocks * block
+        r1 = min(rows, r0 + block)
+        c = g * PANEL
+        width = min(PANEL, cols - c)
+        vectors = (width + LANES - 1) // LANES
+        valid = width - (vectors - 1) * LANES
+        tile = TILE_ROWS[vectors - 1]
+        for k0 in range(0, max(depth, 1), DEPTH_BLOCK):
+            k1 = min(depth, k0 + DEPTH_BLOCK)
+            first = k0 == 0
+            low, high = (lo, hi) if k1 == depth else (-free, free)
+            r = r0
+            while r + tile <= r1:
+                if vectors == 4:
+                    _T4(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                elif vectors == 3:
+                    _T3(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                elif vectors == 2:
+                    _T2(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                else:
+                    _T1(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                r += tile
+            while r < r1:
+                if vectors == 4:
+                    _R4(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                elif vectors == 3:
+                    _R3(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                elif vectors == 2:
+                    _R2(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                else:
+                    _R1(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                r += 1
+
+
+def pack_panels(weight: np.ndarray) -> np.ndarray:
+    """[K, N] float32 weight as [N / PANEL panels, K, PANEL], zero past N."""
+    depth, cols = weight.shape
+    groups = -(-cols // PANEL)
+    full = np.zeros((depth, groups * PANEL), np.float32)
+    full[:, :cols] = weight
+    return np.ascontiguousarray(full.reshape(depth, groups, PANEL).transpose(1, 0, 2))
+
+
+def pad_bias(bias: np.ndarray | None, cols: int) -> np.ndarray:
+    """The bias (zeros when None) padded with zeros to whole panels: tiles load whole vectors of it."""
+    padded = np.zeros(-(-cols // PANEL) * PANEL, np.float32)
+    if bias is not None:
+        padded[:cols] = bias
+    return padded
+
+
+TASKS = 8          # at least this many (panel, rows) tasks, so that 2 threads finish close together
+
+
+def block_rows(rows: int, cols: int) -> int:
+    """Rows per task: whole tiles, few enough that the panels and row blocks make at least TASKS tasks."""
+    groups = -(-cols // PANEL)
+    tile = ROWS[min(VECTORS, -(-cols // LANES))]
+    blocks = max(1, -(-TASKS // groups))
+    return max(tile, -(-(-(-rows // blocks)) // tile) * tile)
+
+
+def bind(a: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, lo: float, hi: float, out: np.ndarray):
+    """`gemm_f32` prebound: out [M, N] = clamp(a [M, K] @ weight [K, N] + bias, lo, hi), the weight packed now
+    (a copy: a weight that changes later is not seen). a and out need unit stride along their rows."""
+    rows, depth = a.shape
+    cols = out.shape[1]
+    return gemm_f32.bind(rows * depth * cols, a, pack_panels(weight), pad_bias(bias, cols), np.float32(lo),
+                         np.float32(hi), out, block_rows(rows, cols))
