@@ -33,11 +33,12 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite.kernels.compiled import Compiled
+from lite.kernels.compiled.gemm import WIDE
 from lite.kernels.compiled.int8 import I8, I32, I64, F64, address, splat
 
-TILE_PIXELS, LANES = 4, 8
+TILE_PIXELS = 4
+LANES = 16 if WIDE else 8     # float32 lanes of the widest vector register (AVX-512: 16)
 F32 = ir.FloatType()
-V8, D8 = ir.VectorType(F32, LANES), ir.VectorType(F64, LANES)
 EXACT_SUM = 1 << 24       # int8 tiles: integer sums below this are exact in float32
 
 
@@ -45,64 +46,65 @@ def _vector(builder, address, vector):
     return builder.inttoptr(address, vector.as_pointer())
 
 
-def _tile_code(dense, int8, pixels, vectors, context, builder, signature, args):
-    """out[o_at + p o_step + 8v + l] = epilogue(acc) for p < pixels, v < vectors, lanes l, where acc =
-    init[param + 8v + l] + sum_t x[x_at + p x_step + tap_x[t] (+ 8v + l unless dense)] w[tap_w[t] + 8v + l]
-    (float32, addresses in elements): depthwise reads a vector of channels per tap, dense one input value
-    for all output channels. float32 out: epilogue clamp(acc, lo, hi). int8 out: clip(trunc(acc scale +
-    offset), 0, hi) + lo with per-channel float64 scale and offset."""
+def _tile_code(dense, int8, pixels, vectors, lanes, context, builder, signature, args):
+    """out[o_at + p o_step + lanes v + l] = epilogue(acc) for p < pixels, v < vectors, lanes l, where acc =
+    init[param + lanes v + l] + sum_t x[x_at + p x_step + tap_x[t] (+ lanes v + l unless dense)]
+    w[tap_w[t] + lanes v + l] (float32, addresses in elements): depthwise reads a vector of channels per tap,
+    dense one input value for all output channels. float32 out: epilogue clamp(acc, lo, hi). int8 out:
+    clip(trunc(acc scale + offset), 0, hi) + lo with per-channel float64 scale and offset."""
     xa, x_at, x_step, wa, w_at, txa, twa, taps, ia, sa, fa, param, lo, hi, oa, o_at, o_step = args
     kinds = signature.args[:4] + signature.args[5:]
+    vec, dvec = ir.VectorType(F32, lanes), ir.VectorType(F64, lanes)
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     addr = lambda k, a: address(context, builder, kinds[k], a)[0]          # noqa: E731
     load = lambda address, vector, align: builder.load(_vector(builder, address, vector), align=align)  # noqa: E731
-    i32x8, i8x8 = ir.VectorType(I32, LANES), ir.VectorType(I8, LANES)
+    i32s, i8s = ir.VectorType(I32, lanes), ir.VectorType(I8, lanes)
     x0 = builder.add(addr(0, xa), builder.mul(x_at, const(4)))
     w0 = builder.add(addr(3, wa), builder.mul(w_at, const(4)))
     tx, tw = (builder.inttoptr(addr(k, a), I64.as_pointer()) for k, a in ((4, txa), (5, twa)))
-    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(V8, [V8] * 3), "llvm.fma.v8f32")
+    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), f"llvm.fma.v{lanes}f32")
     p4, p8 = builder.mul(param, const(4)), builder.mul(param, const(8))
-    inits = [load(builder.add(addr(7, ia), builder.add(p4, const(32 * v))), V8, 4) for v in range(vectors)]
+    inits = [load(builder.add(addr(7, ia), builder.add(p4, const(4 * lanes * v))), vec, 4) for v in range(vectors)]
     accs = [cgutils.alloca_once_value(builder, inits[v]) for _ in range(pixels) for v in range(vectors)]
     step = builder.mul(x_step, const(4))
     with cgutils.for_range(builder, taps) as loop:
         xt = builder.add(x0, builder.mul(builder.load(builder.gep(tx, [loop.index])), const(4)))
         wt = builder.add(w0, builder.mul(builder.load(builder.gep(tw, [loop.index])), const(4)))
-        ws = [load(builder.add(wt, const(32 * v)), V8, 4) for v in range(vectors)]
+        ws = [load(builder.add(wt, const(4 * lanes * v)), vec, 4) for v in range(vectors)]
         for p in range(pixels):
             xp = builder.add(xt, builder.mul(const(p), step))
             if dense:
-                xv = splat(builder, builder.load(builder.inttoptr(xp, F32.as_pointer()), align=4), V8)
+                xv = splat(builder, builder.load(builder.inttoptr(xp, F32.as_pointer()), align=4), vec)
             for v in range(vectors):
                 acc = accs[p * vectors + v]
                 if not dense:
-                    xv = load(builder.add(xp, const(32 * v)), V8, 4)
+                    xv = load(builder.add(xp, const(4 * lanes * v)), vec, 4)
                 builder.store(builder.call(fma, [xv, ws[v], builder.load(acc)]), acc)
     o0 = builder.add(addr(13, oa), builder.mul(o_at, const(1 if int8 else 4)))
-    zero = ir.Constant(D8 if int8 else V8, [0.0] * LANES)
-    lo8, hi8 = (splat(builder, lo, i32x8), splat(builder, hi, D8)) if int8 else (splat(builder, lo, V8),
-                                                                                  splat(builder, hi, V8))
+    zero = ir.Constant(dvec if int8 else vec, [0.0] * lanes)
+    low, high = (splat(builder, lo, i32s), splat(builder, hi, dvec)) if int8 else (splat(builder, lo, vec),
+                                                                                   splat(builder, hi, vec))
     for v in range(vectors):
         if int8:
-            scale, offset = (load(builder.add(addr(k, a), builder.add(p8, const(64 * v))), D8, 8)
+            scale, offset = (load(builder.add(addr(k, a), builder.add(p8, const(8 * lanes * v))), dvec, 8)
                              for k, a in ((8, sa), (9, fa)))
         for p in range(pixels):
             r = builder.load(accs[p * vectors + v])
-            at = builder.add(builder.mul(const(p), o_step), const(LANES * v))
+            at = builder.add(builder.mul(const(p), o_step), const(lanes * v))
             if int8:
-                t = builder.fadd(builder.fmul(builder.fpext(r, D8), scale), offset)
+                t = builder.fadd(builder.fmul(builder.fpext(r, dvec), scale), offset)
                 t = builder.select(builder.fcmp_ordered("<", t, zero), zero, t)
-                t = builder.select(builder.fcmp_ordered(">", t, hi8), hi8, t)
-                q = builder.trunc(builder.add(builder.fptosi(t, i32x8), lo8), i8x8)
-                builder.store(q, _vector(builder, builder.add(o0, at), i8x8), align=1)
+                t = builder.select(builder.fcmp_ordered(">", t, high), high, t)
+                q = builder.trunc(builder.add(builder.fptosi(t, i32s), low), i8s)
+                builder.store(q, _vector(builder, builder.add(o0, at), i8s), align=1)
             else:
-                r = builder.select(builder.fcmp_ordered("<", r, lo8), lo8, r)
-                r = builder.select(builder.fcmp_ordered(">", r, hi8), hi8, r)
-                builder.store(r, _vector(builder, builder.add(o0, builder.mul(at, const(4))), V8), align=4)
+                r = builder.select(builder.fcmp_ordered("<", r, low), low, r)
+                r = builder.select(builder.fcmp_ordered(">", r, high), high, r)
+                builder.store(r, _vector(builder, builder.add(o0, builder.mul(at, const(4))), vec), align=4)
     return context.get_dummy_value()
 
 
-def _tile_kernel(pixels: int, vectors: int):
+def _tile_kernel(pixels: int, vectors: int, lanes: int):
     @intrinsic
     def tile(typingctx, x, x_at, x_step, w, w_at, tap_x, tap_w, taps, init, scale, offset, param, lo, hi, out,
              o_at, o_step):
@@ -110,12 +112,16 @@ def _tile_kernel(pixels: int, vectors: int):
         (float32 ignores scale and offset)."""
         sig = types.void(x, x_at, x_step, w, w_at, tap_x, tap_w, taps, init, scale, offset, param, lo, hi, out,
                          o_at, o_step)
-        return sig, functools.partial(_tile_code, w.ndim == 4, out.dtype == types.int8, pixels, vectors)
+        return sig, functools.partial(_tile_code, w.ndim == 4, out.dtype == types.int8, pixels, vectors, lanes)
     return tile
 
 
-_TILE, _PIXEL, _TILE8, _PIXEL8 = (_tile_kernel(p, v) for p, v in ((TILE_PIXELS, 2), (1, 2), (TILE_PIXELS, 1),
-                                                                   (1, 1)))
+# channel blocks, widest first: two vectors, one vector, and (on AVX-512) one 8-lane vector for channel counts
+# that are a multiple of 8 only; each as a tile of TILE_PIXELS pixels and as a one-pixel tile
+BLOCKS = (2 * LANES, LANES, 8)
+_TILE_A, _PIXEL_A, _TILE_B, _PIXEL_B, _TILE_C, _PIXEL_C = (
+    _tile_kernel(pixels, vectors, lanes) for vectors, lanes in ((2, LANES), (1, LANES), (1, 8))
+    for pixels in (TILE_PIXELS, 1))
 
 
 @Compiled
@@ -135,7 +141,7 @@ def conv_tiled(x, centre, xc, zp, w, init, scale, offset, lo, hi, out, stride_h,
     xs, of = x.reshape(-1), out.reshape(-1)
     first = min(ow, (pad_left + stride_w - 1) // stride_w)           # interior output columns [first, last)
     last = max(first, min(ow, (wd - 1 + pad_left - (kw - 1) * dil_w) // stride_w + 1))
-    wide, span = o - o % 16, wd * c
+    span = wd * c
     for task in prange(n * oh):
         image, y = task // oh, task % oh
         tap_x = np.empty(kh * kw * cin, np.int64)
@@ -171,26 +177,38 @@ def conv_tiled(x, centre, xc, zp, w, init, scale, offset, lo, hi, out, stride_h,
                     edge_x[count] = tap_x[t] + xo * step
                     edge_w[count] = tap_w[t]
                     count += 1
-            for c0 in range(0, o, 16):
+            c0 = 0
+            while c0 < o:
+                kind = 0 if o - c0 >= BLOCKS[0] else 1 if o - c0 >= BLOCKS[1] else 2
                 xat, at = 0 if dense else c0, row + xo * o + c0
-                if c0 < wide:
-                    _PIXEL(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
+                if kind == 0:
+                    _PIXEL_A(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
+                elif kind == 1:
+                    _PIXEL_B(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
                 else:
-                    _PIXEL8(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
-        for c0 in range(0, o, 16):
+                    _PIXEL_C(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
+                c0 += BLOCKS[kind]
+        c0 = 0
+        while c0 < o:
+            kind = 0 if o - c0 >= BLOCKS[0] else 1 if o - c0 >= BLOCKS[1] else 2
             xo = first
             while xo < last:
                 whole = xo + TILE_PIXELS <= last
                 xat, at = xo * step + (0 if dense else c0), row + xo * o + c0
-                if c0 < wide and whole:
-                    _TILE(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
-                elif c0 < wide:
-                    _PIXEL(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                if kind == 0 and whole:
+                    _TILE_A(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                elif kind == 0:
+                    _PIXEL_A(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                elif kind == 1 and whole:
+                    _TILE_B(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                elif kind == 1:
+                    _PIXEL_B(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
                 elif whole:
-                    _TILE8(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                    _TILE_C(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
                 else:
-                    _PIXEL8(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                    _PIXEL_C(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
                 xo += TILE_PIXELS if whole else 1
+            c0 += BLOCKS[kind]
 
 
 @Compiled
