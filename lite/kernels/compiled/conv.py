@@ -6,8 +6,9 @@ channel o // multiplier). Padding is never copied: taps outside the input are sk
 int8: they read the zero point, whose contribution is the constant `zsum`). Work is split over (image, output
 row) pairs across the threads.
 
-Register tiles (`conv_tiled`; output channels a multiple of 8): 4 output pixels x 16 output channels held in
-eight 8-lane accumulators across all taps of a row's tap list, the weights of a tap loaded once for the 4 pixels;
+Register tiles (`conv_tiled`; output channels a multiple of 8): 4 output pixels x two vectors of output channels
+(`llvm.LANES` each: 32 channels on AVX-512, 16 elsewhere; then one vector, then 8 channels) held in accumulators
+across all taps of a row's tap list, the weights of a tap loaded once for the 4 pixels;
 a depthwise tap (channel multiplier 1) multiplies a vector of input channels, a dense tap (a first layer's
 kernel position and input channel, w as [KH, KW, C, O]) one input value broadcast over the outputs. Written in
 LLVM IR (`_tile_code`) since numba's loops kept the sums in memory: 2.0x the per-element kernel on MobileNetV2's
@@ -33,12 +34,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite.kernels.compiled import Compiled
-from lite.kernels.compiled.gemm import WIDE
-from lite.kernels.compiled.int8 import I8, I32, I64, F64, address, splat
+from lite.kernels.compiled.llvm import F32, F64, I8, I32, I64, LANES, address, splat
 
 TILE_PIXELS = 4
-LANES = 16 if WIDE else 8     # float32 lanes of the widest vector register (AVX-512: 16)
-F32 = ir.FloatType()
 EXACT_SUM = 1 << 24       # int8 tiles: integer sums below this are exact in float32
 
 

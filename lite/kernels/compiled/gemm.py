@@ -23,23 +23,20 @@ import functools
 
 import numpy as np
 
-from llvmlite import binding, ir
+from llvmlite import ir
 from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite.kernels.compiled import Compiled
-from lite.kernels.compiled.int8 import I32, I64, address, splat
+from lite.kernels.compiled.llvm import F32, I32, I64, LANES, WIDE, address, splat
 
-WIDE = "avx512f" in binding.get_host_cpu_features().flatten()
-LANES = 16 if WIDE else 8          # float32 lanes of a vector register
 VECTORS = 4 if WIDE else 2         # vectors per panel: 32 registers hold 24 accumulators, 16 hold 12
 PANEL = VECTORS * LANES
 # tile rows by the vectors of the panel it covers: about 24 accumulators on AVX-512, 12 else (wider panels than
 # VECTORS never occur there, but every width is compiled)
 ROWS = {4: 6, 3: 8, 2: 12, 1: 16} if WIDE else {4: 3, 3: 4, 2: 6, 1: 12}
 DEPTH_BLOCK = 128   # K per pass over a task's rows: the panel's 128 x PANEL floats (32 KiB) stay in L1
-F32 = ir.FloatType()
 
 
 def _tile_code(rows, vectors, context, builder, signature, args):
