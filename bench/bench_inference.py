@@ -8,7 +8,8 @@ Every system gets 2 threads: our session `Context(thread_num=2)` (compiled kerne
 machine line says which ran); onnxruntime with 2 intra-op threads, 1 inter-op thread, ORT_ENABLE_ALL and
 `session.intra_op.allow_spinning=0`; PyTorch eager (`models.torch_reference.to_torch`) with
 `torch.set_num_threads(2)`, `torch.inference_mode()` and OMP_WAIT_POLICY=PASSIVE (set before torch loads, unless
-already set). Int8 rows: our PTQ model (`converter.quant`, MAX_MIN) against onnxruntime's `quantize_static` (QDQ,
+already set; every worker process also inherits the GOMP_SPINCOUNT that importing `lite` sets, so torch's OpenMP
+workers spin as briefly as ours). Int8 rows: our PTQ model (`converter.quant`, MAX_MIN) against onnxruntime's `quantize_static` (QDQ,
 per-channel int8 weights, int8 activations) of the same float model, both calibrated on the same 4 random inputs
 (latency only; `bench_quant.py` measures accuracy). Files are converted once, before any timing.
 
