@@ -139,26 +139,25 @@ def gemm_f32(a, panels, bias, lo, hi, out, block):  # pragma: no cover
             first = k0 == 0
             low, high = (lo, hi) if k1 == depth else (-free, free)
             r = r0
-            while r + tile <= r1:
-                if vectors == 4:
+            while r < r1:                   # whole tiles, then the rows past the last one a row at a time
+                whole = r + tile <= r1
+                if vectors == 4 and whole:
                     _T4(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                elif vectors == 3:
-                    _T3(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                elif vectors == 2:
-                    _T2(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                else:
-                    _T1(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                r += tile
-            while r < r1:
-                if vectors == 4:
+                elif vectors == 4:
                     _R4(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                elif vectors == 3 and whole:
+                    _T3(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
                 elif vectors == 3:
                     _R3(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                elif vectors == 2 and whole:
+                    _T2(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
                 elif vectors == 2:
                     _R2(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                elif whole:
+                    _T1(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
                 else:
                     _R1(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                r += 1
+                r += tile if whole else 1
 
 
 def pack_panels(weight: np.ndarray) -> np.ndarray:
