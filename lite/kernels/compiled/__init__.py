@@ -36,7 +36,7 @@ from lite.status import NotSupportedError, ParamInvalidError
 # (EfficientNet-Lite0 ran 9x slower at 2 threads), while workers that sleep at once take 40-400 us to wake on a
 # virtual machine, longer than most layers. So they spin for SPIN_COUNT turns (0.1-0.3 ms: across the gaps
 # between a run's kernels, asleep soon after the run), and the two pools never run side by side
-# (`lite.threads.split`).
+# (`lite.threads.compiled_first`).
 SPIN_COUNT = 10_000
 if os.environ.get("OMP_WAIT_POLICY", "").strip().upper() != "ACTIVE":
     os.environ.setdefault("GOMP_SPINCOUNT", str(SPIN_COUNT))
