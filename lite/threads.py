@@ -91,9 +91,9 @@ def compiled_first(kernels: Iterable[Any]) -> bool:
     """Whether the runs of a plan of `kernels` give the threads to the compiled kernels (BLAS gets one) rather
     than to BLAS (the compiled kernels get one).
 
-    The two pools cannot share the cores: each keeps its workers awake for a moment after a call (OpenBLAS for
-    milliseconds, the compiled kernels' OpenMP pool for `compiled.SPIN_COUNT`), and a call of the other pool in
-    that moment waits for the core (1.4 -> 8.3 ms for twenty 3136x64x64 compiled GEMMs and one 1x1280x1000
+    The two pools cannot share the cores: each keeps its workers awake for a moment after a call (OpenBLAS by its
+    own timeout, the compiled kernels' OpenMP pool for `compiled.SPIN_COUNT` turns), and a call of the other pool
+    in that moment waits for the core (1.4 -> 8.3 ms for twenty 3136x64x64 compiled GEMMs and one 1x1280x1000
     BLAS product on 2 threads). So the pool that runs most of the work gets them: the compiled kernels when
     numba is loaded and BLAS runs at most BLAS_SHARE of the plan's multiply-adds (`Kernel.macs`,
     `Kernel.blas_macs`)."""

@@ -145,7 +145,9 @@ class Im2colGemm:
         groups, cog = g.group, g.out_channels // g.group
         weight = w.reshape(groups, cog, g.depth)                                  # [G, O/G, K] view
         out2d = out.reshape(g.rows, g.out_channels)
-        rhs = np.ascontiguousarray(weight[0].T) if const_weight and groups == 1 else weight[0].T   # [K, O]
+        rhs = weight[0].T                                                          # [K, O] view
+        if const_weight and groups == 1 and fused is None:
+            rhs = np.ascontiguousarray(rhs)        # packed once for BLAS (the compiled GEMM packs its own panels)
         matmul = lambda lhs, rhs, product: functools.partial(np.matmul, lhs, rhs, out=product)  # noqa: E731
         if narrow:   # per run of images, columns^T [K, m] (in L2); out = columns @ W^T, BLAS reading them transposed
             flat, blocks = work.pop(0), []
@@ -397,7 +399,7 @@ class Conv2DKernel(Kernel):
             bounds = clamp_bounds(self.attrs.activation)
             lo, hi = bounds or clamp_bounds(0)
             self.compute = Im2colGemm.build(self.geo, self.direct, False, False, True, x, w, out, work,
-                                            (constant_view(self.bias), lo, hi))
+                                            (self.bias, lo, hi))
             self.finish = None if bounds is not None else functools.partial(self.activation, out, out)
         else:
             self.compute = (WinogradConv.build(self.geo, x, w, out, work) if self.winograd else

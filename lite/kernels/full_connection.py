@@ -12,7 +12,7 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import compiled
-from lite.kernels._conv_math import constant_view, epilogue, finish
+from lite.kernels._conv_math import epilogue, finish
 from lite.kernels.activation import activation_fn, clamp_bounds
 from lite.traits import declare
 
@@ -53,7 +53,6 @@ class FullConnectionKernel(Kernel):
         if bias is not None and bias.shape != (w.shape[0],):
             raise self.error(f"bias must have shape [{w.shape[0]}], got {list(bias.shape)}")
         self.activation = activation_fn(self.attrs.activation)
-
         self.fused = (w.value is not None and (bias is None or bias.value is not None)
                       and x.dtype == np.float32 and clamp_bounds(self.attrs.activation) is not None
                       and compiled.enabled())
@@ -68,8 +67,7 @@ class FullConnectionKernel(Kernel):
         self.macs = self.x2d.size * w.shape[0]
         if self.fused:       # a constant weight: the compiled GEMM, bias and clamp in its epilogue
             from lite.kernels.compiled import gemm
-            self.multiply = gemm.bind(self.x2d, self.w_t, constant_view(bias), *clamp_bounds(self.attrs.activation),
-                                      self.out2d)
+            self.multiply = gemm.bind(self.x2d, self.w_t, bias, *clamp_bounds(self.attrs.activation), self.out2d)
             self.finish = None
         else:
             self.multiply = functools.partial(np.matmul, self.x2d, self.w_t, out=self.out2d)

@@ -32,7 +32,7 @@ from lite import gc_pause
 from lite.status import NotSupportedError, ParamInvalidError
 
 # OpenMP's workers (read when the library loads; a user's setting wins, GOMP_SPINCOUNT=0 makes them sleep at once):
-# libgomp's default spins for up to 0.3 s after a parallel region, taking the cores BLAS runs on next
+# libgomp's default spins for milliseconds after a parallel region, taking the cores BLAS runs on next
 # (EfficientNet-Lite0 ran 9x slower at 2 threads), while workers that sleep at once take 40-400 us to wake on a
 # virtual machine, longer than most layers. So they spin for SPIN_COUNT turns (0.1-0.3 ms: across the gaps
 # between a run's kernels, asleep soon after the run), and the two pools never run side by side

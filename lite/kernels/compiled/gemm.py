@@ -1,16 +1,16 @@
 """Compiled float32 GEMM with the epilogue fused: out [M, N] = clamp(a [M, K] @ w [K, N] + bias, lo, hi) for a
 constant weight, packed once. The GEMM of Conv2D (1x1 convs and im2col columns) when the compiled kernels run.
 
-Why not BLAS: OpenBLAS multiplies MobileNet-class shapes at 60-85 % of this kernel's rate on 2 threads (M = 49
-rows: 50 %), then bias and activation take another pass over the product (MobileNetV2: 0.9 ms of 6.5), and its
+Why not BLAS: OpenBLAS multiplies most MobileNet- and ResNet-class shapes at 60-85 % of this kernel's rate on 2
+threads (M = 49 rows: 60 %; the memory-bound K = 16 of MobileNetV2's first expansion is the exception), then bias and activation take another pass over the product (MobileNetV2: 0.9 ms of 6.5), and its
 thread pool and the compiled kernels' OpenMP pool cannot both keep their threads awake: whichever spins takes the
 core the other needs next, and a sleeping thread on a virtual machine takes 40-400 us to wake. With every
 convolution's GEMM here, one pool runs a whole CNN, and its workers may spin briefly between kernels
 (`lite.kernels.compiled.SPIN_COUNT`).
 
 Register tiles (`_tile_code`, LLVM IR, as in `conv` and `int8`): `rows` rows x `vectors` vectors of `LANES`
-float32 (16 on AVX-512, else 8), the accumulators held in registers across all of K and started at the bias; per
-k, the `vectors` weight vectors are loaded once and each row's a[m, k] is broadcast into a fused multiply-add
+float32 (16 on AVX-512, else 8), the accumulators held in registers across a block of DEPTH_BLOCK k, started at
+the bias (the first block) or at the partial sums in `out` (later ones), clamped after the last; per k, the `vectors` weight vectors are loaded once and each row's a[m, k] is broadcast into a fused multiply-add
 with them. The weight is packed into panels [N / PANEL, K, PANEL] (PANEL = VECTORS x LANES columns, zero past N)
 so that a tile reads it contiguously; the last vector of a panel stores through a lane mask, so nothing past N
 is written. Threads take (panel, block of rows) pairs; rows past the last whole tile run as 1-row tiles.
@@ -104,6 +104,8 @@ def _tile_code(rows, vectors, context, builder, signature, args):
             else:
                 builder.store(t, at(i, v), align=4)
     return context.get_dummy_value()
+
+
 def _tile_kernel(rows: int, vectors: int):
     @intrinsic
     def tile(typingctx, a, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first):
