@@ -18,7 +18,7 @@ import numpy as np
 
 from lite import dtypes
 from lite.kernel import Kernel, TensorSpec, create_kernel
-from lite.memory_plan import Buffer, RunPool, plan
+from lite.memory_plan import Buffer, RunPool, aligned_zeros, plan
 from lite.model import Model, NodeDef, SubGraphDef
 from lite.status import (InferInvalidError, InferShapeError, LiteError, MemoryFailedError, NotSupportedError,
                          OpExecuteError)
@@ -237,7 +237,7 @@ def _bind(graph: Model | SubGraphDef, specs: list[TensorSpec | None], pending: l
     buffers += [Buffer(spec.nbytes, s, s) for s, spec in scratch_specs]
     offsets, total = plan(buffers)
     check_memory(total, "the graph's arena")
-    arena = np.zeros(total, np.uint8)
+    arena = aligned_zeros(total)
 
     def view(offset: int, spec: TensorSpec) -> np.ndarray:
         return arena[offset:offset + spec.nbytes].view(spec.dtype).reshape(spec.shape)

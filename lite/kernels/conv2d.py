@@ -37,6 +37,7 @@ from lite.kernels import compiled
 from lite.kernels._conv_math import (PadCopy, Window, constant_view, epilogue, finish, grouped_columns,
                                      make_window, padded_shape, phased_tap_views, tap_columns)
 from lite.kernels.activation import activation_fn, clamp_bounds
+from lite.memory_plan import aligned_copy
 from lite.status import InvalidOpAttrError
 from lite.traits import declare
 
@@ -305,7 +306,7 @@ class DirectCompiled:
               out: np.ndarray, kind: int) -> "DirectCompiled":
         from lite.kernels.compiled import conv
         layout = dense_taps if g.group == 1 else depthwise_taps
-        taps = np.ascontiguousarray(layout(w), np.float32)
+        taps = aligned_copy(np.asarray(layout(w), np.float32))
         bias = np.zeros(g.out_channels, np.float32) if bias is None else constant_view(bias)
         bounds = clamp_bounds(kind)
         lo, hi = (np.float32(b) for b in (bounds or clamp_bounds(0)))

@@ -30,6 +30,7 @@ from numba.extending import intrinsic
 
 from lite.kernels.compiled import Compiled
 from lite.kernels.compiled.llvm import F32, I32, I64, LANES, WIDE, address, splat
+from lite.memory_plan import aligned_copy
 
 VECTORS = 4 if WIDE else 2         # vectors per panel: 32 registers hold 24 accumulators, 16 hold 12
 PANEL = VECTORS * LANES
@@ -168,7 +169,7 @@ def pack_panels(weight: np.ndarray) -> np.ndarray:
     groups = -(-cols // PANEL)
     full = np.zeros((depth, groups * PANEL), np.float32)
     full[:, :cols] = weight
-    return np.ascontiguousarray(full.reshape(depth, groups, PANEL).transpose(1, 0, 2))
+    return aligned_copy(full.reshape(depth, groups, PANEL).transpose(1, 0, 2))
 
 
 def pad_bias(bias: np.ndarray | None, cols: int) -> np.ndarray:

@@ -32,6 +32,7 @@ from numba.extending import intrinsic
 
 from lite.kernels.compiled import Compiled
 from lite.kernels.compiled.llvm import F64, I8, I16, I32, I64, LANES, address, splat
+from lite.memory_plan import aligned_copy
 
 MR, NR = 6, 2 * LANES                 # register tile: rows x columns (NR int32 lanes = two vectors per row)
 
@@ -43,8 +44,7 @@ def pack_weight(weight: np.ndarray) -> np.ndarray:
     pairs, blocks = -(-k // 2), -(-n // NR)
     full = np.zeros((2 * pairs, blocks * NR), np.int16)
     full[:k, :n] = weight
-    return np.ascontiguousarray(full.reshape(pairs, 2, blocks, NR).transpose(2, 0, 3, 1).reshape(blocks, pairs,
-                                                                                                 2 * NR))
+    return aligned_copy(full.reshape(pairs, 2, blocks, NR).transpose(2, 0, 3, 1).reshape(blocks, pairs, 2 * NR))
 
 
 def pad_columns(values: np.ndarray) -> np.ndarray:
