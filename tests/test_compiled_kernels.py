@@ -507,6 +507,37 @@ def test_compiled_gemm_matches_the_float64_product_with_bias_and_clamp(rows: int
         a[...] = rng.standard_normal(a.shape, dtype=np.float32)      # the data is read at every run
 
 
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("quads", [True, False], ids=["vnni-quads", "int16-pairs"])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("rows, depth, cols", [(1, 5, 3), (13, 7, 33), (49, 300, 64), (100, 18, 40)])
+def test_int8_gemm_matches_the_integer_product_requantized(rows: int, depth: int, cols: int, dtype: type,
+                                                           quads: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both product forms (vpdpbusd quads where the host has VNNI, int16 pairs everywhere) bit for bit against
+    the int64 product through the numpy Requantizer: K not a multiple of 4, partial column blocks, rows past
+    the last tile, and the extreme codes (-128 weights and inputs) where the quads' sign flip must cancel."""
+    from lite.kernels.compiled import int8
+    from lite.kernels.int8.requantize import Requantizer
+    if quads and not int8.VNNI:
+        pytest.skip("the host has no AVX-512 VNNI")
+    monkeypatch.setattr(int8, "VNNI", quads)
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(rows + depth + cols)
+    x = rng.integers(info.min, info.max + 1, (rows, depth)).astype(dtype)
+    w = rng.integers(-128, 128, (depth, cols)).astype(np.int16)
+    x[0, :] = info.min
+    w[:, 0] = -128
+    acc = x.astype(np.int64) @ w.astype(np.int64)
+    requantize = Requantizer.build(rng.uniform(1e-4, 1e-3, cols), -3, -128, 127)
+    want = np.empty((rows, cols), np.int8)
+    requantize(acc.astype(np.int32), want)
+    out = np.empty((rows, cols), np.int8)
+    with compiled.selection("compiled", 2):
+        assert int8.quads_fit(w) == quads
+        int8.bind(x, w, requantize, out)()
+    np.testing.assert_array_equal(out, want)
+
+
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("op", [None, "Relu", "Sigmoid"])
 def test_dense_convs_and_gemms_of_a_constant_weight_take_the_compiled_gemm(op: str | None, kernels: str) -> None:

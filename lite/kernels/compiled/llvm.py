@@ -10,8 +10,11 @@ F32, F64 = ir.FloatType(), ir.DoubleType()
 
 # AVX-512: 32 vector registers of 16 float32 lanes. Elsewhere (AVX2, NEON) tiles are sized for 16 registers of 8
 # lanes (two NEON registers each); LLVM lowers the same IR on every target.
-WIDE = "avx512f" in binding.get_host_cpu_features().flatten()
+_FEATURES = binding.get_host_cpu_features()
+WIDE = _FEATURES.get("avx512f", False)
 LANES = 16 if WIDE else 8
+# AVX-512 VNNI: vpdpbusd sums four uint8 x int8 products into each int32 lane, 64 per instruction.
+VNNI = WIDE and _FEATURES.get("avx512vnni", False)
 
 
 def address(context, builder, array_type, array):
