@@ -515,7 +515,8 @@ def test_int8_gemm_matches_the_integer_product_requantized(rows: int, depth: int
                                                            quads: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both product forms (vpdpbusd quads where the host has VNNI, int16 pairs everywhere) bit for bit against
     the int64 product through the numpy Requantizer: K not a multiple of 4, partial column blocks, rows past
-    the last tile, and the extreme codes (-128 weights and inputs) where the quads' sign flip must cancel."""
+    the last tile (nothing written past N), and the extreme codes (-128 weights and inputs) where the quads'
+    sign flip must cancel."""
     from lite.kernels.compiled import int8
     from lite.kernels.int8.requantize import Requantizer
     if quads and not int8.VNNI:
@@ -531,11 +532,13 @@ def test_int8_gemm_matches_the_integer_product_requantized(rows: int, depth: int
     requantize = Requantizer.build(rng.uniform(1e-4, 1e-3, cols), -3, -128, 127)
     want = np.empty((rows, cols), np.int8)
     requantize(acc.astype(np.int32), want)
-    out = np.empty((rows, cols), np.int8)
+    wide = np.full((rows, cols + 7), 99, np.int8)
+    out = wide[:, :cols]
     with compiled.selection("compiled", 2):
         assert int8.quads_fit(w) == quads
         int8.bind(x, w, requantize, out)()
     np.testing.assert_array_equal(out, want)
+    assert (wide[:, cols:] == 99).all()          # the last block's lane mask writes nothing past column N
 
 
 @pytest.mark.parametrize("kernels", PATHS)

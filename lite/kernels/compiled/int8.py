@@ -18,8 +18,10 @@ pairs |x| <= 128 and |w| < 2^15; for the quads x + 128 <= 255 plus the shift, `q
 The epilogue, in the same IR, is `float_form` (`Requantizer`) on a vector of lanes at a time: t = acc * scale + offset in
 float64 (separate multiply and add, as numpy rounds them), clipped to [0, top], truncated, plus `lo`, stored as
 int8. Rows are cut into chunks of whole tiles (and, for short M, the columns into spans), one chunk per task;
-each task first copies its rows (widened to int16, or sign-flipped) into a buffer of its own, zero-filled past K. Rows past the
-last whole tile run one at a time (a one-row tile is load-bound at about the same cost per row).
+each task first copies its rows (widened to int16, or sign-flipped) into a buffer of its own, zero-filled past
+K. Rows past the last whole tile run one at a time (a one-row tile is load-bound at about the same cost per
+row); the last block of N stores through a lane mask (EfficientNet-Lite0's 12544 x 32 x 16: 0.18 -> 0.10 ms
+against a bounce buffer copied element by element).
 """
 from __future__ import annotations
 
@@ -58,19 +60,21 @@ def pad_columns(values: np.ndarray) -> np.ndarray:
     return padded
 
 
-def _tile_kernel(height: int):
-    """The register-tile intrinsic for `height` rows (MR, or 1 for the rows past the last whole tile)."""
+def _tile_kernel(height: int, partial: bool):
+    """The register-tile intrinsic for `height` rows (MR, or 1 for the rows past the last whole tile); `partial`
+    tiles store only their first `valid` columns (the last block of N), through a lane mask."""
     @intrinsic
-    def tile(typingctx, xs, row, weight, block, groups, shift, scale, offset, col, lo, top, out, out_row, out_col):
-        """out[out_row + i, out_col + j] = epilogue(sum over the k-groups of xs[row + i] and block `block` of
-        `weight`, minus shift) for i < height, j < NR, with `shift`/`scale`/`offset` read from column `col`."""
-        sig = types.void(xs, row, weight, block, groups, shift, scale, offset, col, lo, top, out, out_row, out_col)
-        return sig, functools.partial(_tile_code, height)
+    def tile(typingctx, xs, row, weight, block, groups, shift, scale, offset, col, lo, top, out, out_row, valid):
+        """out[out_row + i, col + j] = epilogue(sum over the k-groups of xs[row + i] and block `block` of
+        `weight`, minus shift) for i < height, j < NR (j < valid if partial), with `shift`/`scale`/`offset` read
+        from column `col`."""
+        sig = types.void(xs, row, weight, block, groups, shift, scale, offset, col, lo, top, out, out_row, valid)
+        return sig, functools.partial(_tile_code, height, partial)
     return tile
 
 
-def _tile_code(height, context, builder, signature, args):
-    xa, r, wa, b, p, ha, sa, oa, c0, lo_v, top_v, da, dr, dc = args
+def _tile_code(height, partial, context, builder, signature, args):
+    xa, r, wa, b, p, ha, sa, oa, c0, lo_v, top_v, da, dr, valid = args
     kinds = signature.args
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     v8 = ir.VectorType(I32, LANES)
@@ -102,8 +106,12 @@ def _tile_code(height, context, builder, signature, args):
     o_base, _ = address(context, builder, kinds[7], oa)
     d_base, d_strides = address(context, builder, kinds[11], da)
     d_stride = builder.extract_value(d_strides, 0)
-    d_base = builder.add(d_base, builder.add(builder.mul(dr, d_stride), dc))
+    d_base = builder.add(d_base, builder.add(builder.mul(dr, d_stride), c0))
     zero, top8, lo8 = ir.Constant(d8, [0.0] * LANES), splat(builder, top_v, d8), splat(builder, lo_v, v8)
+    q8, m8 = ir.VectorType(I8, LANES), ir.VectorType(ir.IntType(1), LANES)
+    masked_store = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+        ir.VoidType(), [q8, q8.as_pointer(), I32, m8]), f"llvm.masked.store.v{LANES}i8.p0v{LANES}i8")
+    lanes = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
     for h in range(halves):
         at = builder.mul(builder.add(c0, const(LANES * h)), const(8))
         sv = builder.load(builder.inttoptr(builder.add(s_base, at), d8.as_pointer()), align=8)
@@ -115,9 +123,15 @@ def _tile_code(height, context, builder, signature, args):
             t = builder.fadd(builder.fmul(builder.sitofp(acc, d8), sv), ov)
             t = builder.select(builder.fcmp_ordered("<", t, zero), zero, t)
             t = builder.select(builder.fcmp_ordered(">", t, top8), top8, t)
-            q = builder.trunc(builder.add(builder.fptosi(t, v8), lo8), ir.VectorType(I8, LANES))
-            dst = builder.add(d_base, builder.add(builder.mul(const(i), d_stride), const(LANES * h)))
-            builder.store(q, builder.inttoptr(dst, ir.VectorType(I8, LANES).as_pointer()), align=1)
+            q = builder.trunc(builder.add(builder.fptosi(t, v8), lo8), q8)
+            dst = builder.inttoptr(builder.add(d_base, builder.add(builder.mul(const(i), d_stride),
+                                                                   const(LANES * h))), q8.as_pointer())
+            if partial:
+                mask = builder.icmp_signed("<", builder.add(lanes, splat(builder, const(LANES * h),
+                                                                         lanes.type)), splat(builder, valid, lanes.type))
+                builder.call(masked_store, [q, dst, ir.Constant(I32, 1), mask])
+            else:
+                builder.store(q, dst, align=1)
     return context.get_dummy_value()
 
 
@@ -141,7 +155,7 @@ def _quad_product(builder):
     return lambda acc, xv, wv: builder.call(dot, [acc, xv, wv])
 
 
-_tile, _row = _tile_kernel(MR), _tile_kernel(1)
+_tile, _row, _tile_part, _row_part = (_tile_kernel(h, p) for p in (False, True) for h in (MR, 1))
 
 
 @Compiled
@@ -162,24 +176,20 @@ def gemm_requantize(x, weight, flip, shift, scale, offset, lo, top, out, chunk, 
         for i in range(count):
             for k in range(depth):
                 xs[i, k] = x[m0 + i, k] ^ flip
-        part = np.empty((MR, NR), out.dtype)
         for b in range(b0, min(blocks, b0 + per_span)):
             n0 = b * NR
-            if n0 + NR <= cols:
+            valid = min(NR, cols - n0)
+            if valid == NR:
                 for t in range(whole):
-                    _tile(xs, t * MR, weight, b, groups, shift, scale, offset, n0, lo, top, out, m0 + t * MR, n0)
+                    _tile(xs, t * MR, weight, b, groups, shift, scale, offset, n0, lo, top, out, m0 + t * MR, valid)
                 for i in range(whole * MR, count):
-                    _row(xs, i, weight, b, groups, shift, scale, offset, n0, lo, top, out, m0 + i, n0)
-                continue
-            for t in range(whole):                   # the last, partial column block: through `part`
-                _tile(xs, t * MR, weight, b, groups, shift, scale, offset, n0, lo, top, part, 0, 0)
-                for i in range(MR):
-                    for j in range(cols - n0):
-                        out[m0 + t * MR + i, n0 + j] = part[i, j]
-            for i in range(whole * MR, count):
-                _row(xs, i, weight, b, groups, shift, scale, offset, n0, lo, top, part, 0, 0)
-                for j in range(cols - n0):
-                    out[m0 + i, n0 + j] = part[0, j]
+                    _row(xs, i, weight, b, groups, shift, scale, offset, n0, lo, top, out, m0 + i, valid)
+            else:                                    # the last, partial column block
+                for t in range(whole):
+                    _tile_part(xs, t * MR, weight, b, groups, shift, scale, offset, n0, lo, top, out, m0 + t * MR,
+                               valid)
+                for i in range(whole * MR, count):
+                    _row_part(xs, i, weight, b, groups, shift, scale, offset, n0, lo, top, out, m0 + i, valid)
 
 
 def tasks(rows: int, cols: int) -> tuple[int, int]:
