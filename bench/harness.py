@@ -119,12 +119,18 @@ def report_from_worker(first_output: float, times: list[float], **extra: object)
     print(json.dumps({"first_output": first_output, "times": times, **extra}), flush=True)
 
 
+class Native(tuple):
+    """A worker that is a native program, `Native((path, *args))`: run as it is, not under Python, so its cold
+    start is the program's own. It prints the same JSON line (`report_from_worker`)."""
+
+
 def fresh_process(argv: Sequence[str], timeout: float = 900) -> dict | None:
-    """Run a worker (`python argv...`) in a new process; its JSON line, with `cold_ms` = process start -> first
-    output; None (with a note) when it fails."""
+    """Run a worker (`python argv...`, or a `Native` program) in a new process; its JSON line, with `cold_ms` =
+    process start -> first output; None (with a note) when it fails."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}   # a deployed app keeps .pyc
+    command = list(argv) if isinstance(argv, Native) else [sys.executable, *argv]
     started = time.time()
-    result = subprocess.run([sys.executable, *argv, f"--spawned-at={started}"], capture_output=True, text=True,
+    result = subprocess.run([*command, f"--spawned-at={started}"], capture_output=True, text=True,
                             timeout=timeout, env=env)
     line = next((ln for ln in reversed(result.stdout.splitlines()) if ln.startswith("{")), None)
     if result.returncode != 0 or line is None:
