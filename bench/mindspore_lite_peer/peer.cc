@@ -1,0 +1,130 @@
+// The real MindSpore Lite 2.0 C++ runtime as a peer of bench_inference.py (built by peer.py beside it).
+//
+//   peer convert MODEL.onnx OUT_PREFIX INPUT N,C,H,W  -> OUT_PREFIX.mindir: input INPUT fixed to that shape and kept
+//                                                        NCHW (the converter's default makes it NHWC)
+//   peer run MODEL.mindir INPUT.bin N,C,H,W WARMUP RUNS OUTPUT.bin [--spawned-at=...]
+//
+// `run` reads the raw float32 input, resizes the model's input to the shape when it differs, runs once (the cold
+// start's end), then WARMUP untimed and RUNS timed calls — each call copies the input in, predicts and copies the
+// output out, as the Python runners do — and prints one JSON line like bench/harness.py's workers:
+// {"first_output": <epoch seconds>, "times": [<ms>...]}. It writes the first output as raw float32 to OUTPUT.bin.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "include/api/context.h"
+#include "include/api/model.h"
+#include "include/api/types.h"
+#include "include/registry/converter_context.h"
+
+namespace mindspore {
+// The wheel exports the converter but ships no header: these members match its symbols (`nm -DC`); the class holds
+// one shared_ptr to its parameters, as the library was built with.
+struct ConverterPara;
+class Converter {
+ public:
+  Converter();
+  void SetInputFormat(Format format);
+  void SetInputShape(const std::map<std::vector<char>, std::vector<int64_t>> &input_shape);
+  void SetSaveType(ModelType save_type);
+  Status Convert(converter::FmkType fmk_type, const std::vector<char> &model_file,
+                 const std::vector<char> &output_file, const std::vector<char> &weight_file);
+
+ private:
+  std::shared_ptr<ConverterPara> data_;
+};
+}  // namespace mindspore
+
+namespace {
+constexpr int kThreads = 2;  // as every engine of the bench
+
+std::vector<char> chars(const std::string &s) { return {s.begin(), s.end()}; }
+
+int fail(const std::string &what) {
+  std::cerr << what << std::endl;
+  return 1;
+}
+
+std::vector<int64_t> parse_shape(const std::string &text) {
+  std::vector<int64_t> shape;
+  std::stringstream in(text);
+  for (std::string dim; std::getline(in, dim, ',');) shape.push_back(std::stoll(dim));
+  return shape;
+}
+
+int convert(const std::string &onnx, const std::string &prefix, const std::string &input,
+            const std::vector<int64_t> &shape) {
+  mindspore::Converter converter;
+  converter.SetInputFormat(mindspore::NCHW);  // else 4-D inputs become NHWC
+  converter.SetInputShape({{chars(input), shape}});
+  converter.SetSaveType(mindspore::kMindIR);  // what Model::Build loads in this (cloud) runtime
+  auto status = converter.Convert(mindspore::converter::kFmkTypeOnnx, chars(onnx), chars(prefix), chars(""));
+  return status == mindspore::kSuccess ? 0 : fail("convert failed: " + status.ToString());
+}
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int run(const std::string &mindir, const std::string &input_path, const std::vector<int64_t> &shape, int warmup,
+        int runs, const std::string &output_path) {
+  auto context = std::make_shared<mindspore::Context>();
+  context->SetThreadNum(kThreads);
+  context->SetInterOpParallelNum(1);
+  context->SetThreadAffinity(0);  // no core binding, as the other engines
+  context->MutableDeviceInfo().push_back(std::make_shared<mindspore::CPUDeviceInfo>());
+  mindspore::Model model;
+  auto status = model.Build(mindir, mindspore::kMindIR, context);
+  if (status != mindspore::kSuccess) return fail("build failed: " + status.ToString());
+  auto inputs = model.GetInputs();
+  if (inputs.size() != 1 || inputs[0].DataType() != mindspore::DataType::kNumberTypeFloat32)
+    return fail("expected one float32 input");
+  if (inputs[0].Shape() != shape) {
+    status = model.Resize(inputs, {shape});
+    if (status != mindspore::kSuccess) return fail("resize failed: " + status.ToString());
+    inputs = model.GetInputs();
+  }
+  std::vector<char> x(inputs[0].DataSize());
+  std::ifstream in(input_path, std::ios::binary);
+  if (!in.read(x.data(), static_cast<std::streamsize>(x.size()))) return fail("input file too short");
+  std::vector<char> y;
+  auto call = [&]() {
+    std::memcpy(inputs[0].MutableData(), x.data(), x.size());
+    std::vector<mindspore::MSTensor> outputs;
+    if (model.Predict(inputs, &outputs) != mindspore::kSuccess || outputs.size() != 1) return false;
+    auto data = static_cast<const char *>(outputs[0].Data().get());
+    y.assign(data, data + outputs[0].DataSize());
+    return true;
+  };
+  if (!call()) return fail("predict failed");
+  double first = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::ofstream(output_path, std::ios::binary).write(y.data(), static_cast<std::streamsize>(y.size()));
+  for (int i = 0; i < warmup; ++i) call();
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    double start = now_ms();
+    if (!call()) return fail("predict failed");
+    times.push_back(now_ms() - start);
+  }
+  std::printf("{\"first_output\": %.6f, \"times\": [", first);
+  for (size_t i = 0; i < times.size(); ++i) std::printf(i ? ", %.4f" : "%.4f", times[i]);
+  std::printf("]}\n");
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 5 && args[0] == "convert") return convert(args[1], args[2], args[3], parse_shape(args[4]));
+  if (args.size() >= 7 && args[0] == "run")
+    return run(args[1], args[2], parse_shape(args[3]), std::stoi(args[4]), std::stoi(args[5]), args[6]);
+  return fail("usage: peer convert MODEL.onnx OUT_PREFIX INPUT N,C,H,W | "
+              "peer run MODEL.mindir INPUT.bin N,C,H,W WARMUP RUNS OUTPUT.bin");
+}
