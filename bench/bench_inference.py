@@ -2,7 +2,7 @@
 
     python bench/bench_inference.py [--rounds 7] [--process-rounds 3] [--models lenet5,resnet50,mobilenet_v2,
                                     efficientnet_lite0] [--batches 1,16] [--int8 mobilenet_v2,efficientnet_lite0]
-                                    [--modes process,back-to-back,idle]
+                                    [--modes process,back-to-back,idle] [--peers mslite]
 
 Every system gets 2 threads: our session `Context(thread_num=2)` (compiled kernels when numba is installed: the
 machine line says which ran); onnxruntime with 2 intra-op threads, 1 inter-op thread, ORT_ENABLE_ALL and
@@ -12,6 +12,12 @@ already set; every worker process also inherits the GOMP_SPINCOUNT that importin
 workers spin as briefly as ours). Int8 rows: our PTQ model (`converter.quant`, MAX_MIN) against onnxruntime's `quantize_static` (QDQ,
 per-channel int8 weights, int8 activations) of the same float model, both calibrated on the same 4 random inputs
 (latency only; `bench_quant.py` measures accuracy). Files are converted once, before any timing.
+
+Peer (`--peers mslite`, on when it can be had): the real MindSpore Lite 2.0 C++ runtime ("MSLite", `bench/
+mindspore_lite_peer/`), float32 only, on the MindIR its own converter makes of the same ONNX file (input kept
+NCHW, batch 1, resized like ours), `Context` thread num 2. A native program, it is timed in the process mode only;
+its output is compared with onnxruntime's like the others'. When its wheel cannot be downloaded or its program
+cannot be built, one line says why and its column is left out.
 
 Modes (`bench/harness.py`): **process** — each engine in its own fresh process (10 warm-up + 50 timed runs,
 `--process-rounds` rounds, order rotating; the numbers that count), also giving the cold start (process start
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,7 +54,9 @@ THREADS = 2
 WARMUP, RUNS = 10, 50
 EFFICIENTNET_LITE0 = REPO.parent / "shared" / "models" / "efficientnet_lite0.onnx"
 RESULTS = Path(__file__).resolve().parent / "results" / "inference.md"
-SYSTEMS = ("ours", "ORT", "torch")
+SYSTEMS = ("ours", "ORT", "torch", "MSLite")
+PROCESS_ONLY = ("MSLite",)          # native peers: no in-process runner, timed in their own process only
+PEERS = ("mslite",)                 # --peers names
 MODES = ("process", "back-to-back", "idle")
 CALIBRATION_SAMPLES = 4
 
@@ -209,6 +218,9 @@ def in_process(cases: list[Case], rounds: int, modes: list[str]) -> None:
         runners, outputs = {}, {}
         for system, path in case.files.items():
             try:
+                if system in PROCESS_ONLY:
+                    outputs[system] = peer_output(case)
+                    continue
                 runners[system] = BUILDERS[system](path, case.shape)
                 outputs[system] = runners[system](x)
             except Exception as e:   # a missing kernel or op must not stop the other measurements
@@ -226,8 +238,75 @@ def in_process(cases: list[Case], rounds: int, modes: list[str]) -> None:
 
 
 def worker_argv(system: str, case: Case) -> list[str]:
+    if system == "MSLite":
+        return harness.Native(peer_argv(case, WARMUP, RUNS))
     return [str(Path(__file__).resolve()), "--worker", system, "--file", case.files[system],
             "--shape", ",".join(map(str, case.shape))]
+
+
+# ---- the MindSpore Lite peer -------------------------------------------------------------------------------------
+def peer_program(wanted: bool) -> Path | None:
+    """The peer's program, fetched and built on first use; None, with one line saying why, when it cannot be."""
+    if not wanted:
+        return None
+    from mindspore_lite_peer import peer    # here, not at the top: the Python workers' cold start stays theirs
+    try:
+        return peer.binary()
+    except (peer.Unavailable, OSError, subprocess.SubprocessError) as e:
+        print(f"note: MindSpore Lite peer left out: {e}")
+        return None
+
+
+def add_peer(files: dict[str, str], program: Path, name: str, model: onnx.ModelProto) -> None:
+    """MindSpore Lite's own conversion of the float32 ONNX file (batch 1; the program resizes, as ours does)."""
+    from mindspore_lite_peer import peer
+    source = Path(files["ORT"])
+    plain = without_unit_pool_dilations(model)
+    if plain is not model:
+        import onnx
+        source = source.with_name(f"{name}_mslite.onnx")
+        onnx.save(plain, source)
+    try:
+        files["MSLite"] = str(peer.convert(program, source, model.graph.input[0].name, input_shape(model, 1)))
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        print(f"note: MSLite cannot convert {name}: {e}")
+
+
+def without_unit_pool_dilations(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model`, or a copy without the pooling nodes' `dilations` attributes that are all ones (the default):
+    MindSpore Lite 2.0's ONNX parser rejects any pooling `dilations` ("pooling op not support dilations now"),
+    and PyTorch's export writes [1, 1] into ResNet-50's MaxPool."""
+    def unit(node: onnx.NodeProto, attr: onnx.AttributeProto) -> bool:
+        return node.op_type in ("MaxPool", "AveragePool") and attr.name == "dilations" and set(attr.ints) == {1}
+    if not any(unit(n, a) for n in model.graph.node for a in n.attribute):
+        return model
+    import onnx
+    plain = onnx.ModelProto.FromString(model.SerializeToString())
+    for node in plain.graph.node:
+        kept = [a for a in node.attribute if not unit(node, a)]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+    return plain
+
+
+def peer_argv(case: Case, warmup: int, runs: int) -> list[str]:
+    """The peer's run on this case's input (`feed`, written next to its model once): it writes its output."""
+    from mindspore_lite_peer import peer
+    mindir = Path(case.files["MSLite"])
+    x_path, y_path = (mindir.with_name(f"{mindir.stem}_{case.batch}.{kind}") for kind in ("in", "out"))
+    if not x_path.exists():
+        feed(case.shape).tofile(x_path)
+    return peer.run_argv(peer.binary(), str(mindir), x_path, case.shape, warmup, runs, y_path)
+
+
+def peer_output(case: Case) -> np.ndarray:
+    """One run of the peer (no warm-up, no timing), its output for the comparison with onnxruntime's."""
+    from mindspore_lite_peer import peer
+    argv = peer_argv(case, 0, 0)
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        raise RuntimeError(peer.last_line(result.stderr))
+    return np.fromfile(argv[-1], np.float32).reshape(case.shape[0], -1)
 
 
 def own_processes(cases: list[Case], rounds: int) -> None:
@@ -249,8 +328,9 @@ def worker(system: str, path: str, shape: tuple[int, ...]) -> None:
 
 # ---- the report --------------------------------------------------------------------------------------------------
 def mode_table(cases: list[Case], mode: str) -> str:
-    systems = [s for s in SYSTEMS if any(s in c.files for c in cases)]
-    header = ["model", "batch", *(f"{s} ms" for s in systems), "ours/ORT", "ours/torch"]
+    systems = [s for s in SYSTEMS if any(s in c.files for c in cases) and (mode == "process" or s not in PROCESS_ONLY)]
+    peers = [s for s in systems if s in PROCESS_ONLY]
+    header = ["model", "batch", *(f"{s} ms" for s in systems), "ours/ORT", "ours/torch", *(f"ours/{s}" for s in peers)]
     if mode == "process":
         header += [f"cold start {s} ms" for s in systems]
     rows = []
@@ -258,7 +338,8 @@ def mode_table(cases: list[Case], mode: str) -> str:
         ms = case.ms.get(mode, {})
         row = [case.label, str(case.batch), *(harness.fmt(ms.get(s), ".2f") for s in systems),
                harness.fmt(harness.ratio(ms.get("ours"), ms.get("ORT")), ".2f"),
-               harness.fmt(harness.ratio(ms.get("ours"), ms.get("torch")), ".2f")]
+               harness.fmt(harness.ratio(ms.get("ours"), ms.get("torch")), ".2f"),
+               *(harness.fmt(harness.ratio(ms.get("ours"), ms.get(s)), ".2f") for s in peers)]
         if mode == "process":
             row += [harness.fmt(case.cold.get(s), ".0f") for s in systems]
         rows.append(row)
@@ -272,20 +353,26 @@ def report(cases: list[Case], modes: list[str], rounds: int, process_rounds: int
               "idle": f"One process, {harness.IDLE_GAP * 1e3:.0f} ms idle before each timed run (median of "
                       f"{rounds} interleaved rounds)"}
     parts = [f"{THREADS} threads per system, times in ms."]
+    if any("MSLite" in c.files for c in cases):
+        parts[0] += (" MSLite: the MindSpore Lite 2.0.0 C++ runtime (PyPI wheel) on its own converter's MindIR, "
+                     "float32, timed in its own process only.")
     for mode in modes:
         parts += [f"**{titles[mode]}**", mode_table(cases, mode)]
-    diffs = [[c.label, str(c.batch), harness.fmt(c.diff.get("ours"), ".2e"), harness.fmt(c.diff.get("torch"), ".2e")]
-             for c in cases if c.diff]
+    compared = ["ours", "torch", *(s for s in PROCESS_ONLY if any(s in c.diff for c in cases))]
+    diffs = [[c.label, str(c.batch), *(harness.fmt(c.diff.get(s), ".2e") for s in compared)] for c in cases if c.diff]
     if diffs:
         parts += ["**Max abs difference from onnxruntime's output**",
-                  harness.markdown(["model", "batch", "ours", "torch"], diffs, "lrrr")]
+                  harness.markdown(["model", "batch", *compared], diffs, "lr" + "r" * len(compared))]
     return "\n\n".join(parts)
 
 
-def versions() -> dict[str, str]:
+def versions(with_peer: bool) -> dict[str, str]:
     import onnxruntime
     import torch
-    return {"onnxruntime": onnxruntime.__version__, "torch": torch.__version__}
+
+    from mindspore_lite_peer import peer
+    return {"onnxruntime": onnxruntime.__version__, "torch": torch.__version__,
+            **({"MindSpore Lite": f"{peer.VERSION} (C++)"} if with_peer else {})}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", default="1,16", help="comma-separated batch sizes")
     parser.add_argument("--int8", default="mobilenet_v2,efficientnet_lite0", help="models with int8 rows too")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {','.join(MODES)}")
+    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers, added where they can be "
+                        "had: mslite (the MindSpore Lite 2.0 C++ runtime); empty for none")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--file", help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
@@ -306,11 +395,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     names = [m for m in args.models.split(",") if m]
     modes = [m for m in args.modes.split(",") if m]
-    unknown = sorted(set(names) - set(ZOO)) + sorted(set(modes) - set(MODES))
+    peers = [p for p in args.peers.split(",") if p]
+    unknown = sorted(set(names) - set(ZOO)) + sorted(set(modes) - set(MODES)) + sorted(set(peers) - set(PEERS))
     if unknown or args.rounds < 1 or args.process_rounds < 1:
-        parser.error(f"unknown models or modes {unknown}" if unknown else "rounds must be at least 1")
+        parser.error(f"unknown models, modes or peers {unknown}" if unknown else "rounds must be at least 1")
     batches = [int(b) for b in args.batches.split(",") if b]
     int8 = set(args.int8.split(",")) if args.int8 else set()
+    program = peer_program("mslite" in peers)
     with tempfile.TemporaryDirectory() as tmp:
         cases = []
         for name in names:
@@ -318,14 +409,17 @@ def main(argv: list[str] | None = None) -> int:
             if model is None:
                 print(f"note: {name} skipped: {EFFICIENTNET_LITE0} is absent")
                 continue
-            for precision, files in write_files(name, model, name in int8, Path(tmp)).items():
-                cases += [Case(name, precision, b, input_shape(model, b), files) for b in batches]
+            files = write_files(name, model, name in int8, Path(tmp))
+            if program is not None:
+                add_peer(files["float32"], program, name, model)
+            for precision, files_of in files.items():
+                cases += [Case(name, precision, b, input_shape(model, b), files_of) for b in batches]
         load_before = os.getloadavg()[0]
         if "process" in modes:
             own_processes(cases, args.process_rounds)
         in_process(cases, args.rounds, [m for m in modes if m != "process"])
         body = report(cases, modes, args.rounds, args.process_rounds)
-    harness.write_report(RESULTS, body, load_before, versions())
+    harness.write_report(RESULTS, body, load_before, versions(program is not None))
     return 0
 
 
