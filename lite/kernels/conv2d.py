@@ -20,7 +20,10 @@ Three paths, each prebound in `bind` as a callable over fixed views, so a run on
 The GEMM paths end in `epilogue` (bias + clamp activation in one compiled pass where available), except a dense
 conv of a constant weight when the compiled kernels run: its columns (or its input, for a 1x1 conv) go to the
 compiled GEMM (`lite.kernels.compiled.gemm`) with bias and clamp in the same pass (MobileNetV2 at 2 threads:
-6.6 -> 4.6 ms a run, with the thread split of `lite.threads.compiled_first`).
+6.6 -> 4.6 ms a run, with the thread split of `lite.threads.compiled_first`). From `GATHER_CHANNELS` input
+channels that GEMM builds no columns at all: it reads each window's taps from the (padded) input through row
+and tap offsets (`window_offsets`), an implicit im2col (ResNet-50 at 2 threads: 55.7 -> 42.7 ms a run; the
+columns were copied on one thread and pushed the weights out of cache).
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ WINOGRAD_MIN_TILES = 32      # nor with fewer tiles (GEMM rows): ResNet-50's 7x7
 WINOGRAD_MAX_THREADS = 1     # its transforms run on one thread: at 2, ResNet-50's convs took 54.8 ms against 48.3
 SMALL_M = 128             # GEMMs of a changing weight with fewer rows run transposed (5-25 % faster at M = 49)
 SHORT_RUN = 8             # dense convs whose window rows (KW*C floats) are shorter build their columns by tap
+GATHER_CHANNELS = 32      # the compiled GEMM reads windows in place (no im2col) from this many input channels
 COLUMN_BLOCK_BYTES = 256 << 10   # tap-built columns, dW and compiled dx: this many bytes of images at a time
 
 
@@ -140,7 +144,7 @@ class Im2colGemm:
     @staticmethod
     def build(g: Geometry, direct: bool, transposed: bool, narrow: bool, const_weight: bool, x: np.ndarray,
               w: np.ndarray, out: np.ndarray, work: list[np.ndarray],
-              fused: tuple[np.ndarray | None, float, float] | None = None) -> "Im2colGemm":
+              fused: tuple[np.ndarray | None, float, float] | None = None, gathered: bool = False) -> "Im2colGemm":
         source = work.pop(0) if g.padded else x[None]                          # [1, N, Hp, Wp, C]
         pad = PadCopy.build(source, x, g.wh, g.ww, 0.0) if g.padded else None
         groups, cog = g.group, g.out_channels // g.group
@@ -159,6 +163,11 @@ class Im2colGemm:
                 blocks.append((tap_columns(source[0][images], g.wh, g.ww, columns_t),
                                matmul(columns_t.T, rhs, out2d[first:first + rows])))
             return Im2colGemm(pad, blocks, None)
+        if gathered:                  # the compiled GEMM reads each window from the (padded) input itself
+            from lite.kernels.compiled import gemm
+            rows_at, taps_at = window_offsets(g, source[0])
+            return Im2colGemm(pad, [([], gemm.bind_gathered(source[0], rows_at, taps_at, g.in_channels, rhs, *fused,
+                                                            out2d))], None)
         columns = []
         if direct:
             lhs = x.reshape(1, g.rows, g.in_channels)
@@ -184,6 +193,18 @@ class Im2colGemm:
             multiply()
         if self.unpack is not None:
             np.copyto(*self.unpack)
+
+
+def window_offsets(g: Geometry, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Element offsets into the (padded) NHWC `source` of every output pixel's window origin, [N*OH*OW], and of
+    every tap from it, [KH*KW]: row m, tap t of the im2col matrix starts at rows[m] + taps[t]."""
+    sn, sh, sw, sc = (step // source.itemsize for step in source.strides)
+    assert sc == 1, "channels must be contiguous"
+    rows = (np.arange(g.batch)[:, None, None] * sn + np.arange(g.wh.out)[None, :, None] * (g.wh.stride * sh)
+            + np.arange(g.ww.out)[None, None, :] * (g.ww.stride * sw))
+    taps = (np.arange(g.wh.kernel)[:, None] * (g.wh.dilation * sh)
+            + np.arange(g.ww.kernel)[None, :] * (g.ww.dilation * sw))
+    return rows.reshape(-1).astype(np.int64), taps.reshape(-1).astype(np.int64)
 
 
 @dataclass
@@ -364,6 +385,7 @@ class Conv2DKernel(Kernel):
         self.fused_gemm = (g.group == 1 and self.const_weight and (bias is None or bias.value is not None)
                            and x.dtype == np.float32 and not (self.compiled_direct or self.winograd or self.narrow)
                            and compiled.enabled())
+        self.gathered = self.fused_gemm and not self.direct and g.in_channels >= GATHER_CHANNELS
         self.activation: Callable | None = activation_fn(self.attrs.activation)
         return [TensorSpec(g.out_shape, x.dtype)]
 
@@ -378,7 +400,7 @@ class Conv2DKernel(Kernel):
         specs = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), f32)] if g.padded else []
         if self.narrow:
             specs.append(TensorSpec((g.depth * block_pixels(g, image_blocks(g)[0]),), f32))
-        elif not self.direct:
+        elif not (self.direct or self.gathered):
             specs.append(TensorSpec((g.group, g.rows, g.depth), f32))
         if self.transposed:
             specs.append(TensorSpec((g.out_channels, g.rows), f32))
@@ -400,7 +422,7 @@ class Conv2DKernel(Kernel):
             bounds = clamp_bounds(self.attrs.activation)
             lo, hi = bounds or clamp_bounds(0)
             self.compute = Im2colGemm.build(self.geo, self.direct, False, False, True, x, w, out, work,
-                                            (self.bias, lo, hi))
+                                            (self.bias, lo, hi), self.gathered)
             self.finish = None if bounds is not None else functools.partial(self.activation, out, out)
         else:
             self.compute = (WinogradConv.build(self.geo, x, w, out, work) if self.winograd else

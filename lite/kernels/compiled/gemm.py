@@ -1,5 +1,7 @@
 """Compiled float32 GEMM with the epilogue fused: out [M, N] = clamp(a [M, K] @ w [K, N] + bias, lo, hi) for a
-constant weight, packed once. The GEMM of Conv2D (1x1 convs and im2col columns) when the compiled kernels run.
+constant weight, packed once. The GEMM of Conv2D when the compiled kernels run: 1x1 convs on their input, wider
+convs on their windows read in place (`bind_gathered`: row m of A is, tap after tap, C floats at an offset of
+the padded input, so no im2col columns are copied), first layers on im2col columns.
 
 Why not BLAS: OpenBLAS multiplies most MobileNet- and ResNet-class shapes at 60-85 % of this kernel's rate on 2
 threads (M = 49 rows: 60 %; the memory-bound K = 16 of MobileNetV2's first expansion is the exception), then bias and activation take another pass over the product (MobileNetV2: 0.9 ms of 6.5), and its
@@ -13,7 +15,9 @@ float32 (16 on AVX-512, else 8), the accumulators held in registers across a blo
 the bias (the first block) or at the partial sums in `out` (later ones), clamped after the last; per k, the `vectors` weight vectors are loaded once and each row's a[m, k] is broadcast into a fused multiply-add
 with them. The weight is packed into panels [N / PANEL, K, PANEL] (PANEL = VECTORS x LANES columns, zero past N)
 so that a tile reads it contiguously; the last vector of a panel stores through a lane mask, so nothing past N
-is written. Threads take (panel, block of rows) pairs; rows past the last whole tile run as 1-row tiles.
+is written. A tile finds its rows through a table of row offsets (m x row stride for a plain matrix, the window
+origins for a conv), loaded once per tile and block of K; blocks of K never cross a tap. Threads take (panel,
+block of rows) pairs; rows past the last whole tile run as 1-row tiles.
 Sums run k = 0..K-1 in fused multiply-adds: within float32 rounding of numpy's BLAS product (which sums in
 blocks), not bit for bit.
 """
@@ -41,21 +45,24 @@ DEPTH_BLOCK = 128   # K per pass over a task's rows: the panel's 128 x PANEL flo
 
 
 def _tile_code(rows, vectors, context, builder, signature, args):
-    """out[r + i, c + j] = clamp(start + sum_{k0 <= k < k1} a[r + i, k] panels[g, k, j], lo, hi) for i < rows and
-    j < vectors x LANES, where start is bias[c + j] when `first`, else out[r + i, c + j] (a later block of K);
-    the last vector is loaded and stored for its first `valid` lanes only."""
-    a, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first = args
+    """out[r + i, c + j] = clamp(start + sum_{k0 <= k < k1} A[r + i, k] panels[g, k, j], lo, hi) for i < rows and
+    j < vectors x LANES, where A[m, k] is the float at a's data + rows_at[m] + shift + k, and start is bias[c + j]
+    when `first`, else out[r + i, c + j] (a later block of K); the last vector is loaded and stored for its
+    first `valid` lanes only."""
+    a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first = args
     kinds = signature.args
     vec, mask_type = ir.VectorType(F32, LANES), ir.VectorType(ir.IntType(1), LANES)
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     pointer = lambda at: builder.inttoptr(at, vec.as_pointer())            # noqa: E731
-    a_base, a_strides = address(context, builder, kinds[0], a)
-    a_step = builder.extract_value(a_strides, 0)
-    a_row = builder.add(a_base, builder.mul(r, a_step))
-    p_base, p_strides = address(context, builder, kinds[2], panels)
+    a_base = builder.add(address(context, builder, kinds[0], a)[0], builder.mul(shift, const(4)))
+    at_base = builder.add(address(context, builder, kinds[1], rows_at)[0], builder.mul(r, const(8)))
+    a_rows = [builder.add(a_base, builder.mul(builder.load(builder.inttoptr(builder.add(at_base, const(8 * i)),
+                                                                           I64.as_pointer())), const(4)))
+              for i in range(rows)]
+    p_base, p_strides = address(context, builder, kinds[4], panels)
     p_base = builder.add(p_base, builder.mul(g, builder.extract_value(p_strides, 0)))
-    b_base = builder.add(address(context, builder, kinds[6], bias)[0], builder.mul(c, const(4)))
-    o_base, o_strides = address(context, builder, kinds[10], out)
+    b_base = builder.add(address(context, builder, kinds[8], bias)[0], builder.mul(c, const(4)))
+    o_base, o_strides = address(context, builder, kinds[12], out)
     o_step = builder.extract_value(o_strides, 0)
     o_base = builder.add(builder.add(o_base, builder.mul(r, o_step)), builder.mul(c, const(4)))
     lanes = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
@@ -86,10 +93,9 @@ def _tile_code(rows, vectors, context, builder, signature, args):
         k = builder.add(loop.index, k0)
         w_row = builder.add(p_base, builder.mul(k, width))
         ws = [builder.load(pointer(builder.add(w_row, const(4 * LANES * v))), align=4) for v in range(vectors)]
-        a_k = builder.add(a_row, builder.mul(k, const(4)))
+        a_k = builder.mul(k, const(4))
         for i in range(rows):
-            x = builder.load(builder.inttoptr(builder.add(a_k, builder.mul(const(i), a_step)), F32.as_pointer()),
-                             align=4)
+            x = builder.load(builder.inttoptr(builder.add(a_rows[i], a_k), F32.as_pointer()), align=4)
             xv = splat(builder, x, vec)
             for v in range(vectors):
                 acc = accs[i * vectors + v]
@@ -109,9 +115,9 @@ def _tile_code(rows, vectors, context, builder, signature, args):
 
 def _tile_kernel(rows: int, vectors: int):
     @intrinsic
-    def tile(typingctx, a, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first):
+    def tile(typingctx, a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first):
         """One register tile of `rows` x `vectors` over one block of K (`_tile_code`)."""
-        sig = types.void(a, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first)
+        sig = types.void(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first)
         return sig, functools.partial(_tile_code, rows, vectors)
     return tile
 
@@ -122,10 +128,13 @@ TILE_ROWS = tuple(ROWS[v] for v in (1, 2, 3, 4))
 
 
 @Compiled
-def gemm_f32(a, panels, bias, lo, hi, out, block):  # pragma: no cover
-    """out = clamp(a @ w + bias, lo, hi) for a [M, K], w packed by `pack_panels`, `bias` by `pad_bias`;
-    tasks are (panel, `block` rows) pairs, each running K in blocks of DEPTH_BLOCK (clamped after the last)."""
-    rows, depth = a.shape
+def gemm_f32(a, rows_at, taps_at, channels, panels, bias, lo, hi, out, block):  # pragma: no cover
+    """out = clamp(A @ w + bias, lo, hi), where row m of A is, tap after tap, the `channels` floats at a's data +
+    rows_at[m] + taps_at[t]: a plain [M, K] matrix is one tap at rows_at[m] = m x its row stride, a convolution's
+    windows start at each output pixel's window origin in the padded input, one tap per kernel offset. w is
+    packed by `pack_panels` (K = taps x channels), `bias` by `pad_bias`; tasks are (panel, `block` rows) pairs,
+    each running K in blocks of at most DEPTH_BLOCK within one tap (clamped after the last)."""
+    rows, depth = len(rows_at), len(taps_at) * channels
     groups, cols = panels.shape[0], out.shape[1]
     blocks = (rows + block - 1) // block
     free = np.float32(np.inf)
@@ -137,30 +146,33 @@ def gemm_f32(a, panels, bias, lo, hi, out, block):  # pragma: no cover
         vectors = (width + LANES - 1) // LANES
         valid = width - (vectors - 1) * LANES
         tile = TILE_ROWS[vectors - 1]
-        for k0 in range(0, max(depth, 1), DEPTH_BLOCK):
-            k1 = min(depth, k0 + DEPTH_BLOCK)
-            first = k0 == 0
-            low, high = (lo, hi) if k1 == depth else (-free, free)
-            r = r0
-            while r < r1:                   # whole tiles, then the rows past the last one a row at a time
-                whole = r + tile <= r1
-                if vectors == 4 and whole:
-                    _T4(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                elif vectors == 4:
-                    _R4(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                elif vectors == 3 and whole:
-                    _T3(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                elif vectors == 3:
-                    _R3(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                elif vectors == 2 and whole:
-                    _T2(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                elif vectors == 2:
-                    _R2(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                elif whole:
-                    _T1(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                else:
-                    _R1(a, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
-                r += tile if whole else 1
+        for t in range(len(taps_at)):
+            shift = taps_at[t] - t * channels        # a + rows_at[m] + shift + k: tap t's channel k - t C
+            for c0 in range(0, max(channels, 1), DEPTH_BLOCK):
+                k0 = t * channels + c0
+                k1 = min(k0 + DEPTH_BLOCK, (t + 1) * channels)
+                first = k0 == 0
+                low, high = (lo, hi) if k1 == depth else (-free, free)
+                r = r0
+                while r < r1:                   # whole tiles, then the rows past the last one a row at a time
+                    whole = r + tile <= r1
+                    if vectors == 4 and whole:
+                        _T4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                    elif vectors == 4:
+                        _R4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                    elif vectors == 3 and whole:
+                        _T3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                    elif vectors == 3:
+                        _R3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                    elif vectors == 2 and whole:
+                        _T2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                    elif vectors == 2:
+                        _R2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                    elif whole:
+                        _T1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                    else:
+                        _R1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                    r += tile if whole else 1
 
 
 def pack_panels(weight: np.ndarray) -> np.ndarray:
@@ -195,6 +207,14 @@ def bind(a: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, lo: float, 
     """`gemm_f32` prebound: out [M, N] = clamp(a [M, K] @ weight [K, N] + bias, lo, hi), the weight packed now
     (a copy: a weight that changes later is not seen). a and out need unit stride along their rows."""
     rows, depth = a.shape
-    cols = out.shape[1]
-    return gemm_f32.bind(rows * depth * cols, a, pack_panels(weight), pad_bias(bias, cols), np.float32(lo),
-                         np.float32(hi), out, block_rows(rows, cols))
+    return bind_gathered(a, np.arange(rows, dtype=np.int64) * (a.strides[0] // 4), np.zeros(1, np.int64), depth,
+                         weight, bias, lo, hi, out)
+
+
+def bind_gathered(source: np.ndarray, rows_at: np.ndarray, taps_at: np.ndarray, channels: int, weight: np.ndarray,
+                  bias: np.ndarray | None, lo: float, hi: float, out: np.ndarray):
+    """`gemm_f32` prebound on rows gathered from float32 `source`: row m, tap t is the `channels` floats at
+    element offset rows_at[m] + taps_at[t] from its data (an implicit im2col); `weight` [taps x channels, N]."""
+    rows, cols = len(rows_at), out.shape[1]
+    return gemm_f32.bind(rows * weight.shape[0] * cols, source, rows_at, taps_at, channels, pack_panels(weight),
+                         pad_bias(bias, cols), np.float32(lo), np.float32(hi), out, block_rows(rows, cols))
