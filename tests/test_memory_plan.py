@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import models
-from lite.memory_plan import Buffer, RunPool, plan
+from lite.memory_plan import ALIGNMENT, Buffer, RunPool, aligned_copy, aligned_zeros, plan
 from tests.util import session_for, small_cnn
 
 
@@ -83,3 +83,21 @@ def test_run_pool_refuses_live_bytes_over_its_limit() -> None:
     assert pool.take(600, 0, 1) is not None
     assert pool.take(600, 1, 1) is None                        # 1200 bytes alive at step 1
     assert pool.take(600, 2, 2) is not None                    # the first one died at step 1
+
+
+@pytest.mark.parametrize("size", [1, 63, 64, 1000, 1 << 20])
+def test_aligned_buffers_start_on_a_cache_line(size: int) -> None:
+    """numpy starts its arrays on 16 bytes; vector loads of arenas and packed weights want whole lines (an
+    empty buffer has no start to align)."""
+    assert aligned_zeros(size).ctypes.data % ALIGNMENT == 0 and aligned_zeros(size).nbytes == size
+    source = np.arange(size, dtype=np.float32).reshape(-1, 1)[::1]
+    copy = aligned_copy(source)
+    assert copy.ctypes.data % ALIGNMENT == 0 and copy.flags.c_contiguous
+    np.testing.assert_array_equal(copy, source)
+    assert aligned_zeros(0).nbytes == 0
+
+
+def test_every_tensor_of_a_compiled_plan_starts_on_a_cache_line() -> None:
+    plan = session_for(small_cnn())._plan
+    assert plan.arena.ctypes.data % ALIGNMENT == 0
+    assert plan.placements and all(p.offset % ALIGNMENT == 0 for p in plan.placements)
