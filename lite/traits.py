@@ -87,6 +87,7 @@ class OpTraits:
     fused_activation: bool = False      # has an `activation` attribute applied to its output (fuse_activation)
     batchnorm_folds: bool = False       # an inference BatchNorm on its output channels folds into weight and bias
     absorbs_pad: bool = False           # a constant zero spatial Pad before it becomes its pad_* attributes
+    residual_input: int | None = None   # optional input added to its output before the activation (fuse_residual)
     noop: str | None = None             # when the node returns its input unchanged (one of NOOP_KINDS)
     layout: Layout = Layout()
     # control flow
@@ -101,6 +102,9 @@ class OpTraits:
             raise ValueError("bias_correction needs a weight_input")
         if self.batchnorm_folds and (self.weight_input is None or self.bias_input is None):
             raise ValueError("batchnorm_folds needs a weight_input and a bias_input")
+        if self.residual_input is not None and (self.bias_input is None or self.residual_input != self.bias_input + 1
+                                                or not self.fused_activation):
+            raise ValueError("residual_input comes right after a bias_input, on an op with a fused activation")
 
 
 DEFAULT = OpTraits()

@@ -534,6 +534,44 @@ def test_dense_convs_of_wide_inputs_gather_their_windows_in_place(attrs: dict, k
     np.testing.assert_allclose(run_lite(s, feeds)["act"], run_ort(model, feeds)["act"], rtol=1e-4, atol=1e-4)
 
 
+RESIDUAL_CONVS = {    # (input channels, output channels, kernel, stride, group, height): one per Conv2D path
+    "1x1": (40, 24, 1, 1, 1, 7),              # the NHWC rows themselves (compiled GEMM) / BLAS
+    "3x3-gathered": (48, 20, 3, 1, 1, 9),     # windows read in place (compiled) / im2col
+    "3x3-columns": (6, 16, 3, 1, 1, 9),       # im2col columns, fewer than GATHER_CHANNELS
+    "strided": (40, 36, 3, 2, 1, 11),
+    "depthwise": (24, 24, 3, 1, 24, 9),       # compiled direct tiles / numpy bands
+    "winograd": (16, 16, 3, 1, 1, 18),        # one thread, enough tiles
+}
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("act", [None, "Relu", "Sigmoid"])
+@pytest.mark.parametrize("case", RESIDUAL_CONVS)
+def test_a_residual_sum_fused_into_a_conv_matches_onnxruntime_on_every_path(case: str, act: str | None,
+                                                                            kernels: str) -> None:
+    """Conv(x) + Conv1x1(x) (a ResNet downsampling block) -> activation becomes the first conv with the second's
+    output as its residual input (fuse_residual): the sum comes before the activation on every path (in the
+    compiled GEMM's epilogue, or added after the conv's own bias), against onnxruntime."""
+    cin, cout, k, stride, group, size = RESIDUAL_CONVS[case]
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, cin, size, size])
+    last = "act" if act else "sum"
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[k // 2] * 4, strides=[stride] * 2, group=group),
+             helper.make_node("Conv", ["x", "wr"], ["r"], strides=[stride] * 2),
+             helper.make_node("Add", ["y", "r"], ["sum"])] + ([helper.make_node(act, ["sum"], ["act"])] if act else [])
+    consts = {"w": _array((cout, cin // group, k, k)), "b": _array((cout,)), "wr": _array((cout, cin, 1, 1))}
+    graph = helper.make_graph(nodes, "residual", [x], [helper.make_tensor_value_info(last, onnx.TensorProto.FLOAT,
+                                                                                     None)],
+                              [numpy_helper.from_array(v, n) for n, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    feeds = {"x": _array((2, cin, size, size))}
+    s = session(model, kernels, threads=1 if case == "winograd" else 2)
+    convs = [step for step in s._plan.steps if step.node.op != "Transpose"]
+    assert [step.node.op for step in convs] == ["Conv2D", "Conv2D"]
+    fused = next(step.kernel for step in convs if len(step.node.inputs) == 4)
+    assert case != "winograd" or fused.winograd
+    np.testing.assert_allclose(run_lite(s, feeds)[last], run_ort(model, feeds)[last], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 @pytest.mark.parametrize("quads", [True, False], ids=["vnni-quads", "int16-pairs"])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])

@@ -33,15 +33,17 @@ def x() -> np.ndarray:
     return np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
 
 
-def session_for(m: onnx.ModelProto, x: np.ndarray) -> lite.LiteSession:
-    session = lite.LiteSession.CreateSession(convert(m), None, lite.Context(thread_num=1))
+def session_for(m: onnx.ModelProto, x: np.ndarray, adds: bool = False) -> lite.LiteSession:
+    """`adds`: keep the residual Adds as nodes of their own (no fuse_residual), in-place kernels to dump."""
+    data = convert(m, disabled_passes=["fuse_residual"] if adds else ())
+    session = lite.LiteSession.CreateSession(data, None, lite.Context(thread_num=1))
     session.GetInputs()[0].set_data(x)
     return session
 
 
-def dump_ours(m: onnx.ModelProto, x: np.ndarray, folder: Path, **options) -> Path:
+def dump_ours(m: onnx.ModelProto, x: np.ndarray, folder: Path, adds: bool = False, **options) -> Path:
     with Dump(folder, **options) as dump:
-        dump.run(session_for(m, x))
+        dump.run(session_for(m, x, adds))
     return folder
 
 
@@ -68,7 +70,7 @@ def test_statistics_are_those_of_the_tensors(model, x, tmp_path: Path) -> None:
 
 
 def test_inputs_are_taken_before_in_place_kernels_overwrite_them(model, x, tmp_path: Path) -> None:
-    dump_ours(model, x, tmp_path, saved_data="tensor")
+    dump_ours(model, x, tmp_path, adds=True, saved_data="tensor")
     records = load(tmp_path)
     outputs = {r["tensor"]: r["md5"] for r in records if r["io"] == "output"}
     inputs = [r for r in records if r["io"] == "input" and r["tensor"] in outputs]
@@ -82,7 +84,7 @@ def test_config_selects_nodes_ops_sides_and_iterations(model, x, tmp_path: Path)
         "dump_mode": 1, "path": "out", "net_name": "mnv2", "iteration": "1", "input_output": 2,
         "kernels": ["features\\.1[0-9]/"], "saved_data": "statistic"}}))
     dump = Dump.from_config(config)
-    session = session_for(model, x)
+    session = session_for(model, x, adds=True)
     for _ in range(3):
         dump.run(session)
     dump.close()

@@ -126,3 +126,71 @@ def test_remove_identity_keeps_shape_ops_on_run_time_shapes() -> None:
 def test_unknown_pass_name_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown passes"):
         to_graph(small_cnn(), disabled_passes=["fuse_everything"])
+
+
+def _residual_block(conv_act: str | None = None, second_reader: bool = False, bias: bool = True,
+                    residual_shape: tuple[int, ...] | None = None):
+    """x -> Conv(3x3) [-> conv_act] -> Add(r) -> Relu, r = Conv1x1(x), or a constant of `residual_shape` (which
+    no conv makes); `second_reader`: the conv output is also a graph output."""
+    rng = np.random.default_rng(0)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])
+    consts = {"w": rng.standard_normal((8, 4, 3, 3)).astype(np.float32),
+              "b": rng.standard_normal(8).astype(np.float32),
+              "wr": rng.standard_normal((8, 4, 1, 1)).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["c"], pads=[1] * 4)]
+    y = "c"
+    if conv_act:
+        nodes.append(helper.make_node(conv_act, ["c"], ["ca"]))
+        y = "ca"
+    if residual_shape is None:
+        nodes.append(helper.make_node("Conv", ["x", "wr"], ["r"]))
+    else:
+        consts["r"] = rng.standard_normal(residual_shape).astype(np.float32)
+    nodes += [helper.make_node("Add", [y, "r"], ["s"]), helper.make_node("Relu", ["s"], ["out"])]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in (["out", y] if second_reader
+                                                                                 else ["out"])]
+    graph = helper.make_graph(nodes, "block", [x], outputs, [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def _fused_convs(graph) -> list:
+    return [n for n in graph.nodes if n.op == "Conv2D" and len(n.inputs) == 4]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_fuse_residual_folds_the_add_and_its_relu_into_the_conv(bias: bool) -> None:
+    model = _residual_block(bias=bias, residual_shape=(1, 8, 6, 6))
+    graph = to_graph(model)
+    assert "Add" not in _ops(graph)
+    (conv,) = _fused_convs(graph)
+    assert conv.attrs["activation"] == fb.ActivationType.RELU
+    assert graph.const(conv.inputs[2]) is not None          # a bias-less conv gets a zero bias before it
+    x = np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(run_lite(_session(graph), {"x": x})["out"], run_ort(model, {"x": x})["out"],
+                               rtol=1e-5, atol=1e-5)
+    assert "Add" in _ops(to_graph(model, disabled_passes=["fuse_residual"]))
+
+
+@pytest.mark.parametrize("kind", ["conv activation", "second reader", "broadcast"])
+def test_fuse_residual_leaves_sums_it_cannot_take(kind: str) -> None:
+    """The sum must come before any activation, the conv's output must have no other reader, and the residual
+    must be the output's shape (no broadcasting); the other operand is a constant, which no conv could take."""
+    model = _residual_block(conv_act="Relu" if kind == "conv activation" else None,
+                            second_reader=kind == "second reader",
+                            residual_shape=(1, 8, 1, 6) if kind == "broadcast" else (1, 8, 6, 6))
+    graph = to_graph(model)
+    assert "Add" in _ops(graph) and not _fused_convs(graph)
+
+
+def test_quantization_splits_fused_residuals_back_into_adds() -> None:
+    """The quantizer calibrates the conv's own output and gives the sum int8 parameters of its own."""
+    from converter.passes.fuse_residual import split_residuals
+    graph = to_graph(_residual_block())
+    split_residuals(graph)
+    assert not _fused_convs(graph)
+    add = next(n for n in graph.nodes if n.op == "Add")
+    assert add.attrs["activation"] == fb.ActivationType.RELU
+    assert graph.producer(add.inputs[0]).attrs["activation"] == 0
+    x = np.random.default_rng(2).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(run_lite(_session(graph), {"x": x})["out"],
+                               run_ort(_residual_block(), {"x": x})["out"], rtol=1e-5, atol=1e-5)

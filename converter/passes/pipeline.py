@@ -11,6 +11,7 @@ from converter.passes.fuse_batchnorm import fuse_batchnorm
 from converter.passes.fuse_gelu import fuse_gelu
 from converter.passes.fuse_layer_norm import fuse_layer_norm
 from converter.passes.fuse_pad import fuse_pad
+from converter.passes.fuse_residual import fuse_residual
 from converter.passes.remove_identity import remove_identity
 from converter.passes.to_nhwc import to_nhwc
 
@@ -24,6 +25,7 @@ PASSES: dict[str, Callable[[Graph], None]] = {
     "fuse_pad": fuse_pad,
     "fuse_batchnorm": fuse_batchnorm,
     "fuse_activation": fuse_activation,
+    "fuse_residual": fuse_residual,
 }
 
 

@@ -10,6 +10,7 @@ import onnx
 from converter.export import to_bytes
 from converter.ir import Graph
 from converter.load import load_onnx, to_graph
+from converter.passes.fuse_residual import split_residuals
 from converter.quant.bias_correction import correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration, shared_ranges
 from converter.quant.adaround import adaround_weights
@@ -52,6 +53,7 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     samples = calibration_inputs if calibration_inputs is not None else load_calibration(graph, config)
     if not samples:
         raise ParamInvalidError("calibrate_path: no calibration samples (the calibration folder is empty)")
+    split_residuals(graph)
     if config.cross_layer_equalization:
         equalize_for_quantization(graph, samples)
     float_graph = copy.deepcopy(split_activations(graph))

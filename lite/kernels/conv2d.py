@@ -134,9 +134,9 @@ def depthwise_band(views: Sequence[np.ndarray], taps: Sequence[np.ndarray], out:
 @dataclass
 class Im2colGemm:
     """Prebound im2col + GEMM: pad, then per block (one, or runs of images for tap-built columns) copy the
-    columns and run one (batched) matmul, then unpack into NHWC when needed. `fused` (a dense conv's constant
-    weight, with the compiled kernels) is the compiled GEMM with bias and clamp in its epilogue instead of
-    numpy's matmul."""
+    columns and run one (batched) matmul, then unpack into NHWC when needed. `fused` (bias, lo, hi, residual: a
+    dense conv's constant weight, with the compiled kernels) is the compiled GEMM with bias, residual sum and
+    clamp in its epilogue instead of numpy's matmul."""
     pad: PadCopy | None
     blocks: list[tuple[list[tuple[np.ndarray, np.ndarray]], Callable[[], None]]]
     unpack: tuple[np.ndarray, np.ndarray] | None
@@ -144,7 +144,8 @@ class Im2colGemm:
     @staticmethod
     def build(g: Geometry, direct: bool, transposed: bool, narrow: bool, const_weight: bool, x: np.ndarray,
               w: np.ndarray, out: np.ndarray, work: list[np.ndarray],
-              fused: tuple[np.ndarray | None, float, float] | None = None, gathered: bool = False) -> "Im2colGemm":
+              fused: tuple[np.ndarray | None, float, float, np.ndarray | None] | None = None,
+              gathered: bool = False) -> "Im2colGemm":
         source = work.pop(0) if g.padded else x[None]                          # [1, N, Hp, Wp, C]
         pad = PadCopy.build(source, x, g.wh, g.ww, 0.0) if g.padded else None
         groups, cog = g.group, g.out_channels // g.group
@@ -165,9 +166,10 @@ class Im2colGemm:
             return Im2colGemm(pad, blocks, None)
         if gathered:                  # the compiled GEMM reads each window from the (padded) input itself
             from lite.kernels.compiled import gemm
+            bias, lo, hi, residual = fused
             rows_at, taps_at = window_offsets(g, source[0])
-            return Im2colGemm(pad, [([], gemm.bind_gathered(source[0], rows_at, taps_at, g.in_channels, rhs, *fused,
-                                                            out2d))], None)
+            return Im2colGemm(pad, [([], gemm.bind_gathered(source[0], rows_at, taps_at, g.in_channels, rhs, bias,
+                                                            lo, hi, out2d, residual))], None)
         columns = []
         if direct:
             lhs = x.reshape(1, g.rows, g.in_channels)
@@ -176,7 +178,8 @@ class Im2colGemm:
             columns = [grouped_columns(source[0], g.wh, g.ww, groups, lhs)]
         if fused is not None:
             from lite.kernels.compiled import gemm
-            return Im2colGemm(pad, [(columns, gemm.bind(lhs[0], rhs, *fused, out2d))], None)
+            bias, lo, hi, residual = fused
+            return Im2colGemm(pad, [(columns, gemm.bind(lhs[0], rhs, bias, lo, hi, out2d, residual))], None)
         if transposed:            # out^T = W @ cols^T: BLAS blocks better when M is the small side
             return Im2colGemm(pad, [(columns, matmul(weight[0], lhs[0].T, work[0]))], (out2d, work[0].T))
         if groups == 1:
@@ -193,6 +196,18 @@ class Im2colGemm:
             multiply()
         if self.unpack is not None:
             np.copyto(*self.unpack)
+
+
+def with_residual(before: Callable[[], None] | None, out: np.ndarray, residual: np.ndarray,
+                  activation: Callable | None) -> Callable[[], None]:
+    """`before` (the conv's own epilogue, if any), then out += residual and the activation, in place."""
+    def run() -> None:
+        if before is not None:
+            before()
+        np.add(out, residual, out=out)
+        if activation is not None:
+            activation(out, out)
+    return run
 
 
 def window_offsets(g: Geometry, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -353,7 +368,7 @@ class DirectCompiled:
 
 
 declare("Conv2D", weight_input=1, weight_axis=0, bias_input=2, bias_correction=True, fused_activation=True,
-        batchnorm_folds=True, absorbs_pad=True)
+        batchnorm_folds=True, absorbs_pad=True, residual_input=3)
 
 
 @register("Conv2D", DataType.FLOAT32)
@@ -363,8 +378,12 @@ class Conv2DKernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
+        residual = inputs[3] if len(inputs) > 3 else None
         g = conv_geometry(self, x, w)
         check_bias(self, bias, g.out_channels)
+        if residual is not None and (tuple(residual.shape) != tuple(g.out_shape) or residual.dtype != x.dtype):
+            raise self.error(f"residual input must be {np.dtype(x.dtype).name} {list(g.out_shape)} like the "
+                             f"output, got {residual.dtype.name} {list(residual.shape)}")
         self.geo = g
         self.const_weight = w.value is not None
         self.compiled_direct = ((g.group > 1 and g.group == g.in_channels or tiled_dense(g))
@@ -411,24 +430,32 @@ class Conv2DKernel(Kernel):
     def bind(self, inputs, outputs, scratch) -> None:
         x, w, out, work = inputs[0], inputs[1], outputs[0], list(scratch)
         self.bias = inputs[2] if len(inputs) > 2 else None
+        residual = inputs[3] if len(inputs) > 3 else None
+        kind = self.attrs.activation
+        # a residual sum comes before the activation: the compiled GEMM adds it in its epilogue, the other paths
+        # run without the activation and `with_residual` adds the sum, then applies it
+        inner = 0 if residual is not None and not self.fused_gemm else kind
         self.finish = None                 # the depthwise paths finish inside
         if self.compiled_direct:
-            self.compute = DirectCompiled.build(self.geo, self.const_weight, x, w, self.bias, out,
-                                                self.attrs.activation)
+            self.compute = DirectCompiled.build(self.geo, self.const_weight, x, w, self.bias, out, inner)
         elif self.depthwise:
+            inner_fn = activation_fn(inner)
             self.compute = DepthwiseBands.build(self.geo, self.const_weight, x, w, out, work,
-                                                lambda band: finish(band, self.bias, self.activation))
-        elif self.fused_gemm:      # bias and a clamp in the GEMM's epilogue, another activation after it
-            bounds = clamp_bounds(self.attrs.activation)
+                                                lambda band: finish(band, self.bias, inner_fn))
+        elif self.fused_gemm:      # bias, residual and a clamp in the GEMM's epilogue, another activation after it
+            bounds = clamp_bounds(kind)
             lo, hi = bounds or clamp_bounds(0)
+            rows = None if residual is None else residual.reshape(self.geo.rows, self.geo.out_channels)
             self.compute = Im2colGemm.build(self.geo, self.direct, False, False, True, x, w, out, work,
-                                            (self.bias, lo, hi), self.gathered)
+                                            (self.bias, lo, hi, rows), self.gathered)
             self.finish = None if bounds is not None else functools.partial(self.activation, out, out)
         else:
             self.compute = (WinogradConv.build(self.geo, x, w, out, work) if self.winograd else
                             Im2colGemm.build(self.geo, self.direct, self.transposed, self.narrow,
                                              self.const_weight, x, w, out, work))
-            self.finish = epilogue(out, self.bias, self.attrs.activation)
+            self.finish = epilogue(out, self.bias, inner)
+        if residual is not None and not self.fused_gemm:
+            self.finish = with_residual(self.finish, out, residual, activation_fn(kind))
         self.compiled = self.compiled_direct or self.fused_gemm or isinstance(self.finish, compiled.Bound)
         self.macs = out.size * self.geo.depth
         self.blas_macs = 0 if self.compiled_direct or self.fused_gemm or self.depthwise else self.macs

@@ -12,7 +12,8 @@ convolution's GEMM here, one pool runs a whole CNN, and its workers may spin bri
 
 Register tiles (`_tile_code`, LLVM IR, as in `conv` and `int8`): `rows` rows x `vectors` vectors of `LANES`
 float32 (16 on AVX-512, else 8), the accumulators held in registers across a block of DEPTH_BLOCK k, started at
-the bias (the first block) or at the partial sums in `out` (later ones), clamped after the last; per k, the `vectors` weight vectors are loaded once and each row's a[m, k] is broadcast into a fused multiply-add
+the bias (the first block; plus a conv's fused residual sum, `residual`) or at the partial sums in `out`
+(later ones), clamped after the last; per k, the `vectors` weight vectors are loaded once and each row's a[m, k] is broadcast into a fused multiply-add
 with them. The weight is packed into panels [N / PANEL, K, PANEL] (PANEL = VECTORS x LANES columns, zero past N)
 so that a tile reads it contiguously; the last vector of a panel stores through a lane mask, so nothing past N
 is written. A tile finds its rows through a table of row offsets (m x row stride for a plain matrix, the window
@@ -47,9 +48,9 @@ DEPTH_BLOCK = 128   # K per pass over a task's rows: the panel's 128 x PANEL flo
 def _tile_code(rows, vectors, context, builder, signature, args):
     """out[r + i, c + j] = clamp(start + sum_{k0 <= k < k1} A[r + i, k] panels[g, k, j], lo, hi) for i < rows and
     j < vectors x LANES, where A[m, k] is the float at a's data + rows_at[m] + shift + k, and start is bias[c + j]
-    when `first`, else out[r + i, c + j] (a later block of K); the last vector is loaded and stored for its
-    first `valid` lanes only."""
-    a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first = args
+    when `first` is 1, bias[c + j] + residual[r + i, c + j] when it is 2, else out[r + i, c + j] (a later block
+    of K); the last vector is loaded and stored for its first `valid` lanes only."""
+    a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first = args
     kinds = signature.args
     vec, mask_type = ir.VectorType(F32, LANES), ir.VectorType(ir.IntType(1), LANES)
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
@@ -71,8 +72,17 @@ def _tile_code(rows, vectors, context, builder, signature, args):
         builder.module, ir.FunctionType(*types_), f"llvm.masked.{op}.v{LANES}f32.p0v{LANES}f32")
     masked_load = masked("load", vec, [vec.as_pointer(), I32, mask_type, vec])
     masked_store = masked("store", ir.VoidType(), [vec, vec.as_pointer(), I32, mask_type])
-    at = lambda i, v: pointer(builder.add(builder.add(o_base, builder.mul(const(i), o_step)),  # noqa: E731
-                                          const(4 * LANES * v)))
+    def element(base, step):
+        return lambda i, v: pointer(builder.add(builder.add(base, builder.mul(const(i), step)), const(4 * LANES * v)))
+
+    def load(at, v):
+        return (builder.call(masked_load, [at, ir.Constant(I32, 4), mask, ir.Constant(vec, None)])
+                if v == vectors - 1 else builder.load(at, align=4))
+
+    at = element(o_base, o_step)
+    r_base, r_strides = address(context, builder, kinds[13], residual)
+    r_step = builder.extract_value(r_strides, 0)
+    residual_at = element(builder.add(builder.add(r_base, builder.mul(r, r_step)), builder.mul(c, const(4))), r_step)
     accs = [cgutils.alloca_once(builder, vec) for _ in range(rows * vectors)]
     with builder.if_else(builder.icmp_unsigned("!=", first, ir.Constant(first.type, 0))) as (from_bias, resume):
         with from_bias:
@@ -80,13 +90,15 @@ def _tile_code(rows, vectors, context, builder, signature, args):
                 for v in range(vectors):
                     start = builder.load(pointer(builder.add(b_base, const(4 * LANES * v))), align=4)
                     builder.store(start, accs[i * vectors + v])
+            with builder.if_then(builder.icmp_unsigned("==", first, ir.Constant(first.type, 2))):
+                for i in range(rows):
+                    for v in range(vectors):
+                        acc = accs[i * vectors + v]
+                        builder.store(builder.fadd(builder.load(acc), load(residual_at(i, v), v)), acc)
         with resume:
             for i in range(rows):
                 for v in range(vectors):
-                    start = (builder.call(masked_load, [at(i, v), ir.Constant(I32, 4), mask,
-                                                        ir.Constant(vec, None)])
-                             if v == vectors - 1 else builder.load(at(i, v), align=4))
-                    builder.store(start, accs[i * vectors + v])
+                    builder.store(load(at(i, v), v), accs[i * vectors + v])
     width = const(4 * PANEL)
     fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), f"llvm.fma.v{LANES}f32")
     with cgutils.for_range(builder, builder.sub(k1, k0)) as loop:
@@ -115,9 +127,9 @@ def _tile_code(rows, vectors, context, builder, signature, args):
 
 def _tile_kernel(rows: int, vectors: int):
     @intrinsic
-    def tile(typingctx, a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first):
+    def tile(typingctx, a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first):
         """One register tile of `rows` x `vectors` over one block of K (`_tile_code`)."""
-        sig = types.void(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, valid, first)
+        sig = types.void(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
         return sig, functools.partial(_tile_code, rows, vectors)
     return tile
 
@@ -128,8 +140,8 @@ TILE_ROWS = tuple(ROWS[v] for v in (1, 2, 3, 4))
 
 
 @Compiled
-def gemm_f32(a, rows_at, taps_at, channels, panels, bias, lo, hi, out, block):  # pragma: no cover
-    """out = clamp(A @ w + bias, lo, hi), where row m of A is, tap after tap, the `channels` floats at a's data +
+def gemm_f32(a, rows_at, taps_at, channels, panels, bias, lo, hi, out, residual, start, block):  # pragma: no cover
+    """out = clamp(A @ w + bias (+ residual when start is 2), lo, hi), where row m of A is, tap after tap, the `channels` floats at a's data +
     rows_at[m] + taps_at[t]: a plain [M, K] matrix is one tap at rows_at[m] = m x its row stride, a convolution's
     windows start at each output pixel's window origin in the padded input, one tap per kernel offset. w is
     packed by `pack_panels` (K = taps x channels), `bias` by `pad_bias`; tasks are (panel, `block` rows) pairs,
@@ -151,27 +163,27 @@ def gemm_f32(a, rows_at, taps_at, channels, panels, bias, lo, hi, out, block):  
             for c0 in range(0, max(channels, 1), DEPTH_BLOCK):
                 k0 = t * channels + c0
                 k1 = min(k0 + DEPTH_BLOCK, (t + 1) * channels)
-                first = k0 == 0
+                first = start if k0 == 0 else 0
                 low, high = (lo, hi) if k1 == depth else (-free, free)
                 r = r0
                 while r < r1:                   # whole tiles, then the rows past the last one a row at a time
                     whole = r + tile <= r1
                     if vectors == 4 and whole:
-                        _T4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                        _T4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
                     elif vectors == 4:
-                        _R4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                        _R4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
                     elif vectors == 3 and whole:
-                        _T3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                        _T3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
                     elif vectors == 3:
-                        _R3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                        _R3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
                     elif vectors == 2 and whole:
-                        _T2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                        _T2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
                     elif vectors == 2:
-                        _R2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                        _R2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
                     elif whole:
-                        _T1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                        _T1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
                     else:
-                        _R1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, valid, first)
+                        _R1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
                     r += tile if whole else 1
 
 
@@ -203,18 +215,22 @@ def block_rows(rows: int, cols: int) -> int:
     return max(tile, -(-(-(-rows // blocks)) // tile) * tile)
 
 
-def bind(a: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, lo: float, hi: float, out: np.ndarray):
-    """`gemm_f32` prebound: out [M, N] = clamp(a [M, K] @ weight [K, N] + bias, lo, hi), the weight packed now
-    (a copy: a weight that changes later is not seen). a and out need unit stride along their rows."""
+def bind(a: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, lo: float, hi: float, out: np.ndarray,
+         residual: np.ndarray | None = None):
+    """`gemm_f32` prebound: out [M, N] = clamp(a [M, K] @ weight [K, N] + bias (+ residual [M, N]), lo, hi), the
+    weight packed now (a copy: a weight that changes later is not seen). a, out and residual need unit stride
+    along their rows."""
     rows, depth = a.shape
     return bind_gathered(a, np.arange(rows, dtype=np.int64) * (a.strides[0] // 4), np.zeros(1, np.int64), depth,
-                         weight, bias, lo, hi, out)
+                         weight, bias, lo, hi, out, residual)
 
 
 def bind_gathered(source: np.ndarray, rows_at: np.ndarray, taps_at: np.ndarray, channels: int, weight: np.ndarray,
-                  bias: np.ndarray | None, lo: float, hi: float, out: np.ndarray):
+                  bias: np.ndarray | None, lo: float, hi: float, out: np.ndarray, residual: np.ndarray | None = None):
     """`gemm_f32` prebound on rows gathered from float32 `source`: row m, tap t is the `channels` floats at
-    element offset rows_at[m] + taps_at[t] from its data (an implicit im2col); `weight` [taps x channels, N]."""
+    element offset rows_at[m] + taps_at[t] from its data (an implicit im2col); `weight` [taps x channels, N].
+    A `residual` [M, N] is added before the clamp (a conv's fused residual sum)."""
     rows, cols = len(rows_at), out.shape[1]
     return gemm_f32.bind(rows * weight.shape[0] * cols, source, rows_at, taps_at, channels, pack_panels(weight),
-                         pad_bias(bias, cols), np.float32(lo), np.float32(hi), out, block_rows(rows, cols))
+                         pad_bias(bias, cols), np.float32(lo), np.float32(hi), out,
+                         out if residual is None else residual, 1 if residual is None else 2, block_rows(rows, cols))
