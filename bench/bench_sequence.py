@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                     if result is not None:
                         results.setdefault((name, batch, task, engine), []).append(result)
         print(f"round {r + 1}/{args.rounds} done", flush=True)
-    harness.write_report(RESULTS, table(results, args.rounds, args.steps), load_before, versions())
+    harness.write_report(RESULTS, table(results, args.rounds, args.steps), load_before, versions(with_peer=False))
     return 0
 
 
