@@ -194,3 +194,13 @@ def test_quantization_splits_fused_residuals_back_into_adds() -> None:
     x = np.random.default_rng(2).standard_normal((1, 4, 6, 6)).astype(np.float32)
     np.testing.assert_allclose(run_lite(_session(graph), {"x": x})["out"],
                                run_ort(_residual_block(), {"x": x})["out"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_residual_input_of_another_shape_is_refused_naming_the_node() -> None:
+    """A file whose fused conv reads a residual that is not its output's shape (a hand-edited or foreign file:
+    the pass never writes one) fails to compile with the node's name, instead of broadcasting or reading past it."""
+    graph = to_graph(_residual_block(residual_shape=(1, 8, 6, 6)))
+    (conv,) = _fused_convs(graph)
+    conv.inputs[3] = graph.add_const(np.ones((1, 6, 6, 4), np.float32), "wrong_residual")
+    with pytest.raises(lite.LiteError, match=f"Conv2D node '{conv.name}': residual input must be float32"):
+        _session(graph)
