@@ -557,7 +557,8 @@ def test_a_residual_sum_fused_into_a_conv_matches_onnxruntime_on_every_path(case
     last = "act" if act else "sum"
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[k // 2] * 4, strides=[stride] * 2, group=group),
              helper.make_node("Conv", ["x", "wr"], ["r"], strides=[stride] * 2),
-             helper.make_node("Add", ["y", "r"], ["sum"])] + ([helper.make_node(act, ["sum"], ["act"])] if act else [])
+             helper.make_node("Add", ["y", "r"], ["sum"])]
+    nodes += [helper.make_node(act, ["sum"], ["act"])] if act else []
     consts = {"w": _array((cout, cin // group, k, k)), "b": _array((cout,)), "wr": _array((cout, cin, 1, 1))}
     graph = helper.make_graph(nodes, "residual", [x], [helper.make_tensor_value_info(last, onnx.TensorProto.FLOAT,
                                                                                      None)],

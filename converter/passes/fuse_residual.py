@@ -4,8 +4,9 @@ another pass that reads both operands and writes the sum (ResNet-50: 16 such pas
 
 Only float32 inference graphs: the conv must have no activation of its own (the sum comes before it), one reader
 (the Add), and `r` the Add's output shape, so nothing broadcasts (with unknown dims: the same shapes at both of
-shape inference's probe settings; the conv kernel still checks the shapes at run time). Quantized and training graphs are built without
-this pass: their int8 kernels and gradients take the Add as a node of its own.
+shape inference's probe settings; the conv kernel still checks the shapes at run time). The quantizer splits
+the sums back (`split_residuals`) and training graphs never run this pass: their int8 kernels and gradients take
+the Add as a node of its own.
 """
 from __future__ import annotations
 

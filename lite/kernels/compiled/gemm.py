@@ -13,9 +13,9 @@ convolution's GEMM here, one pool runs a whole CNN, and its workers may spin bri
 Register tiles (`_tile_code`, LLVM IR, as in `conv` and `int8`): `rows` rows x `vectors` vectors of `LANES`
 float32 (16 on AVX-512, else 8), the accumulators held in registers across a block of DEPTH_BLOCK k, started at
 the bias (the first block; plus a conv's fused residual sum, `residual`) or at the partial sums in `out`
-(later ones), clamped after the last; per k, the `vectors` weight vectors are loaded once and each row's a[m, k] is broadcast into a fused multiply-add
-with them. The weight is packed into panels [N / PANEL, K, PANEL] (PANEL = VECTORS x LANES columns, zero past N)
-so that a tile reads it contiguously; the last vector of a panel stores through a lane mask, so nothing past N
+(later ones), clamped after the last; per k, the `vectors` weight vectors are loaded once and each row's
+a[m, k] is broadcast into a fused multiply-add with them. The weight is packed into panels [N / PANEL, K,
+PANEL] (PANEL = VECTORS x LANES columns, zero past N) so that a tile reads it contiguously; the last vector of a panel stores through a lane mask, so nothing past N
 is written. A tile finds its rows through a table of row offsets (m x row stride for a plain matrix, the window
 origins for a conv), loaded once per tile and block of K; blocks of K never cross a tap. Threads take (panel,
 block of rows) pairs; rows past the last whole tile run as 1-row tiles.
@@ -141,11 +141,12 @@ TILE_ROWS = tuple(ROWS[v] for v in (1, 2, 3, 4))
 
 @Compiled
 def gemm_f32(a, rows_at, taps_at, channels, panels, bias, lo, hi, out, residual, start, block):  # pragma: no cover
-    """out = clamp(A @ w + bias (+ residual when start is 2), lo, hi), where row m of A is, tap after tap, the `channels` floats at a's data +
-    rows_at[m] + taps_at[t]: a plain [M, K] matrix is one tap at rows_at[m] = m x its row stride, a convolution's
-    windows start at each output pixel's window origin in the padded input, one tap per kernel offset. w is
-    packed by `pack_panels` (K = taps x channels), `bias` by `pad_bias`; tasks are (panel, `block` rows) pairs,
-    each running K in blocks of at most DEPTH_BLOCK within one tap (clamped after the last)."""
+    """out = clamp(A @ w + bias (+ residual when start is 2), lo, hi), where row m of A is, tap after tap, the
+    `channels` floats at a's data + rows_at[m] + taps_at[t]: a plain [M, K] matrix is one tap at rows_at[m] = m x
+    its row stride, a convolution's windows start at each output pixel's window origin in the padded input, one
+    tap per kernel offset. w is packed by `pack_panels` (K = taps x channels), `bias` by `pad_bias`; tasks are
+    (panel, `block` rows) pairs, each running K in blocks of at most DEPTH_BLOCK within one tap (clamped after
+    the last)."""
     rows, depth = len(rows_at), len(taps_at) * channels
     groups, cols = panels.shape[0], out.shape[1]
     blocks = (rows + block - 1) // block

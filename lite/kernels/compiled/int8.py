@@ -127,8 +127,8 @@ def _tile_code(height, partial, context, builder, signature, args):
             dst = builder.inttoptr(builder.add(d_base, builder.add(builder.mul(const(i), d_stride),
                                                                    const(LANES * h))), q8.as_pointer())
             if partial:
-                mask = builder.icmp_signed("<", builder.add(lanes, splat(builder, const(LANES * h),
-                                                                         lanes.type)), splat(builder, valid, lanes.type))
+                column = builder.add(lanes, splat(builder, const(LANES * h), lanes.type))
+                mask = builder.icmp_signed("<", column, splat(builder, valid, lanes.type))
                 builder.call(masked_store, [q, dst, ir.Constant(I32, 1), mask])
             else:
                 builder.store(q, dst, align=1)
