@@ -573,6 +573,27 @@ def test_a_residual_sum_fused_into_a_conv_matches_onnxruntime_on_every_path(case
     np.testing.assert_allclose(run_lite(s, feeds)[last], run_ort(model, feeds)[last], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("act", [None, "Relu", "Sigmoid"])
+def test_a_residual_sum_fused_into_a_gemm_matches_onnxruntime(act: str | None, kernels: str) -> None:
+    """A transformer's projection: Gemm(x) + x -> activation becomes one FullConnection with x as its residual
+    input (the compiled GEMM's epilogue for clamps, BLAS then the sum and the activation otherwise)."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [13, 40])
+    last = "act" if act else "sum"
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1), helper.make_node("Add", ["y", "x"], ["sum"])]
+    nodes += [helper.make_node(act, ["sum"], ["act"])] if act else []
+    graph = helper.make_graph(nodes, "projection", [x],
+                              [helper.make_tensor_value_info(last, onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(_array((40, 40)), "w"), numpy_helper.from_array(_array((40,)), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    feeds = {"x": _array((13, 40))}
+    s = session(model, kernels, threads=2)
+    (step,) = s._plan.steps
+    assert step.node.op == "FullConnection" and len(step.node.inputs) == 4
+    assert step.kernel.fused is (kernels == "compiled" and act != "Sigmoid")
+    np.testing.assert_allclose(run_lite(s, feeds)[last], run_ort(model, feeds)[last], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 @pytest.mark.parametrize("quads", [True, False], ids=["vnni-quads", "int16-pairs"])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])

@@ -418,7 +418,8 @@ def test_softmax(op: str, axis: int, opset: int) -> None:
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
 def test_softmax_dtypes(op: str, dtype: type) -> None:
-    feeds = {"x": (_array((2, 3, 4)) * 4).astype(dtype)}
+    # its own generator: with the module's, the data (and float16's rounding at the tolerance) hung on test order
+    feeds = {"x": (np.random.default_rng(11).standard_normal((2, 3, 4)) * 4).astype(dtype)}
     tol = 2e-3 if dtype == np.float16 else 1e-12
     assert_matches_oracles(node_model(op, feeds, {}, ["x"], axis=1), feeds, rtol=tol, atol=tol)
 

@@ -1,8 +1,9 @@
-"""fuse_residual: Add(conv(x), r) -> conv(x, w, b, r), the Add's activation becoming the conv's. A residual sum
-(ResNet's blocks, MobileNetV2's inverted residuals) is then written by the convolution's epilogue instead of
-another pass that reads both operands and writes the sum (ResNet-50: 16 such passes, 3.7 ms of 46 at batch 1).
+"""fuse_residual: Add(conv(x), r) -> conv(x, w, b, r), the Add's activation becoming the conv's, for the ops
+that declare a `residual_input` (Conv2D, FullConnection). A residual sum (ResNet's blocks, MobileNetV2's inverted
+residuals, a transformer's projections) is then written by the op's epilogue instead of another pass that reads
+both operands and writes the sum (ResNet-50: 16 such passes, 3.7 ms of 46 at batch 1).
 
-Only float32 inference graphs: the conv must have no activation of its own (the sum comes before it), one reader
+Only float32 inference graphs: the op must have no activation of its own (the sum comes before it), one reader
 (the Add), and `r` the Add's output shape, so nothing broadcasts (with unknown dims: the same shapes at both of
 shape inference's probe settings; the conv kernel still checks the shapes at run time). The quantizer splits
 the sums back (`split_residuals`) and training graphs never run this pass: their int8 kernels and gradients take

@@ -62,6 +62,18 @@ def epilogue(out: np.ndarray, bias: np.ndarray | None, kind: int) -> Callable[[]
     return functools.partial(finish, out, bias, activation_fn(kind))
 
 
+def with_residual(before: Callable[[], None] | None, out: np.ndarray, residual: np.ndarray,
+                  activation: Callable | None) -> Callable[[], None]:
+    """`before` (the op's own epilogue, if any), then out += residual and the activation, in place."""
+    def run() -> None:
+        if before is not None:
+            before()
+        np.add(out, residual, out=out)
+        if activation is not None:
+            activation(out, out)
+    return run
+
+
 WIDE_ROW = 32    # floats per row from which the compiled epilogue's inner loop runs at full SIMD width
 
 

@@ -38,7 +38,7 @@ from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import _winograd as winograd
 from lite.kernels import compiled
 from lite.kernels._conv_math import (PadCopy, Window, constant_view, epilogue, finish, grouped_columns,
-                                     make_window, padded_shape, phased_tap_views, tap_columns)
+                                     make_window, padded_shape, phased_tap_views, tap_columns, with_residual)
 from lite.kernels.activation import activation_fn, clamp_bounds
 from lite.memory_plan import aligned_copy
 from lite.status import InvalidOpAttrError
@@ -196,18 +196,6 @@ class Im2colGemm:
             multiply()
         if self.unpack is not None:
             np.copyto(*self.unpack)
-
-
-def with_residual(before: Callable[[], None] | None, out: np.ndarray, residual: np.ndarray,
-                  activation: Callable | None) -> Callable[[], None]:
-    """`before` (the conv's own epilogue, if any), then out += residual and the activation, in place."""
-    def run() -> None:
-        if before is not None:
-            before()
-        np.add(out, residual, out=out)
-        if activation is not None:
-            activation(out, out)
-    return run
 
 
 def window_offsets(g: Geometry, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

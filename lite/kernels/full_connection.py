@@ -1,7 +1,8 @@
 """FullConnection (x @ W^T + b over the last axis, W [out, in]) and MatMul (numpy matmul semantics), both with
 an optional fused activation. Both are single BLAS calls into the output array, except a FullConnection of a
 constant weight with a clamp activation when the compiled kernels run: the compiled GEMM with bias and clamp
-fused (`lite.kernels.compiled.gemm`)."""
+fused (`lite.kernels.compiled.gemm`). FullConnection may take a residual input (`fuse_residual`), added before the
+activation."""
 from __future__ import annotations
 
 import functools
@@ -12,7 +13,7 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels import compiled
-from lite.kernels._conv_math import epilogue, finish
+from lite.kernels._conv_math import epilogue, finish, with_residual
 from lite.kernels.activation import activation_fn, clamp_bounds
 from lite.traits import declare
 
@@ -38,7 +39,7 @@ def swap_last(x: np.ndarray, transpose: bool) -> np.ndarray:
 
 
 declare("FullConnection", weight_input=1, weight_axis=0, bias_input=2, bias_correction=True, fused_activation=True,
-        batchnorm_folds=True)
+        batchnorm_folds=True, residual_input=3)
 
 
 @register("FullConnection", DataType.FLOAT32)
@@ -52,26 +53,37 @@ class FullConnectionKernel(Kernel):
             raise self.error(f"input {list(x.shape)} does not match weight [out, in] {list(w.shape)}")
         if bias is not None and bias.shape != (w.shape[0],):
             raise self.error(f"bias must have shape [{w.shape[0]}], got {list(bias.shape)}")
+        shape = x.shape[:-1] + (w.shape[0],)
+        residual = inputs[3] if len(inputs) > 3 else None
+        if residual is not None and (tuple(residual.shape) != shape or residual.dtype != x.dtype):
+            raise self.error(f"residual input must be {np.dtype(x.dtype).name} {list(shape)} like the output, got "
+                             f"{residual.dtype.name} {list(residual.shape)}")
         self.activation = activation_fn(self.attrs.activation)
         self.fused = (w.value is not None and (bias is None or bias.value is not None)
                       and x.dtype == np.float32 and clamp_bounds(self.attrs.activation) is not None
                       and compiled.enabled())
-        return [TensorSpec(x.shape[:-1] + (w.shape[0],), x.dtype)]
+        return [TensorSpec(shape, x.dtype)]
 
     def bind(self, inputs, outputs, scratch) -> None:
         x, w, out = inputs[0], inputs[1], outputs[0]
         bias = inputs[2] if len(inputs) > 2 else None
+        residual = inputs[3] if len(inputs) > 3 else None          # fuse_residual: summed before the activation
         self.x2d = x.reshape(-1, x.shape[-1])
         self.w_t = w.T                                  # a view: BLAS reads the transpose directly
         self.out2d = out.reshape(-1, w.shape[0])
         self.macs = self.x2d.size * w.shape[0]
-        if self.fused:       # a constant weight: the compiled GEMM, bias and clamp in its epilogue
+        if self.fused:       # a constant weight: the compiled GEMM, bias, residual and clamp in its epilogue
             from lite.kernels.compiled import gemm
-            self.multiply = gemm.bind(self.x2d, self.w_t, bias, *clamp_bounds(self.attrs.activation), self.out2d)
+            self.multiply = gemm.bind(self.x2d, self.w_t, bias, *clamp_bounds(self.attrs.activation), self.out2d,
+                                      None if residual is None else residual.reshape(self.out2d.shape))
             self.finish = None
-        else:
+        elif residual is None:
             self.multiply = functools.partial(np.matmul, self.x2d, self.w_t, out=self.out2d)
             self.finish = epilogue(self.out2d, bias, self.attrs.activation)
+            self.blas_macs = self.macs
+        else:
+            self.multiply = functools.partial(np.matmul, self.x2d, self.w_t, out=self.out2d)
+            self.finish = with_residual(epilogue(self.out2d, bias, 0), out, residual, self.activation)
             self.blas_macs = self.macs
         self.compiled = self.fused or isinstance(self.finish, compiled.Bound)
 
