@@ -41,11 +41,7 @@ def fuse_residual(graph: Graph) -> None:
             conv = _fusable(graph, add, operand, other)
             if conv is None:
                 continue
-            bias = traits(conv.op).bias_input
-            if len(conv.inputs) <= bias or not conv.inputs[bias]:
-                weight = graph.values[conv.inputs[traits(conv.op).weight_input]]
-                channels = weight.shape[traits(conv.op).weight_axis]
-                conv.inputs[bias:] = [graph.add_const(np.zeros(channels, np.float32), f"{conv.name}_bias")]
+            conv.inputs += [""] * (traits(conv.op).residual_input - len(conv.inputs))   # an omitted bias stays ""
             conv.inputs.append(other)
             conv.attrs["activation"] = add.attrs.get("activation", 0)
             graph.remove_node(add)
@@ -68,6 +64,8 @@ def split_residuals(graph: Graph) -> Graph:
         graph.nodes.append(Node("Add", graph.fresh(f"{conv.name}/residual"), [own, conv.inputs[index]], [out.name],
                                 {"activation": conv.attrs.get("activation", 0)}))
         conv.inputs = conv.inputs[:index]
+        while conv.inputs[-1] == "":                       # the empty bias slot the residual needed
+            conv.inputs.pop()
         conv.attrs = {**conv.attrs, "activation": 0}
         conv.outputs = [own, *conv.outputs[1:]]
     graph.sort()
