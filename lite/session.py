@@ -127,6 +127,10 @@ class LiteSession:
             raise ParamInvalidError("the session has no compiled graph: call CompileGraph first")
         return self._plan
 
+    def _threads(self) -> thread_limit:
+        """The threads of a run: `Context.thread_num` to the pool that runs most of the plan's work."""
+        return thread_limit(*split(self.context.thread_num, self._compiled_first))
+
     @property
     def arena_bytes(self) -> int:
         """Bytes of the planned activation arena (inputs, intermediates, outputs and scratch)."""
@@ -165,7 +169,7 @@ class LiteSession:
         """Run every node in order. A callback returning False stops the run: the remaining nodes are skipped
         and RET_SUCCESS_EXIT is returned."""
         plan = self._require_compiled()
-        with thread_limit(*split(self.context.thread_num, self._compiled_first)):
+        with self._threads():
             if before is None and after is None:
                 self._run_plain(plan)
                 if plan.dynamic is not None:

@@ -30,7 +30,7 @@ from lite.serialize import write_atomic
 from lite.session import KernelCallBack, LiteSession, exclusive
 from lite.status import RET_OK, InputTensorError, NotSupportedError, OpExecuteError, ParamInvalidError
 from lite.tensor import MSTensor
-from lite.threads import compiled_first, split, thread_limit
+from lite.threads import compiled_first
 from lite.train.checkpoint import checkpoint_bytes, stored_step
 from lite.train.export import Piece, inference_bytes
 from lite.train.layout import TrainLayout, draws_random, find_layout, updated_state
@@ -224,7 +224,7 @@ class TrainSession(LiteSession):
         """Eval mode: one forward. Train mode: one training step (a callback returning False stops it before
         any weight update and returns RET_SUCCESS_EXIT)."""
         self._require_compiled()
-        with thread_limit(*split(self.context.thread_num, self._compiled_first)):
+        with self._threads():
             if not self._train:
                 return self._execute(EVAL, before, after)
             for k, kernel in enumerate(self._dropouts):
@@ -372,7 +372,7 @@ class TrainSession(LiteSession):
         self._require_training("ApplyGradients")
         inputs = self._grad_sums or self._grads
         self._assign("ApplyGradients", {w: inputs[g] for w, g in self._layout.grads.items()}, gradients, True)
-        with thread_limit(*split(self.context.thread_num, self._compiled_first)):
+        with self._threads():
             self._execute(OPTIMIZER, None, None)
         self._reset_virtual_batch()
         return RET_OK
