@@ -29,7 +29,7 @@ import functools
 import numpy as np
 
 from llvmlite import ir
-from numba import prange, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -139,6 +139,34 @@ _T4, _R4, _T3, _R3, _T2, _R2, _T1, _R1 = (_tile_kernel(ROWS[v] if whole else 1, 
 TILE_ROWS = tuple(ROWS[v] for v in (1, 2, 3, 4))
 
 
+@njit(nogil=True, cache=True)
+def tile_rows(a, rows_at, shift, r0, r1, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first,
+              vectors):  # pragma: no cover
+    """Rows r0..r1-1 of one panel over one block of K: whole register tiles of `vectors` vectors, then the rows
+    past the last whole tile one at a time (the arguments as `_tile_code`'s)."""
+    tile = TILE_ROWS[vectors - 1]
+    r = r0
+    while r < r1:
+        whole = r + tile <= r1
+        if vectors == 4 and whole:
+            _T4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+        elif vectors == 4:
+            _R4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+        elif vectors == 3 and whole:
+            _T3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+        elif vectors == 3:
+            _R3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+        elif vectors == 2 and whole:
+            _T2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+        elif vectors == 2:
+            _R2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+        elif whole:
+            _T1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+        else:
+            _R1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+        r += tile if whole else 1
+
+
 @Compiled
 def gemm_f32(a, rows_at, taps_at, channels, panels, bias, lo, hi, out, residual, start, block):  # pragma: no cover
     """out = clamp(A @ w + bias (+ residual when start is 2), lo, hi), where row m of A is, tap after tap, the
@@ -158,7 +186,6 @@ def gemm_f32(a, rows_at, taps_at, channels, panels, bias, lo, hi, out, residual,
         width = min(PANEL, cols - c)
         vectors = (width + LANES - 1) // LANES
         valid = width - (vectors - 1) * LANES
-        tile = TILE_ROWS[vectors - 1]
         for t in range(len(taps_at)):
             shift = taps_at[t] - t * channels        # a + rows_at[m] + shift + k: tap t's channel k - t C
             for c0 in range(0, max(channels, 1), DEPTH_BLOCK):
@@ -166,26 +193,8 @@ def gemm_f32(a, rows_at, taps_at, channels, panels, bias, lo, hi, out, residual,
                 k1 = min(k0 + DEPTH_BLOCK, (t + 1) * channels)
                 first = start if k0 == 0 else 0
                 low, high = (lo, hi) if k1 == depth else (-free, free)
-                r = r0
-                while r < r1:                   # whole tiles, then the rows past the last one a row at a time
-                    whole = r + tile <= r1
-                    if vectors == 4 and whole:
-                        _T4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
-                    elif vectors == 4:
-                        _R4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
-                    elif vectors == 3 and whole:
-                        _T3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
-                    elif vectors == 3:
-                        _R3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
-                    elif vectors == 2 and whole:
-                        _T2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
-                    elif vectors == 2:
-                        _R2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
-                    elif whole:
-                        _T1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
-                    else:
-                        _R1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, low, high, out, residual, valid, first)
-                    r += tile if whole else 1
+                tile_rows(a, rows_at, shift, r0, r1, panels, g, k0, k1, bias, c, low, high, out, residual, valid,
+                          first, vectors)
 
 
 def pack_panels(weight: np.ndarray) -> np.ndarray:
