@@ -154,17 +154,62 @@ def test_register_tiles_take_depthwise_and_first_layer_convs_with_whole_vectors_
 
 
 @pytest.mark.parametrize("kernels", PATHS)
-@pytest.mark.parametrize("case, threads, winograd", [("winograd_3x3", 1, True), ("winograd_3x3_odd_unpadded", 1, True),
-                                                     ("winograd_too_few_tiles", 1, False), ("winograd_3x3", 2, False)])
-def test_winograd_takes_3x3_convs_with_enough_tiles_in_one_thread_sessions(case: str, threads: int, winograd: bool,
-                                                                           kernels: str) -> None:
+@pytest.mark.parametrize("case, threads, numpy_winograd, compiled_winograd", [
+    ("winograd_3x3", 1, True, True), ("winograd_3x3_odd_unpadded", 1, True, True),
+    ("winograd_too_few_tiles", 1, False, False), ("winograd_3x3", 2, False, True)])
+def test_winograd_takes_3x3_convs_with_enough_tiles(case: str, threads: int, numpy_winograd: bool,
+                                                    compiled_winograd: bool, kernels: str) -> None:
+    """numpy's F(2x2) in one-thread sessions from 32 2x2 tiles, the compiled F(4x4) at any thread count from 8
+    4x4 tiles (winograd_too_few_tiles has 16 and 4)."""
     x_shape, w_shape, attrs = CONV_CASES[case]
     feeds = {"x": _array(x_shape)}
     model = node_model("Conv", feeds, {"w": _array(w_shape), "b": _array(w_shape[:1])}, ["x", "w", "b"], **attrs)
     s = session(model, kernels, threads)
     [conv] = [step.kernel for step in s._plan.steps if step.node.op == "Conv2D"]
-    assert conv.winograd is winograd
-    np.testing.assert_allclose(run_lite(s, feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-4, atol=1e-4)
+    assert (conv.winograd, conv.winograd_fused) == ((numpy_winograd, False) if kernels == "numpy"
+                                                    else (False, compiled_winograd))
+    want = run_ort(model, feeds)["y"]
+    got = run_lite(s, feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=winograd_atol(conv, want))
+
+
+def winograd_atol(conv, scale: np.ndarray) -> float:
+    """1e-4, or 1e-5 of the largest |value| of `scale` (the conv's output before its activation) on the compiled
+    F(4x4): its transforms scale values by up to 5 and 8, so its rounding grows with the output's range."""
+    return 1e-5 * float(np.abs(scale).max()) if conv.winograd_fused else 1e-4
+
+
+WINOGRAD_F4 = {   # input [N, C, H, W], output channels, ONNX pads [top, left, bottom, right]
+    "whole_tiles": ((2, 16, 8, 8), 32, [1, 1, 1, 1]),
+    "partial_tiles_odd_channels": ((3, 17, 11, 13), 70, [1, 1, 1, 1]),    # 17: a masked tail of lanes; 70 > PANEL
+    "asymmetric_pads": ((1, 24, 14, 9), 20, [0, 2, 1, 0]),
+    "unpadded": ((1, 32, 10, 18), 48, [0, 0, 0, 0]),
+    "wide_image_many_tasks": ((1, 20, 9, 61), 24, [1, 1, 1, 1]),
+    "deep_channels": ((2, 160, 7, 7), 136, [1, 1, 1, 1]),                 # DEPTH_BLOCK and PANEL both split
+}
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", WINOGRAD_F4)
+def test_compiled_winograd_f4_matches_onnxruntime(case: str, threads: int) -> None:
+    """Conv + bias + Clip(0, 6) on the compiled F(4x4, 3x3): tiles over every edge, channel counts that are no
+    whole number of vectors or panels, one and two threads, within float32 rounding of onnxruntime."""
+    x_shape, out_channels, pads = WINOGRAD_F4[case]
+    feeds = {"x": _array(x_shape) * 3}
+    w = _array((out_channels, x_shape[1], 3, 3)) / np.sqrt(9 * x_shape[1])
+    model = node_model("Conv", feeds, {"w": w.astype(np.float32), "b": _array((out_channels,))}, ["x", "w", "b"],
+                       pads=pads)
+    before_clip = run_ort(model, feeds)["y"]
+    model.graph.node.append(helper.make_node("Clip", ["y", "lo", "hi"], ["z"]))
+    model.graph.initializer.extend([numpy_helper.from_array(np.float32(0), "lo"),
+                                    numpy_helper.from_array(np.float32(6), "hi")])
+    model.graph.output[0].name = "z"
+    s = session(model, "compiled", threads)
+    [conv] = [step.kernel for step in s._plan.steps if step.node.op == "Conv2D"]
+    assert conv.winograd_fused and conv.attrs.activation == A.RELU6
+    np.testing.assert_allclose(run_lite(s, feeds)["z"], run_ort(model, feeds)["z"], rtol=0,
+                               atol=winograd_atol(conv, before_clip))
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
@@ -515,10 +560,13 @@ def test_compiled_gemm_matches_the_float64_product_with_bias_and_clamp(rows: int
     dict(kernel_shape=[3, 2], dilations=[2, 3], pads=[2, 1, 0, 3]),             # dilated, rectangular
     dict(kernel_shape=[5, 5]),                                                  # unpadded: the input itself
 ], ids=["3x3", "3x3-stride2", "1x1-stride2", "dilated", "5x5-valid"])
-def test_dense_convs_of_wide_inputs_gather_their_windows_in_place(attrs: dict, kernels: str) -> None:
+def test_dense_convs_of_wide_inputs_gather_their_windows_in_place(attrs: dict, kernels: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """From GATHER_CHANNELS input channels the compiled GEMM reads each window from the padded input (row
     and tap offsets, no im2col columns): against onnxruntime, on two images, with 2 K blocks per tap (C = 160)
-    and partial panels, with a clamp fused."""
+    and partial panels, with a clamp fused. The 3x3 stride-1 conv is the GEMM's as in layers with fewer tiles
+    than the compiled Winograd takes."""
+    monkeypatch.setattr(conv2d, "COMPILED_WINOGRAD_TILES", 1 << 30)
     channels = conv2d.GATHER_CHANNELS + 128
     feeds = {"x": _array((2, channels, 9, 11))}
     kh, kw = attrs["kernel_shape"]
@@ -531,16 +579,18 @@ def test_dense_convs_of_wide_inputs_gather_their_windows_in_place(attrs: dict, k
     assert conv.gathered is (kernels == "compiled")
     if conv.gathered:                               # no columns: at most the padded copy of the input
         assert len(conv.scratch()) == int(conv.geo.padded)
-    np.testing.assert_allclose(run_lite(s, feeds)["act"], run_ort(model, feeds)["act"], rtol=1e-4, atol=1e-4)
+    want = run_ort(model, feeds)["act"]         # sums of up to 4000 products up to ~200: float32 rounding of that
+    np.testing.assert_allclose(run_lite(s, feeds)["act"], want, rtol=1e-4, atol=1e-6 * np.abs(want).max())
 
 
 RESIDUAL_CONVS = {    # (input channels, output channels, kernel, stride, group, height): one per Conv2D path
     "1x1": (40, 24, 1, 1, 1, 7),              # the NHWC rows themselves (compiled GEMM) / BLAS
-    "3x3-gathered": (48, 20, 3, 1, 1, 9),     # windows read in place (compiled) / im2col
+    "3x3-gathered": (48, 20, 3, 1, 1, 4),     # windows read in place (compiled: 2 tiles, too few for F(4x4)) / im2col
+    "3x3-winograd": (48, 20, 3, 1, 1, 9),     # compiled F(4x4) / im2col (two threads)
     "3x3-columns": (6, 16, 3, 1, 1, 9),       # im2col columns, fewer than GATHER_CHANNELS
     "strided": (40, 36, 3, 2, 1, 11),
     "depthwise": (24, 24, 3, 1, 24, 9),       # compiled direct tiles / numpy bands
-    "winograd": (16, 16, 3, 1, 1, 18),        # one thread, enough tiles
+    "winograd": (16, 16, 3, 1, 1, 18),        # one thread: compiled F(4x4) / numpy F(2x2)
 }
 
 
@@ -569,8 +619,15 @@ def test_a_residual_sum_fused_into_a_conv_matches_onnxruntime_on_every_path(case
     convs = [step for step in s._plan.steps if step.node.op != "Transpose"]
     assert [step.node.op for step in convs] == ["Conv2D", "Conv2D"]
     fused = next(step.kernel for step in convs if len(step.node.inputs) == 4)
-    assert case != "winograd" or fused.winograd
-    np.testing.assert_allclose(run_lite(s, feeds)[last], run_ort(model, feeds)[last], rtol=1e-4, atol=1e-4)
+    assert case != "winograd" or (fused.winograd_fused if kernels == "compiled" else fused.winograd)
+    assert fused.winograd_fused is (kernels == "compiled" and case in ("winograd", "3x3-winograd"))
+    probe = onnx.ModelProto()            # onnxruntime also reports the sum before the activation
+    probe.CopyFrom(model)
+    if act:
+        probe.graph.output.append(helper.make_tensor_value_info("sum", onnx.TensorProto.FLOAT, None))
+    want = run_ort(probe, feeds)
+    np.testing.assert_allclose(run_lite(s, feeds)[last], want[last], rtol=1e-4,
+                               atol=winograd_atol(fused, want["sum"]))
 
 
 @pytest.mark.parametrize("kernels", PATHS)

@@ -9,8 +9,11 @@ Three paths, each prebound in `bind` as a callable over fixed views, so a run on
   When a window row is shorter than a SIMD vector (KW*C < 8 floats, a first layer) the columns are built
   transposed, [K, M], one copy per tap (`tap_columns`): LeNet-5's first conv (KW*C = 5) at batch 128 took
   6.0 -> 3.7 ms; the first convs of MobileNetV2 and ResNet (9 and 21 floats) gain nothing.
-- Winograd F(2x2, 3x3) (`_winograd`) for dense 3x3 stride-1 convs with a constant weight, in one-thread sessions
-  with at least `WINOGRAD_MIN_TILES` tiles (its 16 GEMMs are 2.25x fewer multiplies, its transforms one thread).
+- Winograd for dense 3x3 stride-1 convs with a constant weight: with the compiled kernels F(4x4, 3x3)
+  (`lite.kernels.compiled.winograd`: 4x fewer multiplies; bias, residual and clamp fused) from
+  `COMPILED_WINOGRAD_TILES` tiles (ResNet-50 at 2 threads, against the implicit-im2col GEMM: batch 16 520 -> 428
+  ms a run, batch 1 33.7 -> 31.8), else numpy's F(2x2, 3x3) (`_winograd`: 2.25x fewer) in one-thread sessions
+  from `WINOGRAD_MIN_TILES` tiles (its transforms run on one thread).
 - `DepthwiseBands` (group == C_in == C_out): KH*KW shifted multiply-adds, in bands of output rows whose input
   is padded into a cache-sized buffer, with per-tap weights pre-tiled along W so numpy runs each product as one
   contiguous loop; bias and activation are applied per band while it is in cache.
@@ -48,6 +51,8 @@ BAND_ELEMENTS = 1 << 16   # depthwise output elements per band (~256 KiB of floa
 WINOGRAD_MIN_CHANNELS = 16   # below this the 16 small GEMMs lose to one im2col GEMM
 WINOGRAD_MIN_TILES = 32      # nor with fewer tiles (GEMM rows): ResNet-50's 7x7 layer4 (16 tiles) lost 0.6-0.9 ms
 WINOGRAD_MAX_THREADS = 1     # its transforms run on one thread: at 2, ResNet-50's convs took 54.8 ms against 48.3
+COMPILED_WINOGRAD_TILES = 8    # compiled F(4x4) from this many tiles: ResNet-50's 7x7x512 conv at 4 tiles (batch 1)
+#                                took 0.75 -> 1.07 ms, at 8 (batch 2) 1.50 -> 1.30 ms
 SMALL_M = 128             # GEMMs of a changing weight with fewer rows run transposed (5-25 % faster at M = 49)
 SHORT_RUN = 8             # dense convs whose window rows (KW*C floats) are shorter build their columns by tap
 GATHER_CHANNELS = 32      # the compiled GEMM reads windows in place (no im2col) from this many input channels
@@ -103,6 +108,11 @@ def conv_geometry(kernel: Kernel, x: TensorSpec, w: TensorSpec) -> Geometry:
     except ValueError as e:
         raise kernel.error(str(e), InvalidOpAttrError) from None
     return Geometry(wh, ww, n, c, out_c, group)
+
+
+def compiled_winograd_tiles(g: Geometry) -> int:
+    """4x4 output tiles of the compiled F(4x4, 3x3)."""
+    return g.batch * -(-g.wh.out // 4) * -(-g.ww.out // 4)
 
 
 def image_blocks(g: Geometry) -> list[slice]:
@@ -378,9 +388,13 @@ class Conv2DKernel(Kernel):
                                 and compiled.enabled())
         self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels
                           and not self.compiled_direct)
-        self.winograd = (self.const_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
-                         and g.wh.stride == g.ww.stride == g.wh.dilation == g.ww.dilation == 1
-                         and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS
+        fusable = (g.group == 1 and self.const_weight and (bias is None or bias.value is not None)
+                   and x.dtype == np.float32 and compiled.enabled())
+        winograd_shape = (self.const_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
+                          and g.wh.stride == g.ww.stride == g.wh.dilation == g.ww.dilation == 1
+                          and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS)
+        self.winograd_fused = winograd_shape and fusable and compiled_winograd_tiles(g) >= COMPILED_WINOGRAD_TILES
+        self.winograd = (winograd_shape and not compiled.enabled()
                          and g.batch * winograd.tiles(g.wh.out) * winograd.tiles(g.ww.out) >= WINOGRAD_MIN_TILES
                          and compiled.threads() <= WINOGRAD_MAX_THREADS)
         self.direct = (g.group == 1 and g.wh.kernel == g.ww.kernel == 1 and g.wh.stride == g.ww.stride == 1
@@ -389,9 +403,7 @@ class Conv2DKernel(Kernel):
                            and g.rows < SMALL_M)
         self.narrow = (g.group == 1 and g.ww.kernel * g.in_channels < SHORT_RUN
                        and not (self.direct or self.transposed or self.winograd))
-        self.fused_gemm = (g.group == 1 and self.const_weight and (bias is None or bias.value is not None)
-                           and x.dtype == np.float32 and not (self.compiled_direct or self.winograd or self.narrow)
-                           and compiled.enabled())
+        self.fused_gemm = fusable and not (self.compiled_direct or self.winograd_fused or self.narrow)
         self.gathered = self.fused_gemm and not self.direct and g.in_channels >= GATHER_CHANNELS
         self.activation: Callable | None = activation_fn(self.attrs.activation)
         return [TensorSpec(g.out_shape, x.dtype)]
@@ -400,6 +412,10 @@ class Conv2DKernel(Kernel):
         g, f32 = self.geo, np.dtype(np.float32)
         if self.compiled_direct:
             return []
+        if self.winograd_fused:
+            from lite.kernels.compiled import winograd as compiled_winograd
+            return compiled_winograd.scratch_specs(*g.out_shape[:3], g.in_channels, g.out_channels,
+                                                   compiled.threads())
         if self.depthwise:
             return DepthwiseBands.scratch(g)
         if self.winograd:
@@ -422,7 +438,8 @@ class Conv2DKernel(Kernel):
         kind = self.attrs.activation
         # a residual sum comes before the activation: the compiled GEMM adds it in its epilogue, the other paths
         # run without the activation and `with_residual` adds the sum, then applies it
-        inner = 0 if residual is not None and not self.fused_gemm else kind
+        fused = self.fused_gemm or self.winograd_fused
+        inner = 0 if residual is not None and not fused else kind
         self.finish = None                 # the depthwise paths finish inside
         if self.compiled_direct:
             self.compute = DirectCompiled.build(self.geo, self.const_weight, x, w, self.bias, out, inner)
@@ -430,23 +447,28 @@ class Conv2DKernel(Kernel):
             inner_fn = activation_fn(inner)
             self.compute = DepthwiseBands.build(self.geo, self.const_weight, x, w, out, work,
                                                 lambda band: finish(band, self.bias, inner_fn))
-        elif self.fused_gemm:      # bias, residual and a clamp in the GEMM's epilogue, another activation after it
+        elif fused:            # bias, residual and a clamp in the GEMM's epilogue, another activation after it
             bounds = clamp_bounds(kind)
             lo, hi = bounds or clamp_bounds(0)
-            rows = None if residual is None else residual.reshape(self.geo.rows, self.geo.out_channels)
-            self.compute = Im2colGemm.build(self.geo, self.direct, False, False, True, x, w, out, work,
-                                            (self.bias, lo, hi, rows), self.gathered)
+            if self.winograd_fused:
+                from lite.kernels.compiled import winograd as compiled_winograd
+                self.compute = compiled_winograd.bind(x, w, self.bias, lo, hi, out,
+                                                      (self.geo.wh.pad_begin, self.geo.ww.pad_begin), work, residual)
+            else:
+                rows = None if residual is None else residual.reshape(self.geo.rows, self.geo.out_channels)
+                self.compute = Im2colGemm.build(self.geo, self.direct, False, False, True, x, w, out, work,
+                                                (self.bias, lo, hi, rows), self.gathered)
             self.finish = None if bounds is not None else functools.partial(self.activation, out, out)
         else:
             self.compute = (WinogradConv.build(self.geo, x, w, out, work) if self.winograd else
                             Im2colGemm.build(self.geo, self.direct, self.transposed, self.narrow,
                                              self.const_weight, x, w, out, work))
             self.finish = epilogue(out, self.bias, inner)
-        if residual is not None and not self.fused_gemm:
+        if residual is not None and not fused:
             self.finish = with_residual(self.finish, out, residual, activation_fn(kind))
-        self.compiled = self.compiled_direct or self.fused_gemm or isinstance(self.finish, compiled.Bound)
+        self.compiled = self.compiled_direct or fused or isinstance(self.finish, compiled.Bound)
         self.macs = out.size * self.geo.depth
-        self.blas_macs = 0 if self.compiled_direct or self.fused_gemm or self.depthwise else self.macs
+        self.blas_macs = 0 if self.compiled_direct or fused or self.depthwise else self.macs
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.compute()
