@@ -552,6 +552,34 @@ def test_compiled_gemm_matches_the_float64_product_with_bias_and_clamp(rows: int
         a[...] = rng.standard_normal(a.shape, dtype=np.float32)      # the data is read at every run
 
 
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("rows, depth, cols", [(500, 40, 200), (700, 300, 130), (1000, 16, 197)])
+def test_compiled_gemm_by_blocks_of_rows_matches_the_float64_product(rows: int, depth: int, cols: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tasks taken block of rows first, every panel in turn (`schedule`'s rows_first, here on small products
+    through a small ROW_BLOCK_BYTES), with a residual sum and a clamp: every row and column written once."""
+    from lite.kernels.compiled import gemm
+    monkeypatch.setattr(gemm, "ROW_BLOCK_BYTES", 4 * depth * 120)
+    assert gemm.schedule(rows, depth, cols) == (120, True)
+    rng = np.random.default_rng(rows + depth)
+    a, w = rng.standard_normal((rows, depth), dtype=np.float32), rng.standard_normal((depth, cols), dtype=np.float32)
+    bias, residual = rng.standard_normal(cols, dtype=np.float32), rng.standard_normal((rows, cols), dtype=np.float32)
+    out = np.full((rows, cols), np.nan, np.float32)
+    with compiled.selection("compiled", 2):
+        gemm.bind(a, w, bias, -1.0, 2.0, out, residual)()
+    want = np.clip(a.astype(np.float64) @ w + bias + residual, -1.0, 2.0)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.sqrt(depth))
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_gemm_schedule_reads_the_larger_operand_once() -> None:
+    """Rows first where A outweighs the weights (ResNet-50's 1x1 convs at batch 16), panel by panel where the
+    weights do (its last layers at batch 1)."""
+    from lite.kernels.compiled import gemm
+    assert gemm.schedule(50176, 64, 256)[1] and gemm.schedule(12544, 512, 128)[1]
+    assert not gemm.schedule(49, 2048, 512)[1] and not gemm.schedule(784, 2048, 512)[1]
+
+
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("attrs", [
     dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),                               # ResNet's 3x3, same padding
