@@ -560,7 +560,9 @@ def test_compiled_gemm_by_blocks_of_rows_matches_the_float64_product(rows: int, 
     through a small ROW_BLOCK_BYTES), with a residual sum and a clamp: every row and column written once."""
     from lite.kernels.compiled import gemm
     monkeypatch.setattr(gemm, "ROW_BLOCK_BYTES", 4 * depth * 120)
-    assert gemm.schedule(rows, depth, cols) == (120, True)
+    block, rows_first = gemm.schedule(rows, depth, cols)
+    blocks = -(-rows // 120)                                # blocks of at most 120 rows, of even size
+    assert rows_first and block <= 120 and -(-rows // block) == blocks and block - rows // blocks < 16
     rng = np.random.default_rng(rows + depth)
     a, w = rng.standard_normal((rows, depth), dtype=np.float32), rng.standard_normal((depth, cols), dtype=np.float32)
     bias, residual = rng.standard_normal(cols, dtype=np.float32), rng.standard_normal((rows, cols), dtype=np.float32)
@@ -578,6 +580,7 @@ def test_gemm_schedule_reads_the_larger_operand_once() -> None:
     from lite.kernels.compiled import gemm
     assert gemm.schedule(50176, 64, 256)[1] and gemm.schedule(12544, 512, 128)[1]
     assert not gemm.schedule(49, 2048, 512)[1] and not gemm.schedule(784, 2048, 512)[1]
+    assert gemm.schedule(196, 1024, 512) == (102, True)       # 102 + 94 rows, not 126 + 70: even blocks
 
 
 @pytest.mark.parametrize("kernels", PATHS)

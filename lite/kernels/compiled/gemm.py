@@ -226,17 +226,21 @@ ROW_BLOCK_BYTES = 512 << 10   # rows first: a block's rows of A stay in L2 while
 def schedule(rows: int, depth: int, cols: int) -> tuple[int, bool]:
     """(rows per task, rows_first): whole tiles, few enough that the panels and row blocks make at least TASKS
     tasks, taken panel after panel (each panel's weights stay in cache while A streams past, once per panel); or
-    blocks of ROW_BLOCK_BYTES of A, each read once by all panels in turn, when that moves fewer bytes (A read
-    once, the weights once per block): at batch 16, 2 threads, ResNet-50 460 -> 423 ms a run, MobileNetV2 61.2 ->
-    57.1, EfficientNet-Lite0 76.8 -> 71.1 (its A is the previous layer's output, out of cache); batch 1 as before."""
+    blocks of at most ROW_BLOCK_BYTES of A, of even size, each read once by all panels in turn, when that moves
+    fewer bytes (A read once, the weights once per block): at batch 16, 2 threads, ResNet-50 460 -> 423 ms a run,
+    MobileNetV2 61.2 -> 57.1, EfficientNet-Lite0 76.8 -> 71.1 (its A is the previous layer's output, out of
+    cache). Even blocks (196 rows as 102 + 94, not 126 + 70) keep both threads busy to the end: ResNet-50 ~428 ->
+    ~411 ms at batch 16, ~33.3 -> ~32.4 at batch 1."""
     groups = -(-cols // PANEL)
     tile = ROWS[min(VECTORS, -(-cols // LANES))]
     blocks = max(1, -(-TASKS // groups))
     block = max(tile, -(-(-(-rows // blocks)) // tile) * tile)
     small = max(tile, ROW_BLOCK_BYTES // (4 * max(depth, 1)) // tile * tile)
+    count = -(-rows // small)
+    small = -(-(-(-rows // count)) // tile) * tile      # as many blocks, of even size: no short last block
     if small < block:
         a_size, w_size = rows * depth, depth * cols
-        if a_size * groups + w_size > a_size + w_size * -(-rows // small):
+        if a_size * groups + w_size > a_size + w_size * count:
             return small, True
     return block, False
 
