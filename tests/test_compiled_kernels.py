@@ -142,12 +142,14 @@ def test_compiled_and_numpy_conv_agree_within_rounding(case: str) -> None:
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 @pytest.mark.parametrize("case, tiled", [("depthwise", True), ("depthwise_24ch_dilated_strided", True),
-                                         ("dense_first_layer_dilated", True), ("depthwise_stride2", False),
-                                         ("depthwise_multiplier2", False), ("pads", None)])
+                                         ("dense_first_layer_stride2", True), ("dense_first_layer_dilated", None),
+                                         ("depthwise_stride2", False), ("depthwise_multiplier2", False),
+                                         ("pads", None)])
 def test_register_tiles_take_depthwise_and_first_layer_convs_with_whole_vectors_of_channels(case: str,
                                                                                           tiled: bool | None) -> None:
     """Depthwise (multiplier 1) and dense convs of few input channels with output channels a multiple of 8 run
-    as register tiles; other depthwise convs on the generic kernel; other dense convs (None) on im2col + GEMM."""
+    as register tiles; other depthwise convs on the generic kernel; other dense convs (None) on the GEMM, also
+    those of few channels whose kernel rows reach GATHER_RUN floats (4 channels x 5 columns: read in place)."""
     model, _ = conv_relu6(case)
     [conv] = [step.kernel for step in session(model, "compiled")._plan.steps if step.node.op == "Conv2D"]
     assert getattr(conv.compute, "tiled", None) is tiled
@@ -593,12 +595,12 @@ def test_gemm_schedule_reads_the_larger_operand_once() -> None:
 ], ids=["3x3", "3x3-stride2", "1x1-stride2", "dilated", "5x5-valid"])
 def test_dense_convs_of_wide_inputs_gather_their_windows_in_place(attrs: dict, kernels: str,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """From GATHER_CHANNELS input channels the compiled GEMM reads each window from the padded input (row
-    and tap offsets, no im2col columns): against onnxruntime, on two images, with 2 K blocks per tap (C = 160)
-    and partial panels, with a clamp fused. The 3x3 stride-1 conv is the GEMM's as in layers with fewer tiles
+    """The compiled GEMM reads each window from the padded input (row and run offsets, no im2col columns):
+    against onnxruntime, on two images, with several K blocks per run (C = 160: whole kernel rows of KW x 160
+    floats, or single taps where dilated) and partial panels, with a clamp fused. The 3x3 stride-1 conv is the GEMM's as in layers with fewer tiles
     than the compiled Winograd takes."""
     monkeypatch.setattr(conv2d, "COMPILED_WINOGRAD_TILES", 1 << 30)
-    channels = conv2d.GATHER_CHANNELS + 128
+    channels = conv2d.GATHER_RUN + 144
     feeds = {"x": _array((2, channels, 9, 11))}
     kh, kw = attrs["kernel_shape"]
     model = node_model("Conv", feeds, {"w": _array((70, channels, kh, kw)), "b": _array((70,))}, ["x", "w", "b"],
@@ -614,11 +616,33 @@ def test_dense_convs_of_wide_inputs_gather_their_windows_in_place(attrs: dict, k
     np.testing.assert_allclose(run_lite(s, feeds)["act"], want, rtol=1e-4, atol=1e-6 * np.abs(want).max())
 
 
+
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("cin, cout, k, stride, size", [(3, 64, 7, 2, 30), (6, 16, 3, 1, 13), (8, 20, 5, 1, 9)],
+                         ids=["resnet-stem", "3x3", "5x5"])
+def test_convs_of_few_channels_gather_whole_kernel_rows(cin: int, cout: int, k: int, stride: int, size: int,
+                                                        kernels: str) -> None:
+    """Few input channels but kernel rows of GATHER_RUN floats or more (KW x C, contiguous in NHWC): the
+    compiled GEMM reads them in place, one run per kernel row, instead of columns or the first-layer tiles;
+    against onnxruntime."""
+    feeds = {"x": _array((2, cin, size, size))}
+    model = node_model("Conv", feeds, {"w": _array((cout, cin, k, k)), "b": _array((cout,))}, ["x", "w", "b"],
+                       opset=14, pads=[k // 2] * 4, strides=[stride] * 2)
+    s = session(model, kernels, threads=2)
+    conv = next(step.kernel for step in s._plan.steps if step.node.op == "Conv2D")
+    assert conv2d.window_run(conv.geo) == k * cin >= conv2d.GATHER_RUN
+    assert conv.gathered is (kernels == "compiled") and not conv.compiled_direct
+    if conv.gathered:
+        rows_at, runs_at = conv2d.window_offsets(conv.geo, np.zeros((2, size + 2 * (k // 2), size + k - 1, cin)))
+        assert len(runs_at) == k and len(rows_at) == conv.geo.rows
+    want = run_ort(model, feeds)["y"]
+    np.testing.assert_allclose(run_lite(s, feeds)["y"], want, rtol=1e-4, atol=1e-6 * np.abs(want).max())
+
 RESIDUAL_CONVS = {    # (input channels, output channels, kernel, stride, group, height): one per Conv2D path
     "1x1": (40, 24, 1, 1, 1, 7),              # the NHWC rows themselves (compiled GEMM) / BLAS
     "3x3-gathered": (48, 20, 3, 1, 1, 4),     # windows read in place (compiled: 2 tiles, too few for F(4x4)) / im2col
     "3x3-winograd": (48, 20, 3, 1, 1, 9),     # compiled F(4x4) / im2col (two threads)
-    "3x3-columns": (6, 16, 3, 1, 1, 9),       # im2col columns, fewer than GATHER_CHANNELS
+    "3x3-columns": (5, 16, 3, 1, 1, 9),       # im2col columns: kernel rows of 15 floats, under GATHER_RUN
     "strided": (40, 36, 3, 2, 1, 11),
     "depthwise": (24, 24, 3, 1, 24, 9),       # compiled direct tiles / numpy bands
     "winograd": (16, 16, 3, 1, 1, 18),        # one thread: compiled F(4x4) / numpy F(2x2)

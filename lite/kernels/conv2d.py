@@ -23,10 +23,12 @@ Three paths, each prebound in `bind` as a callable over fixed views, so a run on
 The GEMM paths end in `epilogue` (bias + clamp activation in one compiled pass where available), except a dense
 conv of a constant weight when the compiled kernels run: its columns (or its input, for a 1x1 conv) go to the
 compiled GEMM (`lite.kernels.compiled.gemm`) with bias and clamp in the same pass (MobileNetV2 at 2 threads:
-6.6 -> 4.6 ms a run, with the thread split of `lite.threads.compiled_first`). From `GATHER_CHANNELS` input
-channels that GEMM builds no columns at all: it reads each window's taps from the (padded) input through row
-and tap offsets (`window_offsets`), an implicit im2col (ResNet-50 at 2 threads: 55.7 -> 42.7 ms a run; the
-columns were copied on one thread and pushed the weights out of cache).
+6.6 -> 4.6 ms a run, with the thread split of `lite.threads.compiled_first`). Where a window's kernel row is
+`GATHER_RUN` floats or more (KW x C contiguous in NHWC) that GEMM builds no columns at all: it reads each window
+from the (padded) input through row and run offsets (`window_offsets`), an implicit im2col (ResNet-50 at 2
+threads: 55.7 -> 42.7 ms a run; the columns were copied on one thread and pushed the weights out of cache; its
+7x7 stem, 3 channels, 0.95 -> 0.81 ms against the register tiles; a 3x3 conv of 8 channels at 112x112 0.76 ->
+0.23 ms against columns).
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ COMPILED_WINOGRAD_TILES = 8    # compiled F(4x4) from this many tiles: ResNet-50
 #                                took 0.75 -> 1.07 ms, at 8 (batch 2) 1.50 -> 1.30 ms
 SMALL_M = 128             # GEMMs of a changing weight with fewer rows run transposed (5-25 % faster at M = 49)
 SHORT_RUN = 8             # dense convs whose window rows (KW*C floats) are shorter build their columns by tap
-GATHER_CHANNELS = 32      # the compiled GEMM reads windows in place (no im2col) from this many input channels
+GATHER_RUN = 16           # the compiled GEMM reads windows in place (no im2col) from runs this long (`window_run`)
 COLUMN_BLOCK_BYTES = 256 << 10   # tap-built columns, dW and compiled dx: this many bytes of images at a time
 
 
@@ -177,8 +179,8 @@ class Im2colGemm:
         if gathered:                  # the compiled GEMM reads each window from the (padded) input itself
             from lite.kernels.compiled import gemm
             bias, lo, hi, residual = fused
-            rows_at, taps_at = window_offsets(g, source[0])
-            return Im2colGemm(pad, [([], gemm.bind_gathered(source[0], rows_at, taps_at, g.in_channels, rhs, bias,
+            rows_at, runs_at = window_offsets(g, source[0])
+            return Im2colGemm(pad, [([], gemm.bind_gathered(source[0], rows_at, runs_at, window_run(g), rhs, bias,
                                                             lo, hi, out2d, residual))], None)
         columns = []
         if direct:
@@ -208,16 +210,23 @@ class Im2colGemm:
             np.copyto(*self.unpack)
 
 
+def window_run(g: Geometry) -> int:
+    """Floats a window's tap reads in one run of NHWC memory: a whole kernel row (KW x C) when its taps touch
+    (dilation 1 along W), else C."""
+    return g.ww.kernel * g.in_channels if g.ww.dilation == 1 else g.in_channels
+
+
 def window_offsets(g: Geometry, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Element offsets into the (padded) NHWC `source` of every output pixel's window origin, [N*OH*OW], and of
-    every tap from it, [KH*KW]: row m, tap t of the im2col matrix starts at rows[m] + taps[t]."""
+    each run of `window_run` floats from it (one per kernel row, or per tap): row m of the im2col matrix is the
+    runs starting at rows[m] + runs[t], in (kh, kw, c) order."""
     sn, sh, sw, sc = (step // source.itemsize for step in source.strides)
-    assert sc == 1, "channels must be contiguous"
+    assert sc == 1 and sw == g.in_channels, "pixels and channels must be contiguous"
     rows = (np.arange(g.batch)[:, None, None] * sn + np.arange(g.wh.out)[None, :, None] * (g.wh.stride * sh)
             + np.arange(g.ww.out)[None, None, :] * (g.ww.stride * sw))
-    taps = (np.arange(g.wh.kernel)[:, None] * (g.wh.dilation * sh)
-            + np.arange(g.ww.kernel)[None, :] * (g.ww.dilation * sw))
-    return rows.reshape(-1).astype(np.int64), taps.reshape(-1).astype(np.int64)
+    kw = 1 if g.ww.dilation == 1 else g.ww.kernel
+    runs = np.arange(g.wh.kernel)[:, None] * (g.wh.dilation * sh) + np.arange(kw)[None, :] * (g.ww.dilation * sw)
+    return rows.reshape(-1).astype(np.int64), runs.reshape(-1).astype(np.int64)
 
 
 @dataclass
@@ -384,12 +393,13 @@ class Conv2DKernel(Kernel):
                              f"output, got {residual.dtype.name} {list(residual.shape)}")
         self.geo = g
         self.const_weight = w.value is not None
-        self.compiled_direct = ((g.group > 1 and g.group == g.in_channels or tiled_dense(g))
-                                and compiled.enabled())
-        self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels
-                          and not self.compiled_direct)
         fusable = (g.group == 1 and self.const_weight and (bias is None or bias.value is not None)
                    and x.dtype == np.float32 and compiled.enabled())
+        gather = window_run(g) >= GATHER_RUN         # then the GEMM below beats the tiles (ResNet's stem)
+        tiles = tiled_dense(g) and not (fusable and gather)
+        self.compiled_direct = (g.group > 1 and g.group == g.in_channels or tiles) and compiled.enabled()
+        self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels
+                          and not self.compiled_direct)
         winograd_shape = (self.const_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
                           and g.wh.stride == g.ww.stride == g.wh.dilation == g.ww.dilation == 1
                           and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS)
@@ -404,7 +414,7 @@ class Conv2DKernel(Kernel):
         self.narrow = (g.group == 1 and g.ww.kernel * g.in_channels < SHORT_RUN
                        and not (self.direct or self.transposed or self.winograd))
         self.fused_gemm = fusable and not (self.compiled_direct or self.winograd_fused or self.narrow)
-        self.gathered = self.fused_gemm and not self.direct and g.in_channels >= GATHER_CHANNELS
+        self.gathered = self.fused_gemm and not self.direct and gather
         self.activation: Callable | None = activation_fn(self.attrs.activation)
         return [TensorSpec(g.out_shape, x.dtype)]
 
