@@ -4,24 +4,25 @@ convs on their windows read in place (`bind_gathered`: row m of A is, tap after 
 the padded input, so no im2col columns are copied), first layers on im2col columns.
 
 Why not BLAS: OpenBLAS multiplies most MobileNet- and ResNet-class shapes at 60-85 % of this kernel's rate on 2
-threads (M = 49 rows: 60 %; the memory-bound K = 16 of MobileNetV2's first expansion is the exception), then bias and activation take another pass over the product (MobileNetV2: 0.9 ms of 6.5), and its
-thread pool and the compiled kernels' OpenMP pool cannot both keep their threads awake: whichever spins takes the
-core the other needs next, and a sleeping thread on a virtual machine takes 40-400 us to wake. With every
-convolution's GEMM here, one pool runs a whole CNN, and its workers may spin briefly between kernels
-(`lite.kernels.compiled.SPIN_COUNT`).
+threads (M = 49 rows: 60 %; the memory-bound K = 16 of MobileNetV2's first expansion is the exception), then bias
+and activation take another pass over the product (MobileNetV2: 0.9 ms of 6.5), and its thread pool and the compiled
+kernels' OpenMP pool cannot both keep their threads awake: whichever spins takes the core the other needs next, and
+a sleeping thread on a virtual machine takes 40-400 us to wake. With every convolution's GEMM here, one pool runs a
+whole CNN, and its workers may spin briefly between kernels (`lite.kernels.compiled.SPIN_COUNT`).
 
-Register tiles (`_tile_code`, LLVM IR, as in `conv` and `int8`): `rows` rows x `vectors` vectors of `LANES`
-float32 (16 on AVX-512, else 8), the accumulators held in registers across a block of DEPTH_BLOCK k, started at
-the bias (the first block; plus a conv's fused residual sum, `residual`) or at the partial sums in `out`
-(later ones), clamped after the last; per k, the `vectors` weight vectors are loaded once and each row's
-a[m, k] is broadcast into a fused multiply-add with them. The weight is packed into panels [N / PANEL, K,
-PANEL] (PANEL = VECTORS x LANES columns, zero past N) so that a tile reads it contiguously; the last vector of a panel stores through a lane mask, so nothing past N
-is written. A tile finds its rows through a table of row offsets (m x row stride for a plain matrix, the window
-origins for a conv), loaded once per tile and block of K; blocks of K never cross a tap. Threads take (panel,
-block of rows) pairs, panel by panel or block by block, whichever reads fewer bytes (`schedule`); rows past the
-last whole tile run as 1-row tiles.
-Sums run k = 0..K-1 in fused multiply-adds: within float32 rounding of numpy's BLAS product (which sums in
-blocks), not bit for bit.
+Register tiles (`_tile_code`, LLVM IR, as in `conv` and `int8`): `rows` rows x `vectors` vectors of `LANES` float32
+(16 on AVX-512, else 8), the accumulators held in registers across a block of DEPTH_BLOCK k, started at the bias
+(the first block; plus a conv's fused residual sum, `residual`) or at the partial sums in `out` (later ones),
+clamped after the last; per k, the `vectors` weight vectors are loaded once and each row's a[m, k] is broadcast into
+a fused multiply-add with them, and one cache line of the next block's weights is prefetched: in a whole network the
+weights come from memory, not cache (ResNet-50's last layers read 4-9 MB each for 49 rows), and the hardware
+prefetcher stops at every 4 KiB page (ResNet-50 batch 1 30.9 -> 29.6 ms). The weight is packed into panels [N /
+PANEL, K, PANEL] (PANEL = VECTORS x LANES columns, zero past N) so that a tile reads it contiguously; the last
+vector of a panel stores through a lane mask, so nothing past N is written. A tile finds its rows through a table of
+row offsets (m x row stride for a plain matrix, the window origins for a conv), loaded once per tile and block of K;
+blocks of K never cross a run of a window. Threads take (panel, block of rows) pairs, panel by panel or block by block,
+whichever reads fewer bytes (`schedule`); rows past the last whole tile run as 1-row tiles. Sums run k = 0..K-1 in
+fused multiply-adds: within float32 rounding of numpy's BLAS product (which sums in blocks), not bit for bit.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ PANEL = VECTORS * LANES
 # VECTORS never occur there, but every width is compiled)
 ROWS = {4: 6, 3: 8, 2: 12, 1: 16} if WIDE else {4: 3, 3: 4, 2: 6, 1: 12}
 DEPTH_BLOCK = 128   # K per pass over a task's rows: the panel's 128 x PANEL floats (32 KiB) stay in L1
+PREFETCH_ROWS = DEPTH_BLOCK   # each k also prefetches (into L2) one line of the weight row this far ahead
 
 
 def _tile_code(rows, vectors, context, builder, signature, args):
@@ -102,10 +104,17 @@ def _tile_code(rows, vectors, context, builder, signature, args):
                     builder.store(load(at(i, v), v), accs[i * vectors + v])
     width = const(4 * PANEL)
     fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), f"llvm.fma.v{LANES}f32")
+    prefetch = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [
+        ir.IntType(8).as_pointer(), I32, I32, I32]), "llvm.prefetch.p0i8")
+    phase = builder.udiv(r, const(rows))
     with cgutils.for_range(builder, builder.sub(k1, k0)) as loop:
         k = builder.add(loop.index, k0)
         w_row = builder.add(p_base, builder.mul(k, width))
         ws = [builder.load(pointer(builder.add(w_row, const(4 * LANES * v))), align=4) for v in range(vectors)]
+        line = builder.urem(builder.add(k, phase), const(vectors))     # tile after tile the next line: 4 tiles
+        ahead = builder.add(w_row, builder.add(const(PREFETCH_ROWS * 4 * PANEL), builder.mul(line, const(4 * LANES))))
+        builder.call(prefetch, [builder.inttoptr(ahead, ir.IntType(8).as_pointer()),     # fetch the next block
+                                ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
         a_k = builder.mul(k, const(4))
         for i in range(rows):
             x = builder.load(builder.inttoptr(builder.add(a_rows[i], a_k), F32.as_pointer()), align=4)
