@@ -194,9 +194,11 @@ WINOGRAD_F4 = {   # input [N, C, H, W], output channels, ONNX pads [top, left, b
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", WINOGRAD_F4)
-def test_compiled_winograd_f4_matches_onnxruntime(case: str, threads: int) -> None:
+def test_compiled_winograd_f4_matches_onnxruntime(case: str, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Conv + bias + Clip(0, 6) on the compiled F(4x4, 3x3): tiles over every edge, channel counts that are no
-    whole number of vectors or panels, one and two threads, within float32 rounding of onnxruntime."""
+    whole number of vectors or panels, one and two threads, within float32 rounding of onnxruntime (the kernel
+    taken also below COMPILED_WINOGRAD_TILES: small images cover every edge case)."""
+    monkeypatch.setattr(conv2d, "COMPILED_WINOGRAD_TILES", 1)
     x_shape, out_channels, pads = WINOGRAD_F4[case]
     feeds = {"x": _array(x_shape) * 3}
     w = _array((out_channels, x_shape[1], 3, 3)) / np.sqrt(9 * x_shape[1])
@@ -597,8 +599,8 @@ def test_dense_convs_of_wide_inputs_gather_their_windows_in_place(attrs: dict, k
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The compiled GEMM reads each window from the padded input (row and run offsets, no im2col columns):
     against onnxruntime, on two images, with several K blocks per run (C = 160: whole kernel rows of KW x 160
-    floats, or single taps where dilated) and partial panels, with a clamp fused. The 3x3 stride-1 conv is the GEMM's as in layers with fewer tiles
-    than the compiled Winograd takes."""
+    floats, or single taps where dilated) and partial panels, with a clamp fused. The 3x3 stride-1 conv is the
+    GEMM's as in layers with fewer tiles than the compiled Winograd takes."""
     monkeypatch.setattr(conv2d, "COMPILED_WINOGRAD_TILES", 1 << 30)
     channels = conv2d.GATHER_RUN + 144
     feeds = {"x": _array((2, channels, 9, 11))}

@@ -66,7 +66,7 @@ CONV_CASES = {
     "dilations_eight_channels": ((2, 8, 12, 11), (12, 8, 3, 3), dict(dilations=[2, 3], pads=[2, 1, 2, 1])),
     "groups": ((2, 4, 8, 7), (6, 2, 3, 2), dict(group=2, pads=[1, 0, 1, 1])),
     "winograd_3x3": ((2, 16, 9, 10), (24, 16, 3, 3), dict(pads=[1, 1, 1, 1])),
-    "winograd_3x3_odd_unpadded": ((1, 16, 14, 9), (16, 16, 3, 3), dict(pads=[0, 2, 1, 0])),
+    "winograd_3x3_odd_unpadded": ((2, 16, 14, 9), (16, 16, 3, 3), dict(pads=[0, 2, 1, 0])),
     "winograd_too_few_tiles": ((1, 16, 7, 7), (16, 16, 3, 3), dict(pads=[1, 1, 1, 1])),
     "depthwise": ((1, 8, 10, 10), (8, 1, 3, 3), dict(group=8, pads=[1, 1, 1, 1])),
     "depthwise_stride2": ((2, 6, 11, 10), (6, 1, 3, 3), dict(group=6, strides=[2, 2], pads=[1, 1, 1, 1])),
