@@ -335,6 +335,25 @@ def test_compiled_and_numpy_pooling_agree_within_rounding(op: str) -> None:
 
 
 @pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pooling_matches_onnxruntime_on_both_paths(op: str, kernels: str) -> None:
+    """Global pooling with a ReLU fused: compiled, threaded, in runs of GLOBAL_POOL_CHANNELS channels (150: a
+    short last run) over 3 images, or numpy's reduction. A NaN input gives NaN on both paths, as numpy's max and
+    ONNX's reference do (onnxruntime's max skips it)."""
+    feeds = {"x": _array((3, 150, 13, 14))}
+    feeds["x"][1, 7, 2, 3] = np.nan
+    model = node_model(op, feeds, {}, ["x"])
+    model.graph.node.append(helper.make_node("Relu", ["y"], ["act"]))
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("act", onnx.TensorProto.FLOAT, None))
+    s = session(model, kernels, threads=2)
+    assert compiled_nodes(s) == (["Pooling"] if kernels == "compiled" else [])
+    got, want = run_lite(s, feeds)["act"], run_ort(model, feeds)["act"]
+    assert np.isnan(got[1, 7]).all() and np.isnan(got).sum() == 1
+    got[1, 7] = want[1, 7]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("name", [c for c in grad_tests.CONV if c.startswith("depthwise")])
 def test_depthwise_conv_grads_match_autograd_on_both_paths(name: str, kernels: str) -> None:
     with compiled.selection(kernels):

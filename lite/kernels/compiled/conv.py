@@ -371,3 +371,33 @@ def pool_f32(x, out, scale, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_top, p
                 elif v > hi:
                     v = hi
                 out[b, y, xo, o] = v
+
+
+GLOBAL_POOL_CHANNELS = 64    # channels per task of `global_pool_f32`: a GEMM panel's columns
+
+
+@Compiled
+def global_pool_f32(x, out, average, lo, hi):  # pragma: no cover
+    """out [N, C] = clamp(mean or max of x [N, P, C] over its P pixels, lo, hi), max as `pool_f32` takes it.
+    Tasks are runs of GLOBAL_POOL_CHANNELS channels, channel-run major, so each thread reads the columns the
+    previous conv's GEMM wrote on that core when it took its panels in the same order."""
+    n, p, c = x.shape
+    runs = (c + GLOBAL_POOL_CHANNELS - 1) // GLOBAL_POOL_CHANNELS
+    for task in prange(runs * n):
+        b, c0 = task % n, task // n * GLOBAL_POOL_CHANNELS
+        c1 = min(c, c0 + GLOBAL_POOL_CHANNELS)
+        acc = np.empty(c1 - c0, np.float32)
+        for o in range(c1 - c0):
+            acc[o] = 0.0 if average else -np.inf
+        for i in range(p):
+            if average:
+                for o in range(c1 - c0):
+                    acc[o] += x[b, i, c0 + o]
+            else:
+                for o in range(c1 - c0):
+                    v = x[b, i, c0 + o]
+                    if v > acc[o] or v != v:
+                        acc[o] = v
+        for o in range(c1 - c0):
+            v = acc[o] / np.float32(p) if average else acc[o]
+            out[b, c0 + o] = lo if v < lo else hi if v > hi else v
