@@ -54,8 +54,9 @@ WINOGRAD_MIN_CHANNELS = 16   # below this the 16 small GEMMs lose to one im2col 
 WINOGRAD_MIN_TILES = 32      # nor with fewer tiles (GEMM rows): ResNet-50's 7x7 layer4 (16 tiles) lost 0.6-0.9 ms
 WINOGRAD_MAX_THREADS = 1     # its transforms run on one thread: at 2, ResNet-50's convs took 54.8 ms against 48.3
 COMPILED_WINOGRAD_TILES = 17   # compiled F(4x4) from this many tiles: its weights are 4x the conv's, read from memory
-#                                in a network; ResNet-50 at batch 1 (7x7 at 4 tiles, 14x14 at 16) 30.6 -> 29.8 ms
-#                                took 0.75 -> 1.07 ms, at 8 (batch 2) 1.50 -> 1.30 ms
+#                                in a network; below, the GEMM: ResNet-50's 7x7x512 conv at 4 tiles (batch 1) took
+#                                0.75 -> 1.07 ms on F(4x4), and the whole batch-1 run 30.6 -> 29.8 ms at 17, not 8
+#                                (its 14x14 layers, 16 tiles, back on the GEMM)
 SMALL_M = 128             # GEMMs of a changing weight with fewer rows run transposed (5-25 % faster at M = 49)
 SHORT_RUN = 8             # dense convs whose window rows (KW*C floats) are shorter build their columns by tap
 GATHER_RUN = 16           # the compiled GEMM reads windows in place (no im2col) from runs this long (`window_run`)

@@ -111,7 +111,7 @@ def _tile_code(rows, vectors, context, builder, signature, args):
         k = builder.add(loop.index, k0)
         w_row = builder.add(p_base, builder.mul(k, width))
         ws = [builder.load(pointer(builder.add(w_row, const(4 * LANES * v))), align=4) for v in range(vectors)]
-        line = builder.urem(builder.add(k, phase), const(vectors))     # tile after tile the next line: 4 tiles
+        line = builder.urem(builder.add(k, phase), const(vectors))     # tile after tile the next line
         ahead = builder.add(w_row, builder.add(const(PREFETCH_ROWS * 4 * PANEL), builder.mul(line, const(4 * LANES))))
         builder.call(prefetch, [builder.inttoptr(ahead, ir.IntType(8).as_pointer()),     # fetch the next block
                                 ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
