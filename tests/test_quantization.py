@@ -352,10 +352,11 @@ def test_weights_per_channel_and_bias_int32_with_product_scale():
                                [x.quant_params[0].scale * p.scale for p in w.quant_params])
 
 
-def test_graph_outputs_keep_8_bits_under_lower_activation_bits():
+def test_graph_inputs_and_outputs_keep_8_bits_under_lower_activation_bits():
     graph, _ = quantized_small_cnn(activation_bits=4)
     fc = next(n for n in graph.nodes if n.op == "FullConnection")
     conv = next(n for n in graph.nodes if n.op == "Conv2D")
+    assert graph.values[conv.inputs[0]].quant_params[0].numBits == 8         # the graph input `input`, cast
     assert graph.values[fc.outputs[0]].quant_params[0].numBits == 8          # feeds the output `logits`
     assert graph.values[conv.outputs[0]].quant_params[0].numBits == 4
 
