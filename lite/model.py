@@ -14,7 +14,7 @@ from lite.rewrites import topological_order
 from lite.status import GraphFileError, LiteError, NotSupportedError
 from lite.traits import traits
 from lite.verify import Part, verify_buffer, verify_control_flow
-from schema import FMK_ONNX, NO_TENSOR, channel_quant, fb
+from schema import FMK_ONNX, NO_TENSOR, bitpack, channel_quant, fb
 from schema import attrs as op_attrs
 
 _OP_NAMES = {code: name for name, code in vars(fb.Primitive).items() if not name.startswith("_") and code}
@@ -213,20 +213,37 @@ def _read_tensor(index: int, t: Any) -> TensorDef:
         if dtypes.is_known(t.DataType()):      # a type whose numpy dtype needs ml_dtypes
             raise NotSupportedError(f"tensor '{name}': {e.args[0]}") from None
         raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
-    data = None
-    if t.NodeType() == fb.NodeType.VALUE:
-        if any(d < 0 for d in dims):
-            raise GraphFileError(f"const tensor '{name}' has unknown dims {list(dims)}")
-        count = int(np.prod(dims, dtype=np.int64)) if dims else 1
-        if count > _MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():
-            raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
-                                 f"{dtypes.type_name(t.DataType())} need {count * dtype.itemsize}")
-        data = t.DataAsNumpy().view(dtype).reshape(dims)   # a view into the mapped buffer, never a copy
+    const = t.NodeType() == fb.NodeType.VALUE
+    if const and any(d < 0 for d in dims):
+        raise GraphFileError(f"const tensor '{name}' has unknown dims {list(dims)}")
+    quant = _read_quant(name, t, dims, const)
+    data = _read_data(name, t, dims, dtype, quant) if const else None
     perm = tuple(_vector(t, "SourcePerm"))
     if perm and sorted(perm) != list(range(len(dims))):
         raise GraphFileError(f"tensor '{name}' has source_perm {list(perm)}, not a permutation of its dims")
-    quant = _read_quant(name, t, dims, data is not None)
     return TensorDef(index, name, t.NodeType(), t.DataType(), dims, t.Format(), data, quant, t.QuantAxis(), perm)
+
+
+def _read_data(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype, quant: list[Any]) -> np.ndarray:
+    """A const tensor's values: a view into the mapped buffer, or the unpacked copy of bit-packed weights."""
+    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    compress = t.WeightQuantCompressType()
+    if compress == fb.WeightQuantCompressType.BITPACKING:
+        bits = {p.numBits for p in quant}
+        if dtype != np.int8 or len(bits) != 1 or not 1 <= min(bits) < 8:
+            raise GraphFileError(f"tensor '{name}' is bit-packed, but is not int8 with one num_bits below 8 in "
+                                 f"its quant params")
+        need = bitpack.packed_size(count, min(bits))
+        if count > _MAX_ELEMENTS or need != t.DataLength():
+            raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
+                                 f"{min(bits)}-bit packed values need {need}")
+        return bitpack.unpack(t.DataAsNumpy(), min(bits), count).reshape(dims)
+    if compress != fb.WeightQuantCompressType.NONE:
+        raise GraphFileError(f"tensor '{name}' has unknown weight_quant_compress_type {compress}")
+    if count > _MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():
+        raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
+                             f"{dtypes.type_name(t.DataType())} need {count * dtype.itemsize}")
+    return t.DataAsNumpy().view(dtype).reshape(dims)   # a view into the mapped buffer, never a copy
 
 
 def _read_quant(name: str, t: Any, dims: tuple[int, ...], const: bool) -> list[Any]:

@@ -11,7 +11,8 @@ import flatbuffers
 import numpy as np
 
 from lite.model import NodeDef, SubGraphDef, TensorDef, implied_bias_params
-from schema import DATA_ALIGNMENT, FILE_IDENTIFIER, FMK_ONNX, FORMAT_VERSION, NO_TENSOR, channel_quant, fb
+from schema import (DATA_ALIGNMENT, FILE_IDENTIFIER, FMK_ONNX, FORMAT_VERSION, NO_TENSOR, bitpack, channel_quant,
+                    fb)
 from schema import attrs as op_attrs
 
 
@@ -39,7 +40,10 @@ def _tensor(builder: flatbuffers.Builder, t: TensorDef, implied_quant: bool) -> 
     name = builder.CreateString(t.name)
     dims = _ints(builder, t.dims, np.int64)
     data = None
-    if t.data is not None:
+    bits = bitpack.packed_bits(t.data, t.quant_params)
+    if bits is not None:
+        data = _aligned_bytes(builder, bitpack.pack(t.data, bits))
+    elif t.data is not None:
         little = np.ascontiguousarray(t.data, dtype=t.data.dtype.newbyteorder("<"))
         data = _aligned_bytes(builder, little.tobytes())
     params = [] if implied_quant else t.quant_params
@@ -61,6 +65,8 @@ def _tensor(builder: flatbuffers.Builder, t: TensorDef, implied_quant: bool) -> 
     fb.TensorAddQuantAxis(builder, t.quant_axis)
     if perm is not None:
         fb.TensorAddSourcePerm(builder, perm)
+    if bits is not None:
+        fb.TensorAddWeightQuantCompressType(builder, fb.WeightQuantCompressType.BITPACKING)
     return fb.TensorEnd(builder)
 
 

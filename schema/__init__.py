@@ -2,8 +2,9 @@
 from schema import model_generated as fb
 
 FILE_IDENTIFIER = b"MSPY"
-FORMAT_VERSION = "1.2"    # 1.1: per-channel quantization in ChannelQuant; implied int32 bias params
+FORMAT_VERSION = "1.3"    # 1.1: per-channel quantization in ChannelQuant; implied int32 bias params
                          # 1.2: fmk_type is MindSpore Lite's FmkType (older files wrote 0 for ONNX); bodies
+                         # 1.3: weights of fewer than 8 bits bit-packed (Tensor.weight_quant_compress_type)
 DATA_ALIGNMENT = 64      # const tensor bytes are aligned so the runtime can map them zero-copy
 NO_TENSOR = 0xFFFFFFFF   # Node input index of an omitted optional input
 # MetaGraph.fmk_type: the source framework, by MindSpore Lite's FmkType values

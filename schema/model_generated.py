@@ -704,6 +704,11 @@ def PrimitiveCreator(unionType, table):
     return None
 
 
+class WeightQuantCompressType(object):
+    NONE = 0
+    BITPACKING = 4
+
+
 class Activation(object):
     __slots__ = ['_tab']
 
@@ -18404,8 +18409,15 @@ class Tensor(object):
             return obj
         return None
 
+    # Tensor
+    def WeightQuantCompressType(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
 def TensorStart(builder):
-    builder.StartObject(10)
+    builder.StartObject(11)
 
 def TensorAddName(builder, name):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -18449,6 +18461,9 @@ def TensorStartSourcePermVector(builder, numElems):
 def TensorAddChannelQuant(builder, channelQuant):
     builder.PrependUOffsetTRelativeSlot(9, flatbuffers.number_types.UOffsetTFlags.py_type(channelQuant), 0)
 
+def TensorAddWeightQuantCompressType(builder, weightQuantCompressType):
+    builder.PrependInt32Slot(10, weightQuantCompressType, 0)
+
 def TensorEnd(builder):
     return builder.EndObject()
 
@@ -18473,6 +18488,7 @@ class TensorT(object):
         quantAxis = 0,
         sourcePerm = None,
         channelQuant = None,
+        weightQuantCompressType = 0,
     ):
         self.name = name  # type: Optional[str]
         self.nodeType = nodeType  # type: int
@@ -18484,6 +18500,7 @@ class TensorT(object):
         self.quantAxis = quantAxis  # type: int
         self.sourcePerm = sourcePerm  # type: Optional[List[int]]
         self.channelQuant = channelQuant  # type: Optional[ChannelQuantT]
+        self.weightQuantCompressType = weightQuantCompressType  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -18542,6 +18559,7 @@ class TensorT(object):
                 self.sourcePerm = tensor.SourcePermAsNumpy()
         if tensor.ChannelQuant() is not None:
             self.channelQuant = ChannelQuantT.InitFromObj(tensor.ChannelQuant())
+        self.weightQuantCompressType = tensor.WeightQuantCompressType()
 
     # TensorT
     def Pack(self, builder):
@@ -18598,6 +18616,7 @@ class TensorT(object):
             TensorAddSourcePerm(builder, sourcePerm)
         if self.channelQuant is not None:
             TensorAddChannelQuant(builder, channelQuant)
+        TensorAddWeightQuantCompressType(builder, self.weightQuantCompressType)
         tensor = TensorEnd(builder)
         return tensor
 

@@ -19,6 +19,7 @@ from converter.quant import QuantConfig, quantize
 from converter.train import TrainParams
 from lite.inspect import format_summary, graph_dot, graph_text, main, summarize
 from lite.tools.benchmark import main as benchmark_lite
+from schema import FORMAT_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +54,8 @@ def test_float_model_summary(lenet, tmp_path: Path) -> None:
     path = write(tmp_path, "lenet.ms", convert(lenet))
     model = lite.Model.Load(path)
     s = summarize(model, path.stat().st_size)
-    assert (s.name, s.format_version, s.file_bytes, s.source) == ("lenet5", "1.2", path.stat().st_size, "ONNX")
+    assert (s.name, s.format_version, s.file_bytes, s.source) == ("lenet5", FORMAT_VERSION, path.stat().st_size,
+                                                                   "ONNX")
     assert [(t.name, t.shape, t.dtype) for t in s.inputs] == [("input", (1, 1, 32, 32), "float32")]
     assert [(t.name, t.shape, t.dtype) for t in s.outputs] == [("logits", (1, 10), "float32")]
     assert s.op_counts["Conv2D"] == 2 and s.op_counts["FullConnection"] == 3 and s.op_counts["Pooling"] == 2

@@ -120,8 +120,10 @@ def test_params_the_compact_form_cannot_hold_are_refused(field: str, value: Any)
         write(*int8_conv(weight))
 
 
-def format_1_0(weight: list[fb.QuantParamT], bias: list[fb.QuantParamT]) -> bytes:
-    """The int8 conv as format 1.0 wrote it, one QuantParam table per channel, built with flatc's object API."""
+def object_api_file(weight: list[fb.QuantParamT], bias: list[fb.QuantParamT], weight_bytes: bytes | None = None,
+                    compress: int = fb.WeightQuantCompressType.NONE) -> bytes:
+    """The int8 conv built with flatc's object API, one QuantParam table per channel as format 1.0 wrote them;
+    `weight_bytes` and `compress` replace how the weight is stored."""
     tensors, nodes = int8_conv(weight, bias)
     graph = fb.MetaGraphT()
     graph.allTensors = []
@@ -130,6 +132,8 @@ def format_1_0(weight: list[fb.QuantParamT], bias: list[fb.QuantParamT]) -> byte
         table.name, table.nodeType, table.dataType, table.dims = t.name, t.node_type, t.data_type, list(t.dims)
         table.format, table.quantParams, table.quantAxis = t.format, t.quant_params, t.quant_axis
         table.data = None if t.data is None else np.frombuffer(t.data.tobytes(), np.uint8)
+        if t.index == W and weight_bytes is not None:
+            table.data, table.weightQuantCompressType = np.frombuffer(weight_bytes, np.uint8), compress
         graph.allTensors.append(table)
     node = fb.NodeT()
     node.name, node.primitiveType, node.primitive = "conv", fb.Primitive.Conv2D, fb.Conv2DT()
@@ -143,6 +147,50 @@ def format_1_0(weight: list[fb.QuantParamT], bias: list[fb.QuantParamT]) -> byte
 def test_format_1_0_per_channel_tables_still_read() -> None:
     weight = weight_params([1, 0, -1, 3])
     bias = implied_bias(x_param(), weight)
-    model = Model.Import(format_1_0(weight, bias))
+    model = Model.Import(object_api_file(weight, bias))
     assert fields(model.tensors[W].quant_params) == fields(weight)
     assert fields(model.tensors[B].quant_params) == fields(bias)
+
+
+def low_bit_conv(bits: int) -> tuple[list[TensorDef], list[NodeDef]]:
+    """The int8 conv with `bits`-bit weights spanning their whole two's complement range."""
+    tensors, nodes = int8_conv(weight_params(bits=bits))
+    w = tensors[W]
+    w.data = np.random.default_rng(bits).integers(-(1 << (bits - 1)), 1 << (bits - 1), w.dims).astype(np.int8)
+    return tensors, nodes
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4, 5, 7])
+def test_low_bit_weights_are_bit_packed_and_read_back_exactly(bits: int) -> None:
+    tensors, nodes = low_bit_conv(bits)
+    buf = write(tensors, nodes)
+    w = stored(buf, W)
+    assert w.WeightQuantCompressType() == fb.WeightQuantCompressType.BITPACKING
+    assert w.DataLength() == -(-tensors[W].data.size * bits // 8)          # 12 weights: 2 bytes at 1 bit
+    read = Model.Import(buf).tensors[W]
+    assert read.data.dtype == np.int8 and np.array_equal(read.data, tensors[W].data)
+    assert stored(buf, B).WeightQuantCompressType() == fb.WeightQuantCompressType.NONE      # int32 bias
+
+
+def test_weights_wider_than_their_num_bits_are_stored_whole() -> None:
+    tensors, nodes = low_bit_conv(4)
+    tensors[W].data[0, 0, 0, 0] = 8                                       # beyond 4-bit two's complement
+    buf = write(tensors, nodes)
+    assert stored(buf, W).WeightQuantCompressType() == fb.WeightQuantCompressType.NONE
+    assert np.array_equal(Model.Import(buf).tensors[W].data, tensors[W].data)
+
+
+def test_bit_packed_weights_of_the_wrong_length_or_kind_are_refused() -> None:
+    from lite.status import GraphFileError
+    from schema import bitpack
+    tensors, _ = low_bit_conv(4)
+    packed = bitpack.pack(tensors[W].data, 4)
+    weight, bias = tensors[W].quant_params, tensors[B].quant_params
+    with pytest.raises(GraphFileError, match="tensor 'w' holds 5 bytes but dims .* 4-bit packed values need 6"):
+        Model.Import(object_api_file(weight, bias, packed[:-1], fb.WeightQuantCompressType.BITPACKING))
+    with pytest.raises(GraphFileError, match="tensor 'w' has unknown weight_quant_compress_type 3"):
+        Model.Import(object_api_file(weight, bias, packed, 3))
+    wide = weight_params(bits=8)
+    with pytest.raises(GraphFileError, match="tensor 'w' is bit-packed, but is not int8 with one num_bits below 8"):
+        Model.Import(object_api_file(wide, implied_bias(x_param(), wide), packed,
+                                     fb.WeightQuantCompressType.BITPACKING))
