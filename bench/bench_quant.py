@@ -12,12 +12,13 @@ AaWw: a-bit activations, w-bit weights.
     (dB, per input) and mean KL(float softmax || quantized softmax), for every calibration method at A8W8 and
     `--method` alone, with each tool (bias correction, cross-layer equalization, AdaRound, MSE and percentile
     weight scales) alone, with all of them combined and with the two that help (AdaRound and bias correction)
-    at A8W8, A7W7, A6W8, A4W8 and A8W4. Bias correction is shown as the converter applies it (kept only when the
-    calibration outputs' SQNR does not fall) and, once, forced. onnxruntime's `quantize_static` (QDQ,
-    per-channel, int8 activations and weights; MinMax, Percentile and Entropy calibration) is calibrated on the
-    same inputs and scored against the same float reference (onnxruntime's own float model), run with its
-    default optimizations and without its int8-to-uint8 QDQ rewrite. The float model's sensitivity to input
-    noise is measured alongside.
+    at A8W8, A7W7, A6W8, A4W8 and A8W4; A8W7 and A7W8 with AdaRound (which half of A7W7 costs what), and
+    automatic mixed precision (4..8-bit weights) within two output SQNR budgets. Bias correction is shown as
+    the converter applies it (kept only when the calibration outputs' SQNR does not fall) and, once, forced.
+    onnxruntime's `quantize_static` (QDQ, per-channel, int8 activations and weights; MinMax, Percentile and
+    Entropy calibration) is calibrated on the same inputs and scored against the same float reference
+    (onnxruntime's own float model), run with its default optimizations and without its int8-to-uint8 QDQ
+    rewrite. The float model's sensitivity to input noise is measured alongside.
 (c) int8 vs float latency in our runtime (batch 1, 2 threads, interleaved rounds, median) and `.ms` file size.
 The markdown report is printed and written atomically to `bench/results/quantization.md`.
 """
@@ -44,6 +45,7 @@ import onnx  # noqa: E402
 import lite  # noqa: E402
 from converter import to_graph  # noqa: E402
 from converter.export import to_bytes  # noqa: E402
+from converter.passes.fuse_residual import split_residuals  # noqa: E402
 from converter.quant import QuantConfig, quantize  # noqa: E402
 from converter.quant.bias_correction import correct_biases  # noqa: E402
 from converter.quant.full_quant import split_activations  # noqa: E402
@@ -249,11 +251,14 @@ TOOLS = {"bias correction": {"bias_correction": True}, "CLE": {"cross_layer_equa
          "percentile weight scales": {"weight_method": "PERCENTILE"}}
 COMBINED = ("CLE", "AdaRound", "MSE weight scales", "bias correction")
 PAIRED = ("AdaRound", "bias correction")          # the two tools that help at A8W8, without the ones that do not
+SPLIT_BITS = ((8, 7), (7, 8))                     # A7W7's loss, split between its weights and its activations
+MIXED_BUDGETS = (15.5, 12.0)                      # min_output_sqnr dB: A8W8's best less 6 dB, and a looser one
 
 
 def ours_variants(method: str) -> list[tuple[str, QuantConfig]]:
     """Every calibration method at A8W8 alone and with (checked) bias correction; then at A8W8 and each lower
-    bit width, `method` alone, with each tool alone, with the tools COMBINED and with the PAIRED ones."""
+    bit width, `method` alone, with each tool alone, with the tools COMBINED and with the PAIRED ones; A8W7 and
+    A7W8 with AdaRound; mixed weight bit widths within each of MIXED_BUDGETS."""
     rows = []
     for m in METHODS:
         rows += [(f"ours A8W8, {m}", QuantConfig(method=m)),
@@ -267,6 +272,10 @@ def ours_variants(method: str) -> list[tuple[str, QuantConfig]]:
         for tools in (COMBINED, PAIRED):
             combined = {k: v for tool in tools for k, v in TOOLS[tool].items()}
             rows.append((f"ours A{a}W{w}, {method} + {' + '.join(tools)}", replace(base, **combined)))
+    rows += [(f"ours A{a}W{w}, {method} + AdaRound", QuantConfig(activation_bits=a, weight_bits=w, method=method,
+                                                                 adaround=True)) for a, w in SPLIT_BITS]
+    rows += [(f"ours A8, W4-8 mixed (min_output_sqnr {budget:g} dB), {method} + AdaRound",
+              QuantConfig(method=method, adaround=True, min_output_sqnr=budget)) for budget in MIXED_BUDGETS]
     return rows
 
 
@@ -288,7 +297,7 @@ def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int,
         variants[name] = to_bytes(quantize(copy.deepcopy(float_graph), cfg, samples))
         if name == f"ours A8W8, {method}":
             forced = quantize(copy.deepcopy(float_graph), cfg, samples)
-            correct_biases(split_activations(copy.deepcopy(float_graph)), forced, samples)
+            correct_biases(split_activations(split_residuals(copy.deepcopy(float_graph))), forced, samples)
             variants[f"ours A8W8, {method} + bias correction, forced"] = to_bytes(forced)
     rows = []
     for name, buf in variants.items():

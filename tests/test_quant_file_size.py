@@ -8,7 +8,7 @@ import models
 from converter import to_graph
 from converter.export import to_bytes
 from converter.ir import Graph
-from converter.quant import QuantConfig, quantize
+from converter.quant import WEIGHT_QUANT, QuantConfig, quantize
 from lite.model import Model
 
 
@@ -61,3 +61,11 @@ def test_4_bit_weights_take_half_the_bytes_and_run_as_stored_whole(mobilenet_v2,
         session.RunGraph()
         outputs.append(next(iter(session.GetOutputs().values())).numpy().copy())
     assert np.array_equal(*outputs)
+
+
+def test_4_bit_weight_only_files_are_bit_packed_too() -> None:
+    """WeightQuant at 4 bits (int8 weights + QuantDTypeCast in memory) stores half the bytes of 8 bits."""
+    model = models.build("mobilenet_v2", input_size=32)
+    sizes = {bits: len(to_bytes(quantize(to_graph(model), QuantConfig(quant_type=WEIGHT_QUANT, weight_bits=bits))))
+             for bits in (8, 4)}
+    assert sizes[4] <= 0.55 * sizes[8], sizes
