@@ -199,6 +199,26 @@ def test_quantization_splits_fused_residuals_back_into_adds() -> None:
                                run_ort(_residual_block(), {"x": x})["out"], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("tool", ["correct_biases", "adaround_weights"])
+def test_layer_tools_refuse_a_float_graph_with_fused_residuals(tool: str) -> None:
+    """Bias correction and AdaRound compare each layer's own output with the float graph's: a fused conv's output
+    is the residual sum, so a float graph not split back is refused by name, not silently mismatched."""
+    import copy
+
+    from converter.passes.fuse_residual import split_residuals
+    from converter.quant import QuantConfig, quantize
+    from converter.quant.adaround import adaround_weights
+    from converter.quant.bias_correction import correct_biases
+    fused = to_graph(_residual_block())
+    (conv,) = _fused_convs(fused)
+    samples = [{"x": np.random.default_rng(3).standard_normal((1, 4, 6, 6)).astype(np.float32)}]
+    qgraph = quantize(copy.deepcopy(fused), QuantConfig(), samples)
+    run = {"correct_biases": correct_biases, "adaround_weights": adaround_weights}[tool]
+    with pytest.raises(ValueError, match=f"node '{conv.name}' carries a fused residual sum"):
+        run(fused, qgraph, samples)
+    run(split_residuals(copy.deepcopy(fused)), qgraph, samples)
+
+
 def test_a_residual_input_of_another_shape_is_refused_naming_the_node() -> None:
     """A file whose fused conv reads a residual that is not its output's shape (a hand-edited or foreign file:
     the pass never writes one) fails to compile with the node's name, instead of broadcasting or reading past it."""

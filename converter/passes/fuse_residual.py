@@ -70,3 +70,12 @@ def split_residuals(graph: Graph) -> Graph:
         conv.outputs = [own, *conv.outputs[1:]]
     graph.sort()
     return graph
+
+
+def require_split(graph: Graph) -> None:
+    """ValueError naming the first node that still carries a residual sum: the quantizer's layer-by-layer tools
+    (bias correction, AdaRound) compare each layer's own output, which a fused conv does not expose."""
+    for node in graph.nodes:
+        index = traits(node.op).residual_input
+        if index is not None and len(node.inputs) > index and node.inputs[index]:
+            raise ValueError(f"node '{node.name}' carries a fused residual sum: split_residuals(graph) first")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from converter.ir import Graph, Node
+from converter.passes.fuse_residual import require_split
 from converter.quant.calibration import feed, progress, session_for
 from converter.quant.weights import weight_range
 from lite import LiteSession, MSTensor
@@ -202,6 +203,7 @@ def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, 
              iterations: int = ITERATIONS) -> int:
     """Learn the rounding of every `roundable` layer of `qgraph` (mutated: its integer weights change, the
     scales stay); layers are matched to the float graph by node name. Returns the number of layers."""
+    require_split(float_graph)
     float_nodes = {n.name: n for n in float_graph.nodes}
     layers = [n for n in qgraph.nodes if roundable(qgraph, n) and n.name in float_nodes]
     per_sample = -(-ROWS // max(len(samples), 1))

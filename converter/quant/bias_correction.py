@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 from converter.ir import Graph, Node, Value
+from converter.passes.fuse_residual import require_split
 from converter.quant.calibration import feed, run_samples, session_for
 from converter.quant.debug import graph_outputs, outputs_sqnr
 from converter.quant.full_quant import set_int32_bias
@@ -75,6 +76,7 @@ def float_bias_of(float_graph: Graph, node: Node) -> np.ndarray | None:
 def correct_biases(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Fold each correctable layer's mean output error into its bias (mutates `qgraph`); returns the
     corrections by node name. Layers are matched to the float graph by node name."""
+    require_split(float_graph)
     float_nodes = {n.name: n for n in float_graph.nodes}
     layers = [n for n in qgraph.nodes if correctable(qgraph, n) and n.name in float_nodes]
     for node in layers:
