@@ -15,7 +15,8 @@ from converter import to_graph
 from converter.export import to_bytes
 from converter.passes.equalize import absorb_biases, absorption_pairs, equalize, pairs
 from converter.quant import QuantConfig, parse_config, quantize
-from converter.quant.adaround import Reconstruction, captured, learn_rounding, patches
+from converter.quant.adaround import (ITERATIONS, MAX_STEP_SCALE, STEP_BUDGET, Reconstruction, captured,
+                                      learn_rounding, patches, steps_for)
 from converter.quant.calibration import channel_ranges, load_calibration, run_samples, session_for, shared_ranges
 from converter.quant.debug import output_sqnr
 from converter.quant.mixed_precision import BudgetUnreachableError, relative_error
@@ -177,7 +178,23 @@ def test_learned_rounding_nears_the_brute_force_optimum_of_a_depthwise_sized_4bi
     error = lambda q: np.sum((x @ w.T - x @ (q * scales[:, None]).T) ** 2)  # noqa: E731
     gram = x.T @ x
     assert error(np.clip(np.rint(w / scales[:, None]), lo, hi)) > 1.8 * optimum
-    assert error(learn_rounding(w, scales, 4, Reconstruction(grams=(gram, gram, gram)))) < 1.3 * optimum
+    recon = Reconstruction(grams=(gram, gram, gram))
+    assert error(learn_rounding(w, scales, 4, recon)) < 1.3 * optimum
+    steps = steps_for(recon.step_cost(w.shape), ITERATIONS)         # a step this cheap gets 30x the steps
+    assert steps == MAX_STEP_SCALE * ITERATIONS
+    assert error(learn_rounding(w, scales, 4, recon, steps)) < 1.15 * optimum
+
+
+def test_cheap_layers_get_more_adaround_steps_within_the_budget():
+    """The costliest layers get `iterations` steps; a layer whose step costs less gets more, at most
+    MAX_STEP_SCALE times as many, and its steps never cost more than `iterations` steps at STEP_BUDGET."""
+    for cost in (1, 1_000, 30_000, 100_000, int(STEP_BUDGET), 10**9):
+        steps = steps_for(cost, 100)
+        assert 100 <= steps <= 100 * MAX_STEP_SCALE
+        assert steps * cost <= max(100 * STEP_BUDGET, 100 * cost)
+    assert steps_for(10**9, 100) == 100 and steps_for(100_000, 100) == 1000
+    rows = Reconstruction(rows=(np.zeros((32, 1280)), np.zeros((32, 1280))))      # the classifier's form
+    assert rows.step_cost((1000, 1280)) == 2 * 1000 * 1280 * 32
 
 
 def test_learned_rounding_from_few_rows_matches_their_gram_matrices():

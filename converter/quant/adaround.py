@@ -8,9 +8,10 @@ patches (im2col) and X~ the dequantized patches the int8 layer reads, with every
 already learnt, so each layer also absorbs what the layers before it could not (sequential, asymmetric
 reconstruction; patches of the float input's fake-quantization instead gave EfficientNet-Lite0 A8W4 -1.3 dB,
 this 4.8 dB). The loss and its gradient need only the Gram matrices X~^T X~ and X~^T X
-(K x K, K = the patch size), accumulated over up to ROWS sampled output positions, so the `iterations` Adam
-steps on the rounding variables V cost O(out * K^2) each; a layer with fewer sampled rows R than K / 2
-keeps the rows instead, O(out * K * R) (Reconstruction). The steps run in float32.
+(K x K, K = the patch size), accumulated over up to ROWS sampled output positions, so the Adam steps on the
+rounding variables V cost O(out * K^2) each; a layer with fewer sampled rows R than K / 2 keeps the rows
+instead, O(out * K * R) (Reconstruction). The steps run in float32. A layer gets `iterations` steps, and a
+layer whose steps are cheap more of them (`steps_for`).
 h(V) = clip(sigmoid(V) (zeta - gamma) + gamma, 0, 1) starts at each weight's fractional part; the regularizer
 lambda * sum(1 - |2h - 1|^beta), beta annealed from 20 to 2 after a 20 % warm-up, drives h to 0 or 1, which is
 the rounding kept.
@@ -27,7 +28,9 @@ from lite import LiteSession, MSTensor
 
 ZETA, GAMMA = 1.1, -0.1
 ROWS = 2048                  # sampled output positions per layer over the whole calibration set
-ITERATIONS = 100
+ITERATIONS = 100             # steps of the costliest layers (`adaround_iterations`)
+STEP_BUDGET = 1e6            # multiply-adds of a step under which a layer gets more steps ...
+MAX_STEP_SCALE = 30          # ... up to this many times ITERATIONS
 LEARNING_RATE = 0.05
 REGULARIZATION = 30.0        # few iterations need a strong pull to 0 or 1 (docs/quantization.md)
 WARMUP = 0.2
@@ -122,6 +125,12 @@ class Reconstruction:
             return (w @ x.T) @ xq
         return w @ self.grams[1].swapaxes(-1, -2)
 
+    def step_cost(self, w_shape: tuple[int, ...]) -> int:
+        """Multiply-adds of one optimisation step for weights of `w_shape` ([O, K], or depthwise [C, 1, K])."""
+        k = w_shape[-1]
+        size = int(np.prod(w_shape))
+        return 2 * size * len(self.rows[0]) if self.rows is not None else size * k
+
     def error(self, wq: np.ndarray, w: np.ndarray) -> float:
         """The squared output error of the weights `wq` (float64: a small difference of large terms)."""
         if self.rows is not None:
@@ -165,6 +174,13 @@ class LayerStats:
         if self.grams is not None:
             return Reconstruction(grams=tuple(self.grams))
         return Reconstruction(rows=tuple(np.concatenate([b[k] for b in self.kept]) for k in (0, 1)))
+
+
+def steps_for(cost: int, iterations: int) -> int:
+    """`iterations` for a layer whose step costs STEP_BUDGET or more; a cheaper one (the early layers: few
+    channels, small patches) gets up to MAX_STEP_SCALE times as many, while its steps together cost at most
+    what `iterations` steps at STEP_BUDGET do (docs/quantization.md)."""
+    return int(iterations * min(MAX_STEP_SCALE, max(1.0, STEP_BUDGET / max(cost, 1))))
 
 
 def learn_rounding(w: np.ndarray, scales: np.ndarray, bits: int, recon: Reconstruction,
@@ -222,7 +238,8 @@ def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, 
         scales = np.array([p.scale for p in value.quant_params], np.float64)
         bits = value.quant_params[0].numBits
         flat = w.reshape(w.shape[0], 1, -1) if layer.depthwise else w.reshape(w.shape[0], -1)
-        q = learn_rounding(flat, scales, bits, layer.reconstruction(), iterations)
+        recon = layer.reconstruction()
+        q = learn_rounding(flat, scales, bits, recon, steps_for(recon.step_cost(flat.shape), iterations))
         value.const = q.reshape(value.const.shape).astype(np.int8)
         progress(i, len(layers), "adaround")
     return len(layers)
