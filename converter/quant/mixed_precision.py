@@ -4,10 +4,11 @@ Full quantization (`min_output_sqnr` in `[full_quant_param]`): activations stay 
 layer (Conv2D, FullConnection, MatMul) gets 4..8-bit weights or stays float, the smallest file whose model
 outputs keep at least `min_output_sqnr` dB SQNR on the calibration samples. The noise each layer adds is
 measured alone (the `--quantDebug` sensitivity runs, at 8 and at 4 bits) and taken as additive, weight noise
-scaling by 4 per bit; layers are lowered greedily by least added noise per byte saved, and layers whose 8-bit
-noise alone breaks the budget stay float. The prediction is then checked by quantizing: the longest prefix of the
-greedy steps that meets the budget is kept (a binary search). `BudgetUnreachableError` when even every
-weighted layer float misses the budget.
+scaling by 4 per bit; layers whose 8-bit noise alone breaks the budget stay float, and the others are lowered
+greedily by least added noise per byte saved, down to 4 bits everywhere. That order is then checked on the
+model as the converter makes it (with AdaRound's rounding when it is on, which lowers the noise the
+sensitivities predict): the longest prefix of the greedy steps that meets the budget is kept (a binary search).
+`BudgetUnreachableError` when even every weighted layer float misses the budget.
 
 Weight-only (`quant_type=MIXED_BIT_WEIGHT_QUANT`, MindSpore Lite's mixed-bit weight quantization): each weight
 takes the fewest bits (2..8) whose relative quantization error ||W - Q(W)|| / ||W|| is at most `init_scale`
@@ -15,6 +16,7 @@ takes the fewest bits (2..8) whose relative quantization error ||W - Q(W)|| / ||
 """
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Callable
 
@@ -49,7 +51,8 @@ def _weight_count(graph: Graph, node: Node) -> int:
 def greedy_steps(sizes: dict[str, int], noise8: dict[str, float], noise4: dict[str, float],
                  budget: float, start: float) -> tuple[dict[str, int], list[tuple[str, int]]]:
     """The starting assignment (layers whose 8-bit noise must go to meet `budget` are float, 0) and the greedy
-    lowering steps (layer, new bits) in order, while the predicted relative noise stays within `budget`."""
+    lowering steps (layer, new bits) in order of least predicted noise added per byte saved, down to the
+    fewest bits everywhere (the search measures where the budget ends)."""
     bits = {name: 8 for name in sizes}
     noise = start
     for name in sorted(noise8, key=noise8.get, reverse=True):
@@ -61,14 +64,14 @@ def greedy_steps(sizes: dict[str, int], noise8: dict[str, float], noise4: dict[s
     def added(name: str, b: int) -> float:
         return weight4[name] * (4.0 ** (8 - b) - 1) / (4.0 ** 4 - 1)
 
-    steps = []
+    start_bits, steps = dict(bits), []
     while True:
-        options = [(added(n, b - 1) - added(n, b), n, b - 1) for n, b in bits.items() if b > FULL_CHOICES[-1]]
-        options = [(cost / sizes[n], cost, n, b) for cost, n, b in options if noise + cost <= budget]
+        options = [((added(n, b - 1) - added(n, b)) / sizes[n], n, b - 1) for n, b in bits.items()
+                   if b > FULL_CHOICES[-1]]
         if not options:
-            return bits, steps
-        _, cost, name, b = min(options)
-        bits[name], noise = b, noise + cost
+            return start_bits, steps
+        _, name, b = min(options)
+        bits[name] = b
         steps.append((name, b))
 
 
@@ -85,8 +88,12 @@ def search_bits(float_graph: Graph, ranges: dict, activation_bits: int, samples:
     noise8 = {r["node"]: _noise(r["sqnr_db"]) for r in rows8}
     noise4 = {r["node"]: _noise(r["sqnr_db"]) for r in rows4}
 
+    @functools.lru_cache(maxsize=None)
+    def measured_once(assignment: frozenset[tuple[str, int]]) -> float:
+        return outputs_sqnr(reference, graph_outputs(build(dict(assignment)), samples))
+
     def measured(bits: dict[str, int]) -> float:
-        return outputs_sqnr(reference, graph_outputs(build(bits), samples))
+        return measured_once(frozenset(bits.items()))
 
     everything8 = measured({n: 8 for n in sizes})
     start, steps = greedy_steps(sizes, noise8, noise4, _noise(min_sqnr), _noise(everything8))
