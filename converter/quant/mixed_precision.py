@@ -8,6 +8,8 @@ scaling by 4 per bit; layers whose 8-bit noise alone breaks the budget stay floa
 greedily by least added noise per byte saved, down to 4 bits everywhere. That order is then checked on the
 model as the converter makes it (with AdaRound's rounding when it is on, which lowers the noise the
 sensitivities predict): the longest prefix of the greedy steps that meets the budget is kept (a binary search).
+The samples that measure are held out from those the rounding learns from: AdaRound fits its calibration data
+(EfficientNet-Lite0 with 4-bit weights everywhere: 20.3 dB on the crops it learnt from, 5.8 dB on others).
 `BudgetUnreachableError` when even every weighted layer float misses the budget.
 
 Weight-only (`quant_type=MIXED_BIT_WEIGHT_QUANT`, MindSpore Lite's mixed-bit weight quantization): each weight
@@ -32,7 +34,7 @@ from lite.traits import traits
 FULL_CHOICES = (8, 7, 6, 5, 4)
 WEIGHT_ONLY_CHOICES = range(2, 9)
 SEARCH_SAMPLES = 8           # calibration samples the search runs on
-Build = Callable[[dict[str, int]], Graph]
+Build = Callable[[dict[str, int], list[dict[str, np.ndarray]]], Graph]
 
 
 class BudgetUnreachableError(ParamInvalidError):
@@ -77,9 +79,12 @@ def greedy_steps(sizes: dict[str, int], noise8: dict[str, float], noise4: dict[s
 
 def search_bits(float_graph: Graph, ranges: dict, activation_bits: int, samples: list[dict[str, np.ndarray]],
                 min_sqnr: float, build: Build) -> dict[str, int]:
-    """Per-layer weight bits (0 = float) by the module docstring; `build(bits)` quantizes a copy of the float
-    graph with that assignment. The choice goes to stderr as a table."""
-    samples = samples[:SEARCH_SAMPLES]
+    """Per-layer weight bits (0 = float) by the module docstring; `build(bits, learn)` quantizes a copy of the
+    float graph with that assignment, any learnt rounding learnt from `learn` only. The search measures on up to
+    SEARCH_SAMPLES samples (half of them when there are fewer than twice as many) and the rounding learns from
+    the rest. The choice goes to stderr as a table."""
+    held = min(SEARCH_SAMPLES, max(len(samples) // 2, 1))
+    samples, learn = samples[:held], samples[held:] or samples
     reference = graph_outputs(float_graph, samples)
     rows8 = layer_sensitivity(float_graph, ranges, activation_bits, 8, samples)
     rows4 = layer_sensitivity(float_graph, ranges, activation_bits, 4, samples)
@@ -90,7 +95,7 @@ def search_bits(float_graph: Graph, ranges: dict, activation_bits: int, samples:
 
     @functools.lru_cache(maxsize=None)
     def measured_once(assignment: frozenset[tuple[str, int]]) -> float:
-        return outputs_sqnr(reference, graph_outputs(build(dict(assignment)), samples))
+        return outputs_sqnr(reference, graph_outputs(build(dict(assignment), learn), samples))
 
     def measured(bits: dict[str, int]) -> float:
         return measured_once(frozenset(bits.items()))
