@@ -60,19 +60,16 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     observers = calibrate(float_graph, samples, config.method, config.activation_bits)
     ranges = shared_ranges(float_graph, {k: o.range() for k, o in observers.items()})
 
-    def build(layer_bits: dict[str, int], learn: list[dict], target: Graph | None = None) -> Graph:
-        """The model with `layer_bits`, weights rounded as the config says (AdaRound learning from `learn`):
-        what mixed precision measures."""
-        qgraph = full_quantize(target or copy.deepcopy(float_graph), ranges, config.activation_bits,
-                               config.weight_bits, config.input_data_type, config.output_data_type,
-                               config.weight_method, layer_bits)
-        if config.adaround:
-            adaround_weights(float_graph, qgraph, learn, config.adaround_iterations)
-        return qgraph
+    def build(layer_bits: dict[str, int], target: Graph | None = None) -> Graph:
+        return full_quantize(target or copy.deepcopy(float_graph), ranges, config.activation_bits,
+                             config.weight_bits, config.input_data_type, config.output_data_type,
+                             config.weight_method, layer_bits)
 
     layer_bits = (search_bits(float_graph, ranges, config.activation_bits, samples, config.min_output_sqnr, build)
                   if config.min_output_sqnr > 0 else {})
-    qgraph = build(layer_bits, samples, graph)
+    qgraph = build(layer_bits, graph)
+    if config.adaround:
+        adaround_weights(float_graph, qgraph, samples, config.adaround_iterations)
     if config.bias_correction:
         qgraph = correct_biases_if_better(float_graph, qgraph, samples)
     if config.debug_info_save_path:

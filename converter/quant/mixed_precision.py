@@ -5,11 +5,10 @@ layer (Conv2D, FullConnection, MatMul) gets 4..8-bit weights or stays float, the
 outputs keep at least `min_output_sqnr` dB SQNR on the calibration samples. The noise each layer adds is
 measured alone (the `--quantDebug` sensitivity runs, at 8 and at 4 bits) and taken as additive, weight noise
 scaling by 4 per bit; layers whose 8-bit noise alone breaks the budget stay float, and the others are lowered
-greedily by least added noise per byte saved, down to 4 bits everywhere. That order is then checked on the
-model as the converter makes it (with AdaRound's rounding when it is on, which lowers the noise the
-sensitivities predict): the longest prefix of the greedy steps that meets the budget is kept (a binary search).
-The samples that measure are held out from those the rounding learns from: AdaRound fits its calibration data
-(EfficientNet-Lite0 with 4-bit weights everywhere: 20.3 dB on the crops it learnt from, 5.8 dB on others).
+greedily by least added noise per byte saved, down to 4 bits everywhere. That order is then checked by
+quantizing with nearest rounding: the longest prefix of the greedy steps that meets the budget is kept (a binary
+search). AdaRound, when on, runs after the search: its rounding lowers the noise further on unseen data, while
+measuring the search with it would read the calibration data it fitted (docs/quantization.md).
 `BudgetUnreachableError` when even every weighted layer float misses the budget.
 
 Weight-only (`quant_type=MIXED_BIT_WEIGHT_QUANT`, MindSpore Lite's mixed-bit weight quantization): each weight
@@ -18,7 +17,6 @@ takes the fewest bits (2..8) whose relative quantization error ||W - Q(W)|| / ||
 """
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Callable
 
@@ -34,7 +32,7 @@ from lite.traits import traits
 FULL_CHOICES = (8, 7, 6, 5, 4)
 WEIGHT_ONLY_CHOICES = range(2, 9)
 SEARCH_SAMPLES = 8           # calibration samples the search runs on
-Build = Callable[[dict[str, int], list[dict[str, np.ndarray]]], Graph]
+Build = Callable[[dict[str, int]], Graph]
 
 
 class BudgetUnreachableError(ParamInvalidError):
@@ -79,12 +77,9 @@ def greedy_steps(sizes: dict[str, int], noise8: dict[str, float], noise4: dict[s
 
 def search_bits(float_graph: Graph, ranges: dict, activation_bits: int, samples: list[dict[str, np.ndarray]],
                 min_sqnr: float, build: Build) -> dict[str, int]:
-    """Per-layer weight bits (0 = float) by the module docstring; `build(bits, learn)` quantizes a copy of the
-    float graph with that assignment, any learnt rounding learnt from `learn` only. The search measures on up to
-    SEARCH_SAMPLES samples (half of them when there are fewer than twice as many) and the rounding learns from
-    the rest. The choice goes to stderr as a table."""
-    held = min(SEARCH_SAMPLES, max(len(samples) // 2, 1))
-    samples, learn = samples[:held], samples[held:] or samples
+    """Per-layer weight bits (0 = float) by the module docstring; `build(bits)` quantizes a copy of the float
+    graph with that assignment. The choice goes to stderr as a table."""
+    samples = samples[:SEARCH_SAMPLES]
     reference = graph_outputs(float_graph, samples)
     rows8 = layer_sensitivity(float_graph, ranges, activation_bits, 8, samples)
     rows4 = layer_sensitivity(float_graph, ranges, activation_bits, 4, samples)
@@ -93,12 +88,8 @@ def search_bits(float_graph: Graph, ranges: dict, activation_bits: int, samples:
     noise8 = {r["node"]: _noise(r["sqnr_db"]) for r in rows8}
     noise4 = {r["node"]: _noise(r["sqnr_db"]) for r in rows4}
 
-    @functools.lru_cache(maxsize=None)
-    def measured_once(assignment: frozenset[tuple[str, int]]) -> float:
-        return outputs_sqnr(reference, graph_outputs(build(dict(assignment), learn), samples))
-
     def measured(bits: dict[str, int]) -> float:
-        return measured_once(frozenset(bits.items()))
+        return outputs_sqnr(reference, graph_outputs(build(bits), samples))
 
     everything8 = measured({n: 8 for n in sizes})
     start, steps = greedy_steps(sizes, noise8, noise4, _noise(min_sqnr), _noise(everything8))
