@@ -229,15 +229,15 @@ def _read_data(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype, quant:
     count = int(np.prod(dims, dtype=np.int64)) if dims else 1
     compress = t.WeightQuantCompressType()
     if compress == fb.WeightQuantCompressType.BITPACKING:
-        bits = {p.numBits for p in quant}
-        if dtype != np.int8 or len(bits) != 1 or not 1 <= min(bits) < 8:
+        bits = bitpack.low_bits(quant)
+        if dtype != np.int8 or bits is None:
             raise GraphFileError(f"tensor '{name}' is bit-packed, but is not int8 with one num_bits below 8 in "
                                  f"its quant params")
-        need = bitpack.packed_size(count, min(bits))
+        need = bitpack.packed_size(count, bits)
         if count > _MAX_ELEMENTS or need != t.DataLength():
             raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
-                                 f"{min(bits)}-bit packed values need {need}")
-        return bitpack.unpack(t.DataAsNumpy(), min(bits), count).reshape(dims)
+                                 f"{bits}-bit packed values need {need}")
+        return bitpack.unpack(t.DataAsNumpy(), bits, count).reshape(dims)
     if compress != fb.WeightQuantCompressType.NONE:
         raise GraphFileError(f"tensor '{name}' has unknown weight_quant_compress_type {compress}")
     if count > _MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():

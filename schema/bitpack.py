@@ -9,16 +9,19 @@ from typing import Any, Sequence
 import numpy as np
 
 
-def packed_bits(data: np.ndarray | None, params: Sequence[Any]) -> int | None:
-    """The bit width to pack an int8 constant with: its quant params' common num_bits when below 8 and every
-    value fits that many bits (two's complement); None to store it as it is."""
-    if data is None or data.dtype != np.int8 or not params or data.size == 0:
-        return None
+def low_bits(params: Sequence[Any]) -> int | None:
+    """The num_bits all of `params` share when it is below 8 (what a packed tensor's values take), else None."""
     bits = {p.numBits for p in params}
-    if len(bits) != 1:
+    return bits.pop() if len(bits) == 1 and 1 <= min(bits) < 8 else None
+
+
+def packed_bits(data: np.ndarray | None, params: Sequence[Any]) -> int | None:
+    """The bit width to pack an int8 constant with: `low_bits` of its quant params when every value fits that
+    many bits (two's complement); None to store it as it is."""
+    if data is None or data.dtype != np.int8 or data.size == 0:
         return None
-    b = bits.pop()
-    if not 1 <= b < 8 or data.min() < -(1 << (b - 1)) or data.max() >= 1 << (b - 1):
+    b = low_bits(params)
+    if b is None or data.min() < -(1 << (b - 1)) or data.max() >= 1 << (b - 1):
         return None
     return b
 
