@@ -51,12 +51,18 @@ def fuse_residual(graph: Graph) -> None:
     graph.sort()
 
 
+def _residual_index(node: Node) -> int | None:
+    """The input index of the residual sum `node` carries, None when it carries none."""
+    index = traits(node.op).residual_input
+    return index if index is not None and len(node.inputs) > index and node.inputs[index] else None
+
+
 def split_residuals(graph: Graph) -> Graph:
     """The inverse, for the quantizer: every residual input becomes an Add of its own again (taking the conv's
     activation), so calibration sees the conv's own output and the sum gets int8 parameters of its own."""
     for conv in list(graph.nodes):
-        index = traits(conv.op).residual_input
-        if index is None or len(conv.inputs) <= index or not conv.inputs[index]:
+        index = _residual_index(conv)
+        if index is None:
             continue
         out = graph.values[conv.outputs[0]]
         own = graph.fresh(f"{out.name}_before_residual")
@@ -76,6 +82,5 @@ def require_split(graph: Graph) -> None:
     """ValueError naming the first node that still carries a residual sum: the quantizer's layer-by-layer tools
     (bias correction, AdaRound) compare each layer's own output, which a fused conv does not expose."""
     for node in graph.nodes:
-        index = traits(node.op).residual_input
-        if index is not None and len(node.inputs) > index and node.inputs[index]:
+        if _residual_index(node) is not None:
             raise ValueError(f"node '{node.name}' carries a fused residual sum: split_residuals(graph) first")
