@@ -1,8 +1,10 @@
 // The real MindSpore Lite 2.0 C++ runtime as a peer of bench_inference.py (built by peer.py beside it).
 //
-//   peer convert MODEL.onnx OUT_PREFIX INPUT N,C,H,W  -> OUT_PREFIX.mindir: input INPUT fixed to that shape and kept
-//                                                        NCHW (the converter's default makes it NHWC)
-//   peer run MODEL.mindir INPUT.bin N,C,H,W WARMUP RUNS OUTPUT.bin [--spawned-at=...]
+//   peer convert MODEL.onnx OUT_PREFIX INPUT N,C,H,W [SAVE_TYPE [INPUT_FORMAT]]
+//       -> OUT_PREFIX.mindir (SAVE_TYPE MINDIR, the default) or OUT_PREFIX.ms (MINDIR_LITE, the device format):
+//          input INPUT fixed to that shape; INPUT_FORMAT NCHW (the default) keeps it as the ONNX model has it,
+//          NHWC is the converter's own default (Transpose nodes inserted after the input)
+//   peer run MODEL.mindir|MODEL.ms INPUT.bin SHAPE WARMUP RUNS OUTPUT.bin [--spawned-at=...]
 //
 // `run` reads the raw float32 input, resizes the model's input to the shape when it differs, runs once (the cold
 // start's end), then WARMUP untimed and RUNS timed calls — each call copies the input in, predicts and copies the
@@ -59,12 +61,18 @@ std::vector<int64_t> parse_shape(const std::string &text) {
   return shape;
 }
 
+bool ends_with(const std::string &text, const std::string &tail) {
+  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 int convert(const std::string &onnx, const std::string &prefix, const std::string &input,
-            const std::vector<int64_t> &shape) {
+            const std::vector<int64_t> &shape, const std::string &save_type, const std::string &input_format) {
+  if ((save_type != "MINDIR" && save_type != "MINDIR_LITE") || (input_format != "NCHW" && input_format != "NHWC"))
+    return fail("SAVE_TYPE is MINDIR or MINDIR_LITE, INPUT_FORMAT is NCHW or NHWC");
   mindspore::Converter converter;
-  converter.SetInputFormat(mindspore::NCHW);  // else 4-D inputs become NHWC
+  converter.SetInputFormat(input_format == "NCHW" ? mindspore::NCHW : mindspore::NHWC);
   converter.SetInputShape({{chars(input), shape}});
-  converter.SetSaveType(mindspore::kMindIR);  // what Model::Build loads in this (cloud) runtime
+  converter.SetSaveType(save_type == "MINDIR" ? mindspore::kMindIR : mindspore::kMindIR_Lite);
   auto status = converter.Convert(mindspore::converter::kFmkTypeOnnx, chars(onnx), chars(prefix), chars(""));
   return status == mindspore::kSuccess ? 0 : fail("convert failed: " + status.ToString());
 }
@@ -81,7 +89,7 @@ int run(const std::string &mindir, const std::string &input_path, const std::vec
   context->SetThreadAffinity(0);  // no core binding, as the other engines
   context->MutableDeviceInfo().push_back(std::make_shared<mindspore::CPUDeviceInfo>());
   mindspore::Model model;
-  auto status = model.Build(mindir, mindspore::kMindIR, context);
+  auto status = model.Build(mindir, ends_with(mindir, ".ms") ? mindspore::kMindIR_Lite : mindspore::kMindIR, context);
   if (status != mindspore::kSuccess) return fail("build failed: " + status.ToString());
   auto inputs = model.GetInputs();
   if (inputs.size() != 1 || inputs[0].DataType() != mindspore::DataType::kNumberTypeFloat32)
@@ -122,9 +130,11 @@ int run(const std::string &mindir, const std::string &input_path, const std::vec
 
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.size() == 5 && args[0] == "convert") return convert(args[1], args[2], args[3], parse_shape(args[4]));
+  if (args.size() >= 5 && args.size() <= 7 && args[0] == "convert")
+    return convert(args[1], args[2], args[3], parse_shape(args[4]), args.size() > 5 ? args[5] : "MINDIR",
+                   args.size() > 6 ? args[6] : "NCHW");
   if (args.size() >= 7 && args[0] == "run")
     return run(args[1], args[2], parse_shape(args[3]), std::stoi(args[4]), std::stoi(args[5]), args[6]);
-  return fail("usage: peer convert MODEL.onnx OUT_PREFIX INPUT N,C,H,W | "
-              "peer run MODEL.mindir INPUT.bin N,C,H,W WARMUP RUNS OUTPUT.bin");
+  return fail("usage: peer convert MODEL.onnx OUT_PREFIX INPUT N,C,H,W [MINDIR|MINDIR_LITE [NCHW|NHWC]] | "
+              "peer run MODEL.mindir|MODEL.ms INPUT.bin SHAPE WARMUP RUNS OUTPUT.bin");
 }

@@ -1,0 +1,61 @@
+"""The official MindSpore Lite 2.0.0 converter and runtime as a test oracle for its `.ms` (MSL2) files.
+
+Built on `bench/mindspore_lite_peer/` (the wheel fetched from PyPI, a small C++ program compiled against its
+libraries, all in the user's cache). Converted files are cached there too, keyed by the ONNX file's bytes and the
+conversion's arguments, so a test converts a model once per machine. Whatever cannot be had here raises
+`Unavailable` with the reason; `require()` turns that into a pytest skip.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from bench.mindspore_lite_peer import peer
+
+Unavailable = peer.Unavailable
+
+
+def require() -> Path:
+    """The built peer program, or a pytest skip saying why the official tools are unavailable here."""
+    import pytest
+    try:
+        return peer.binary()
+    except Unavailable as e:
+        pytest.skip(f"official MindSpore Lite {peer.VERSION} unavailable: {e}")
+
+
+def convert(onnx_path: Path, input_name: str, shape: tuple[int, ...], input_format: str = "NHWC") -> Path:
+    """The official converter's `.ms` of an ONNX model (cached): input `input_name` fixed to `shape` (as the ONNX
+    model lays it out) and given to the `.ms` model in `input_format` (NHWC is the converter's default)."""
+    program = peer.binary()
+    data = Path(onnx_path).read_bytes()
+    key = hashlib.sha256(data + repr((input_name, tuple(shape), input_format)).encode()).hexdigest()[:16]
+    out = peer.cache() / peer.VERSION / "converted" / f"{key}.ms"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        made = peer.convert(program, Path(onnx_path), input_name, tuple(shape), "MINDIR_LITE", input_format,
+                            prefix=Path(tmp) / key)
+        os.chmod(made, 0o644)
+        os.replace(made, out)    # whole, so a half-written file is never taken for a converted one
+    return out
+
+
+def run(ms_path: Path, x: np.ndarray) -> np.ndarray:
+    """The official runtime's first output (float32, flat) for the one float32 input `x` of an `.ms` model."""
+    program = peer.binary()
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        x_path, y_path = Path(tmp) / "x.bin", Path(tmp) / "y.bin"
+        x.tofile(x_path)
+        result = subprocess.run(peer.run_argv(program, str(ms_path), x_path, x.shape, 0, 0, y_path),
+                                capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            raise RuntimeError(f"official runtime failed on {ms_path}: {peer.last_line(result.stderr)}")
+        return np.fromfile(y_path, dtype=np.float32)
