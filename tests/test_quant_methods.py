@@ -15,8 +15,10 @@ from converter import to_graph
 from converter.export import to_bytes
 from converter.passes.equalize import absorb_biases, absorption_pairs, equalize, pairs
 from converter.quant import QuantConfig, parse_config, quantize
+from converter.ir import Node
+from converter.passes.layers import dense_or_depthwise, depthwise, linear_layer
 from converter.quant.adaround import (ITERATIONS, MAX_STEP_SCALE, STEP_BUDGET, Reconstruction, captured,
-                                      learn_rounding, patches, steps_for)
+                                      learn_rounding, output_positions, patches, steps_for, windows)
 from converter.quant.calibration import channel_ranges, load_calibration, run_samples, session_for, shared_ranges
 from converter.quant.debug import output_sqnr
 from converter.quant.mixed_precision import BudgetUnreachableError, relative_error
@@ -129,24 +131,39 @@ def test_percentile_weight_scales_clip_at_the_channel_percentile():
 
 
 # ---- AdaRound --------------------------------------------------------------------------------------------------
-def test_patches_times_the_weight_is_the_convolution():
+@pytest.mark.parametrize("stride, dilation", [(1, 1), (2, 1), (1, 2)])
+def test_patches_times_the_weight_is_the_convolution(stride, dilation):
     model = chain_model()
     graph = to_graph(model)
     conv = graph.nodes[[n.op for n in graph.nodes].index("Conv2D")]
+    conv.attrs.update(stride_h=stride, stride_w=stride, dilation_h=dilation, dilation_w=dilation)
     x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
     w = graph.const(conv.inputs[1])                                  # OHWI
-    rows = np.arange(64)
-    p = patches(x.transpose(0, 2, 3, 1), conv, w.shape[1:3], rows)
-    y = p.reshape(64, -1) @ w.reshape(w.shape[0], -1).T + graph.const(conv.inputs[2])
+    wins = windows((1, 8, 8, 3), conv, w.shape)
+    rows = np.arange(output_positions((1, 8, 8, 3), wins))
+    p = patches(x.transpose(0, 2, 3, 1), wins, rows)
+    y = p.reshape(len(rows), -1) @ w.reshape(w.shape[0], -1).T + graph.const(conv.inputs[2])
     import onnxruntime as ort
     sub = helper.make_model(helper.make_graph(
-        [helper.make_node("Conv", ["x", "w1", "b1"], ["y"], pads=[1, 1, 1, 1])], "c",
+        [helper.make_node("Conv", ["x", "w1", "b1"], ["y"], pads=[1, 1, 1, 1], strides=[stride] * 2,
+                          dilations=[dilation] * 2)], "c",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         [i for i in model.graph.initializer if i.name in ("w1", "b1")]), opset_imports=[helper.make_opsetid("", 13)])
     expected = ort.InferenceSession(sub.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": x})[0]
-    np.testing.assert_allclose(y, expected[0].transpose(1, 2, 0).reshape(64, 8), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(y, expected[0].transpose(1, 2, 0).reshape(len(rows), 8), rtol=1e-4, atol=1e-4)
+
+
+def test_layers_are_found_by_their_traits_not_their_names():
+    """Equalization and AdaRound take the ops whose traits say: weight input 1 with output channels on axis 0,
+    bias input 2 (Conv2D, FullConnection); MatMul and Conv2DTranspose keep output channels last."""
+    node = lambda op, **attrs: Node(op=op, name="n", inputs=["x", "w", "b"], outputs=["y"], attrs=attrs)  # noqa: E731
+    assert [linear_layer(node(op)) for op in ("Conv2D", "FullConnection", "MatMul", "Conv2DTranspose", "Add")] == [
+        True, True, False, False, False]
+    assert depthwise(node("Conv2D", group=12, in_channel=12, out_channel=12))
+    assert not dense_or_depthwise(node("Conv2D", group=2, in_channel=12, out_channel=12))
+    assert dense_or_depthwise(node("Conv2D", group=1)) and dense_or_depthwise(node("FullConnection"))
 
 
 def test_learned_rounding_reconstructs_the_layer_output_better_than_nearest():

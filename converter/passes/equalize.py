@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from converter.ir import Graph, Node
+from converter.passes.layers import dense_or_depthwise, depthwise, pads
 from schema import fb
 
 SWEEPS = 20
@@ -38,16 +39,9 @@ class Pair:
         return self.first.outputs[0]
 
 
-def _depthwise(node: Node) -> bool:
-    return node.op == "Conv2D" and node.attrs.get("group", 1) > 1 and node.attrs.get("group") == node.attrs.get(
-        "in_channel") == node.attrs.get("out_channel")
-
-
 def _layer(graph: Graph, node: Node) -> bool:
-    """A Conv2D (plain or depthwise) or FullConnection with a constant float weight it alone reads."""
-    if node.op not in ("Conv2D", "FullConnection") or len(node.inputs) < 2:
-        return False
-    if node.op == "Conv2D" and node.attrs.get("group", 1) != 1 and not _depthwise(node):
+    """A dense or depthwise linear layer (Conv2D, FullConnection) with a constant float weight it alone reads."""
+    if not dense_or_depthwise(node) or len(node.inputs) < 2:
         return False
     w = graph.const(node.inputs[1])
     return w is not None and w.dtype == np.float32 and graph.uses(node.inputs[1]) == 1 and (
@@ -56,9 +50,7 @@ def _layer(graph: Graph, node: Node) -> bool:
 
 def _in_axis(node: Node, w: np.ndarray) -> int:
     """The weight axis of the second layer that reads the middle tensor's channels."""
-    if _depthwise(node):
-        return 0
-    return w.ndim - 1 if node.op == "Conv2D" else 1      # Conv2D OHWI, FullConnection [out, in]
+    return 0 if depthwise(node) else w.ndim - 1          # Conv2D OHWI, FullConnection [out, in]
 
 
 Ranges = dict[str, tuple[np.ndarray, np.ndarray]]     # per-channel (min, max) of a tensor, channels last
@@ -128,15 +120,10 @@ def equalize(graph: Graph, sweeps: int = SWEEPS) -> int:
     return len(found)
 
 
-def _pads(node: Node) -> bool:
-    return node.op == "Conv2D" and (node.attrs.get("pad_mode", 0) != 0 or any(
-        node.attrs.get(k, 0) for k in ("pad_top", "pad_left", "pad_bottom", "pad_right")))
-
-
 def absorption_pairs(graph: Graph) -> list[Pair]:
     """The pairs where a shift of the middle tensor is exact: no activation between them, no padding after."""
     return [p for p in pairs(graph) if p.first.attrs.get("activation", 0) == fb.ActivationType.NO_ACTIVATION
-            and not _pads(p.second)]
+            and not pads(p.second)]
 
 
 def absorb_biases(graph: Graph, ranges: Ranges) -> int:

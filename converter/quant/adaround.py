@@ -22,9 +22,12 @@ import numpy as np
 
 from converter.ir import Graph, Node
 from converter.passes.fuse_residual import require_split
+from converter.passes.layers import dense_or_depthwise, depthwise
 from converter.quant.calibration import feed, progress, session_for
 from converter.quant.weights import weight_range
 from lite import LiteSession, MSTensor
+from lite.kernels._conv_math import PadMode, Window, make_window
+from lite.kernels._conv_math import patches as window_patches
 
 ZETA, GAMMA = 1.1, -0.1
 ROWS = 2048                  # sampled output positions per layer over the whole calibration set
@@ -37,47 +40,46 @@ WARMUP = 0.2
 BETA = (20.0, 2.0)
 
 
-def _depthwise(node: Node) -> bool:
-    a = node.attrs
-    return node.op == "Conv2D" and a.get("group", 1) > 1 and a.get("group") == a.get("in_channel") == a.get(
-        "out_channel")
-
-
 def roundable(qgraph: Graph, node: Node) -> bool:
-    """An int8 Conv2D (plain, depthwise; explicit pads) or FullConnection with an int8 constant weight."""
-    if node.op not in ("Conv2D", "FullConnection") or qgraph.values[node.outputs[0]].dtype != np.int8:
+    """An int8 dense or depthwise linear layer (Conv2D with explicit pads, FullConnection) with an int8
+    constant weight."""
+    if not dense_or_depthwise(node) or node.attrs.get("pad_mode", PadMode.PAD) != PadMode.PAD:
         return False
-    if node.op == "Conv2D" and (node.attrs.get("pad_mode", 0) != 0 or not (
-            node.attrs.get("group", 1) == 1 or _depthwise(node))):
+    if qgraph.values[node.outputs[0]].dtype != np.int8:
         return False
     w = qgraph.values[node.inputs[1]]
     return w.const is not None and w.const.dtype == np.int8 and w.quant_axis == 0
 
 
-def patches(x: np.ndarray, node: Node, kernel: tuple[int, int], rows: np.ndarray) -> np.ndarray:
+Windows = tuple[Window, Window] | None      # a conv's sliding windows along H and W; None: a FullConnection
+
+
+def windows(x_shape: tuple[int, ...], node: Node, weight_shape: tuple[int, ...]) -> Windows:
+    """The windows of a layer reading NHWC `x_shape` through an OHWI weight; None for an [out, in] weight."""
+    if len(weight_shape) != 4:
+        return None
+    a = node.attrs
+    return (make_window(x_shape[1], weight_shape[1], a.get("stride_h", 1), a.get("dilation_h", 1), PadMode.PAD,
+                        a.get("pad_top", 0), a.get("pad_bottom", 0)),
+            make_window(x_shape[2], weight_shape[2], a.get("stride_w", 1), a.get("dilation_w", 1), PadMode.PAD,
+                        a.get("pad_left", 0), a.get("pad_right", 0)))
+
+
+def output_positions(x_shape: tuple[int, ...], wins: Windows) -> int:
+    """Rows of the layer's im2col matrix: N * H_out * W_out, or every row of a FullConnection's input."""
+    return int(np.prod(x_shape[:-1])) if wins is None else x_shape[0] * wins[0].out * wins[1].out
+
+
+def patches(x: np.ndarray, wins: Windows, rows: np.ndarray) -> np.ndarray:
     """The layer's input patches at output positions `rows` (flat over N, H_out, W_out), ordered (kh, kw, c)
-    as an OHWI weight's K axis: [len(rows), kh, kw, C]. FullConnection: the rows of x over its last axis."""
-    if node.op == "FullConnection":
+    as an OHWI weight's K axis: [len(rows), kh, kw, C] (the runtime's im2col view, only the rows copied).
+    Without windows (FullConnection): the rows of x over its last axis."""
+    if wins is None:
         return x.reshape(-1, x.shape[-1])[rows]
-    a = node.attrs
-    kh, kw = kernel
-    dh, dw, sh, sw = a.get("dilation_h", 1), a.get("dilation_w", 1), a.get("stride_h", 1), a.get("stride_w", 1)
-    padded = np.pad(x, ((0, 0), (a.get("pad_top", 0), a.get("pad_bottom", 0)),
-                        (a.get("pad_left", 0), a.get("pad_right", 0)), (0, 0)))
-    windows = np.lib.stride_tricks.sliding_window_view(padded, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(1, 2))
-    windows = windows[:, ::sh, ::sw, :, ::dh, ::dw]                 # [N, Ho, Wo, C, kh, kw]
-    flat = windows.reshape(-1, *windows.shape[3:])[rows]
-    return flat.transpose(0, 2, 3, 1)
-
-
-def output_positions(x_shape: tuple[int, ...], node: Node, kernel: tuple[int, int]) -> int:
-    if node.op == "FullConnection":
-        return int(np.prod(x_shape[:-1]))
-    a = node.attrs
-    kh, kw = kernel
-    h = x_shape[1] + a.get("pad_top", 0) + a.get("pad_bottom", 0) - (kh - 1) * a.get("dilation_h", 1) - 1
-    w = x_shape[2] + a.get("pad_left", 0) + a.get("pad_right", 0) - (kw - 1) * a.get("dilation_w", 1) - 1
-    return x_shape[0] * (h // a.get("stride_h", 1) + 1) * (w // a.get("stride_w", 1) + 1)
+    wh, ww = wins
+    padded = np.pad(x, ((0, 0), (wh.pad_begin, wh.pad_end), (ww.pad_begin, ww.pad_end), (0, 0)))
+    view = window_patches(padded, wh, ww)                           # [N, H_out, W_out, kh, kw, C]
+    return view[np.unravel_index(rows, view.shape[:3])]
 
 
 def captured(session: LiteSession, sample: dict[str, np.ndarray], name: str, graph: Graph) -> np.ndarray:
@@ -147,18 +149,18 @@ class LayerStats:
     outnumber half the patch size K (Reconstruction)."""
 
     def __init__(self, node: Node, weight_shape: tuple[int, ...], per_sample: int, seed: int):
-        self.node, self.per_sample = node, per_sample
-        self.depthwise = _depthwise(node)
-        self.kernel = (weight_shape[1], weight_shape[2]) if node.op == "Conv2D" else (1, 1)
+        self.node, self.weight_shape, self.per_sample = node, weight_shape, per_sample
+        self.depthwise = depthwise(node)
         self.rng = np.random.default_rng(seed)
         self.kept: list[tuple[np.ndarray, np.ndarray]] = []       # (X~, X) row blocks, before any Gram
         self.grams: list[np.ndarray] | None = None
 
     def add(self, x: np.ndarray, xq: np.ndarray) -> None:
         """One sample's float input `x` and the quantized network's dequantized input `xq` to the layer."""
-        total = output_positions(x.shape, self.node, self.kernel)
+        wins = windows(x.shape, self.node, self.weight_shape)
+        total = output_positions(x.shape, wins)
         rows = self.rng.choice(total, min(total, self.per_sample), replace=False)
-        p, pq = (patches(v, self.node, self.kernel, rows).astype(np.float32) for v in (x, xq))
+        p, pq = (patches(v, wins, rows).astype(np.float32) for v in (x, xq))
         if self.depthwise:                              # [R, kh, kw, C] -> per channel [C, R, kh*kw]
             p, pq = (np.moveaxis(v, 3, 0).reshape(v.shape[3], len(rows), -1) for v in (p, pq))
         else:
