@@ -6,7 +6,7 @@
 
 Every system gets 2 threads: our session `Context(thread_num=2)` (compiled kernels when numba is installed: the
 machine line says which ran); onnxruntime with 2 intra-op threads, 1 inter-op thread, ORT_ENABLE_ALL and
-`session.intra_op.allow_spinning=0`; PyTorch eager (`models.torch_reference.to_torch`) with
+`session.intra_op.allow_spinning=0`; PyTorch eager (`tests.oracles.torch_reference.to_torch`) with
 `torch.set_num_threads(2)`, `torch.inference_mode()` and OMP_WAIT_POLICY=PASSIVE (set before torch loads, unless
 already set; every worker process also inherits the GOMP_SPINCOUNT that importing `lite` sets, so torch's OpenMP
 workers spin as briefly as ours). Int8 rows: our PTQ model (`converter.quant`, MAX_MIN) against onnxruntime's `quantize_static` (QDQ,
@@ -126,7 +126,7 @@ def pytorch(path: str, shape: tuple[int, ...]) -> Runner:
     import onnx
     import torch
 
-    from models.torch_reference import to_torch
+    from tests.oracles.torch_reference import to_torch
     torch.set_num_threads(THREADS)
     module = to_torch(onnx.load(path)).eval()
 

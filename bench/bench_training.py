@@ -4,7 +4,7 @@
 
 A step is forward, softmax cross-entropy, backward and an SGD-with-momentum update (lr 0.01, momentum 0.9) on
 one fixed batch. Ours: the model converted with `converter.convert_for_training` and run by `lite.TrainSession`
-(`Context(thread_num=2)`). PyTorch: `models.torch_reference.to_torch` in train mode with `torch.optim.SGD`,
+(`Context(thread_num=2)`). PyTorch: `tests.oracles.torch_reference.to_torch` in train mode with `torch.optim.SGD`,
 `torch.set_num_threads(2)` and OMP_WAIT_POLICY=PASSIVE (set before torch loads, unless already set). Both start
 from the same weights, so their first-step losses must agree (printed as a check). Models: LeNet-5 (1x32x32,
 10 classes) at batch 32 and 128, MobileNetV2 at 3x32x32 (10 classes) at batch 32. Rounds are interleaved (each
@@ -37,7 +37,7 @@ import lite  # noqa: E402
 import models  # noqa: E402
 from converter import convert_for_training  # noqa: E402
 from converter.train import TrainParams  # noqa: E402
-from models.torch_reference import to_torch  # noqa: E402
+from tests.oracles.torch_reference import to_torch  # noqa: E402
 
 THREADS = 2
 CLASSES = 10

@@ -6,9 +6,8 @@ with graph input ``input`` (NCHW float32; ``batch=None`` gives a symbolic "N") a
 control-flow model of ``models.control_flow``, built in PyTorch and exported with ``torch.onnx.export`` (same
 builder keywords; their outputs are described there), and ``SEQUENCE`` the recurrent models of
 ``models.sequence`` (keyword spotting, text recognition, streaming; their inputs and outputs are described
-there). Only these and ``models.pretrained`` (to read a published checkpoint) import torch; see
-``models.torch_reference`` for
-the PyTorch executor.
+there). Only these and ``models.pretrained`` (to read a published checkpoint) import torch; the PyTorch
+executor the tests and benches compare against is ``tests/oracles/torch_reference.py``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import models
 
 ort = pytest.importorskip("onnxruntime")
 torch = pytest.importorskip("torch", reason="the zoo models are built with PyTorch (the dev extra installs it)")
-from models.torch_reference import to_torch  # noqa: E402  (needs torch)
+from tests.oracles.torch_reference import to_torch  # noqa: E402  (needs torch)
 
 LITE0 = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "efficientnet_lite0.onnx"
 needs_lite0 = pytest.mark.skipif(not LITE0.exists(), reason=f"real EfficientNet-Lite0 not found at {LITE0}")

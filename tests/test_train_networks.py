@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 import models
 from converter.train import TrainParams
-from models.torch_reference import to_torch
+from tests.oracles.torch_reference import to_torch
 from tests.torch_oracle import KinkInputs, kink_margin
 from tests.util import train_session_for, train_step
 

@@ -24,7 +24,7 @@ from converter.export import to_bytes
 from converter.ir import Graph, Node, SubGraph, Value
 from converter.train import TrainParams
 from lite.train.session import named
-from models.torch_reference import to_torch
+from tests.oracles.torch_reference import to_torch
 
 N, C = 4, 3
 

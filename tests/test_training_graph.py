@@ -20,8 +20,8 @@ from converter.ir import Graph, Node
 from converter.train import TrainParams, forward_graph, load_train_config, parse_train_flags, to_training_graph
 from converter.train.weights import float_initializers, restore_source_names
 from lite.status import NotSupportedError, ParamInvalidError
-from models import torch_reference
-from models.torch_reference import to_torch
+from tests.oracles import torch_reference
+from tests.oracles.torch_reference import to_torch
 from schema import fb
 from tests.util import run_lite, small_cnn
 

@@ -5,7 +5,8 @@ module can be trained or differentiated; ``module.train()`` switches BatchNormal
 updates the running ones, as PyTorch does) and enables Dropout. Parameters and buffers live under sanitized keys;
 ``module.onnx_names`` maps each key back to its ONNX initializer name and ``module.onnx_parameters()`` returns the
 parameters keyed by ONNX name. Shape subgraphs (Shape/Gather/Slice/Concat/Cast/...) are evaluated in torch on
-every call. torch is imported here only: ``models`` itself does not depend on it.
+every call. It is the PyTorch side of the training and zoo tests and of the benches (``bench/``): an executor
+written apart from ``lite``, so agreeing with it means something.
 """
 
 from __future__ import annotations
