@@ -23,7 +23,8 @@ import numpy as np
 from converter.ir import Graph, Node
 from converter.passes.fuse_residual import require_split
 from converter.passes.layers import dense_or_depthwise, depthwise
-from converter.quant.calibration import feed, progress, session_for
+from converter.quant.calibration import feed, session_for
+from converter.quant.progress import progress
 from converter.quant.weights import weight_range
 from lite import LiteSession, MSTensor
 from lite.kernels._conv_math import PadMode, Window, make_window

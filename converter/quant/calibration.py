@@ -7,7 +7,6 @@ normalised, laid out as the input). Files are taken in name order; with several 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Callable, Iterable
 
 import numpy as np
@@ -16,6 +15,7 @@ from converter.export import to_bytes
 from converter.ir import Graph
 from converter.quant.config import QuantConfig
 from converter.quant.observers import Observer, make_observer
+from converter.quant.progress import progress
 from lite import Context, LiteSession, MSTensor
 from lite.status import ParamInvalidError
 from lite.traits import traits
@@ -117,11 +117,6 @@ def feed(session: LiteSession, sample: dict[str, np.ndarray]) -> None:
         session.Resize([tensors[n] for n in changed], [list(sample[n].shape) for n in changed])
     for name, array in sample.items():
         tensors[name].set_data(np.ascontiguousarray(array, tensors[name].MutableData().dtype))
-
-
-def progress(done: int, total: int, what: str) -> None:
-    end = "\n" if done == total else ""
-    print(f"\r{what}: {done}/{total}", end=end, file=sys.stderr, flush=True)
 
 
 def run_samples(session: LiteSession, samples: Iterable[dict[str, np.ndarray]],

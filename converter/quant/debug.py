@@ -9,7 +9,8 @@ import os
 import numpy as np
 
 from converter.ir import Graph
-from converter.quant.calibration import feed, progress, run_samples, session_for
+from converter.quant.calibration import feed, run_samples, session_for
+from converter.quant.progress import progress
 from converter.quant.qparams import dequantize_tensor
 from lite.serialize import write_atomic
 

@@ -7,13 +7,13 @@ import copy
 import io
 import math
 import os
-import sys
 
 import numpy as np
 
 from converter.ir import Graph
 from converter.quant.debug import graph_outputs, outputs_sqnr
 from converter.quant.full_quant import full_quantize, int8_nodes
+from converter.quant.progress import progress
 from lite.serialize import write_atomic
 from lite.traits import traits
 
@@ -32,7 +32,7 @@ def layer_sensitivity(float_graph: Graph, ranges: Ranges, activation_bits: int, 
         qgraph = full_quantize(copy.deepcopy(float_graph), own, activation_bits, weight_bits)
         rows.append({"node": node.name, "op": node.op,
                      "sqnr_db": outputs_sqnr(reference, graph_outputs(qgraph, samples))})
-        print(f"\rsensitivity: {i}/{len(layers)}", end="\n" if i == len(layers) else "", file=sys.stderr)
+        progress(i, len(layers), "sensitivity")
     return rows
 
 
