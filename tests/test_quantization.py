@@ -19,7 +19,7 @@ from converter.quant import QuantConfig, parse_config, quantize
 from converter.quant import bias_correction
 from converter.quant.bias_correction import correct_biases, correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration
-from converter.quant.debug import Agreement, output_sqnr
+from converter.quant.debug import Agreement, format_report, output_sqnr
 from converter.quant.full_quant import full_quantize, split_activations
 from converter.quant import observers
 from converter.quant.observers import (KLObserver, MaxMinObserver, PercentileObserver, RemovalOutlierObserver,
@@ -523,6 +523,16 @@ def test_debug_report_lists_each_layer_in_json(tmp_path, capsys):
     assert layers["conv1"]["dtype"] == "int8" and layers["conv1"]["cosine"] > 0.99
     assert layers["softmax"]["dtype"] == "float32"
     assert "SQNR dB" in capsys.readouterr().out
+
+
+def test_debug_table_prints_every_node_name_whole():
+    """Names sharing a long prefix (the usual export naming) stay apart: no name is cut."""
+    prefix = "model/features/block_12/expand_conv/" * 2
+    rows = [{"node": prefix + tail, "op": "Conv2D", "dtype": "int8", "cosine": 0.99, "sqnr_db": 30.0}
+            for tail in ("Conv2D", "Conv2D_1")]
+    lines = format_report(rows).splitlines()
+    assert [line.split()[-1] for line in lines[1:]] == [r["node"] for r in rows]
+    assert "SQNR dB" in lines[0]
 
 
 def test_debug_sensitivity_table_quantizes_one_layer_at_a_time(tmp_path, capsys):

@@ -70,9 +70,10 @@ def debug_report(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.n
 
 
 def format_report(rows: list[dict]) -> str:
-    lines = [f"{'node':<40} {'op':<16} {'dtype':<8} {'cosine':>9} {'SQNR dB':>9}"]
-    lines += [f"{r['node'][:40]:<40} {r['op']:<16} {r['dtype']:<8} {r['cosine']:>9.6f} {r['sqnr_db']:>9.2f}"
-              for r in rows]
+    """One line per row: the fixed-width columns first, the node's full name last (names are long and often
+    share a prefix: cut to a width, two rows would look the same)."""
+    lines = [f"{'op':<16} {'dtype':<8} {'cosine':>9} {'SQNR dB':>9}  node"]
+    lines += [f"{r['op']:<16} {r['dtype']:<8} {r['cosine']:>9.6f} {r['sqnr_db']:>9.2f}  {r['node']}" for r in rows]
     return "\n".join(lines)
 
 
