@@ -1,19 +1,48 @@
-"""IR graph -> `.ms` bytes, through the runtime's writer.
+"""IR graph -> model file bytes, written in the format MindSpore Lite's `--saveType` names.
 
-Control-flow bodies are flattened into the one tensor table and node list: each body becomes a subgraph of the
-file (appended after the training parts) and its node refers to it by index. Tensor names stay the source
+`SAVE_TYPES` names, for each save type, the `lite.format` module whose `write` turns the runtime's graph
+definitions into that format's bytes, so another output format is its module plus one line there. `MSPY`, our
+`.ms` format, is the default and today the only one; any other save type (MindSpore Lite's `MINDIR_LITE` and
+`MINDIR` too) is refused, naming the known ones.
+
+The graph is flattened once, whatever the format. Control-flow bodies join the one tensor table and node list:
+each body becomes a subgraph of the file (appended after the training parts) and its node refers to it by index. Tensor names stay the source
 model's, prefixed with the subgraph's name where a body reuses a name; a constant captured by a body is the same
 tensor as outside it.
 """
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+from typing import NamedTuple
+
 from converter.ir import Graph, Node, Value
 from converter.shape_inference import make_attrs
 from lite import dtypes
 from lite.model import NodeDef, SubGraphDef, TensorDef
-from lite.serialize import serialize
+from lite.status import NotSupportedError
 from lite.traits import traits
 from schema import FMK_ONNX, fb
+
+
+class SaveType(NamedTuple):
+    module: str    # a `lite.format` module with write(name, tensors, nodes, inputs, outputs, subgraphs, fmk_type)
+    title: str     # how --help and messages name it
+
+
+SAVE_TYPES: dict[str, SaveType] = {
+    "MSPY": SaveType("lite.format.mspy", "our .ms format, the default"),
+}
+DEFAULT_SAVE_TYPE = "MSPY"
+
+
+def writer(save_type: str) -> ModuleType:
+    """The format module that writes `save_type`; `NotSupportedError` naming the known save types."""
+    known = SAVE_TYPES.get(save_type)
+    if known is None:
+        names = ", ".join(f"{name} ({k.title})" for name, k in SAVE_TYPES.items())
+        raise NotSupportedError(f"--saveType={save_type} is not supported; known: {names}")
+    return importlib.import_module(known.module)
 
 
 def _tensor_def(index: int, name: str, value: Value, node_type: int) -> TensorDef:
@@ -76,12 +105,13 @@ class _Flat:
                        [index[o] for o in n.outputs])
 
 
-def to_bytes(graph: Graph, fmk_type: int = FMK_ONNX) -> bytes:
-    """Serialise `graph` (already optimised) into a `.ms` buffer; `fmk_type`: the source framework."""
+def to_bytes(graph: Graph, fmk_type: int = FMK_ONNX, save_type: str = DEFAULT_SAVE_TYPE) -> bytes:
+    """`graph` (already optimised) as the bytes of `save_type`'s format; `fmk_type`: the source framework."""
+    write = writer(save_type).write
     flat = _Flat(len(graph.subgraphs))
     index, nodes = flat.graph(graph, graph.name)
     node_of = {id(n): nd for n, nd in zip(graph.nodes, nodes)}
     parts = [SubGraphDef(sg.name, [index[i] for i in sg.inputs], [index[o] for o in sg.outputs],
                          [node_of[id(n)] for n in sg.nodes]) for sg in graph.subgraphs]
-    return serialize(graph.name, flat.tensors, [*nodes, *flat.body_nodes], [index[i] for i in graph.inputs],
-                     [index[o] for o in graph.outputs], [*parts, *flat.bodies], fmk_type)
+    return write(graph.name, flat.tensors, [*nodes, *flat.body_nodes], [index[i] for i in graph.inputs],
+                 [index[o] for o in graph.outputs], [*parts, *flat.bodies], fmk_type)

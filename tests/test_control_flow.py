@@ -13,8 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import lite
 from converter import convert, to_graph
+from lite.format import mspy
 from lite.model import Model
-from lite.serialize import serialize
 from lite.status import RET_GRAPH_FILE_ERR, RET_INFER_ERR, GraphFileError, LiteError
 from tests.util import REPO, run_lite, run_ort
 
@@ -200,7 +200,7 @@ def _rewrite(buf: bytes, edit) -> bytes:
     model = Model.Import(buf)
     nodes = [*model.nodes, *(n for b in model.bodies for n in b.nodes)]
     edit(model, nodes)
-    return serialize(model.name, model.tensors, nodes, model.inputs, model.outputs, model.bodies)
+    return mspy.write(model.name, model.tensors, nodes, model.inputs, model.outputs, model.bodies)
 
 
 def _if_buffer() -> bytes:

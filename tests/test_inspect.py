@@ -17,6 +17,7 @@ from converter import convert, convert_for_training, to_graph
 from converter.export import to_bytes
 from converter.quant import QuantConfig, quantize
 from converter.train import TrainParams
+from lite.format import mspy
 from lite.inspect import format_summary, graph_dot, graph_text, main, summarize
 from lite.tools.benchmark import main as benchmark_lite
 from schema import FORMAT_VERSION
@@ -41,10 +42,9 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
 
 def test_files_before_format_1_2_name_onnx_as_their_source(lenet, tmp_path: Path, monkeypatch) -> None:
     """Format 1.1 wrote fmk_type 0 for ONNX (TF's FmkType since 1.2): such files still read as ONNX."""
-    import lite.serialize
-    monkeypatch.setattr(lite.serialize, "FORMAT_VERSION", "1.1")
+    monkeypatch.setattr(mspy.writer, "FORMAT_VERSION", "1.1")
     old = lite.Model.Load(write(tmp_path, "old.ms", to_bytes(to_graph(lenet), fmk_type=0)))
-    monkeypatch.setattr(lite.serialize, "FORMAT_VERSION", "1.2")
+    monkeypatch.setattr(mspy.writer, "FORMAT_VERSION", "1.2")
     new = lite.Model.Load(write(tmp_path, "new.ms", to_bytes(to_graph(lenet), fmk_type=0)))
     assert (old.version, summarize(old, 0).source) == ("1.1", "ONNX")
     assert (new.version, summarize(new, 0).source) == ("1.2", "TF")

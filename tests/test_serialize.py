@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from lite.dtypes import DataType
+from lite.format import mspy
 from lite.model import Model, NodeDef, TensorDef
-from lite.serialize import serialize
 from schema import FILE_IDENTIFIER, fb
 from schema import attrs as op_attrs
 
@@ -55,7 +55,7 @@ def int8_conv(weight: list[fb.QuantParamT], bias: list[fb.QuantParamT] | None = 
 
 
 def write(tensors: list[TensorDef], nodes: list[NodeDef]) -> bytes:
-    return serialize("conv", tensors, nodes, [X], [Y])
+    return mspy.write("conv", tensors, nodes, [X], [Y])
 
 
 def fields(params: list[Any]) -> list[dict[str, Any]]:

@@ -7,8 +7,8 @@ from dataclasses import replace
 import numpy as np
 
 from lite import dtypes
+from lite.format import mspy
 from lite.model import Model, TensorDef
-from lite.serialize import serialize
 from schema import fb
 from schema.train_format import GLOBAL_STEP
 
@@ -24,7 +24,7 @@ def checkpoint_bytes(model: Model, tensors: list[TensorDef], step: int) -> bytes
     else:
         tensors.append(TensorDef(len(tensors), GLOBAL_STEP, fb.NodeType.VALUE, dtypes.DataType.INT64, (),
                                  fb.Format.ND, value))
-    return serialize(model.name, tensors, model.nodes, model.inputs, model.outputs, list(model.subgraphs.values()))
+    return mspy.write(model.name, tensors, model.nodes, model.inputs, model.outputs, list(model.subgraphs.values()))
 
 
 def stored_step(model: Model) -> int:

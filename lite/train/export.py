@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 
 from lite import dtypes
 from lite.fold_batchnorm import fold_axis, fold_batchnorm
+from lite.format import mspy
 from lite.model import NodeDef, TensorDef
 from lite.rewrites import returns_input
-from lite.serialize import serialize
 from lite.traits import traits
 
 
@@ -125,4 +125,4 @@ def inference_bytes(pieces: list[Piece]) -> bytes:
     for nxt in pieces[1:]:
         piece = chain(piece, nxt)
     piece = compact(fold_batchnorms(drop_identities(piece)))
-    return serialize(piece.name, piece.tensors, piece.nodes, piece.inputs, piece.outputs)
+    return mspy.write(piece.name, piece.tensors, piece.nodes, piece.inputs, piece.outputs)

@@ -1,0 +1,110 @@
+"""Reading a verified MindSpore Lite (`MSL2`) buffer: its tensor table as the runtime's `TensorDef`s, its nodes
+translated by `ops.translate`, then the checks and ordering every format shares (`lite.format.graph.assemble`)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lite import dtypes
+from lite.format.graph import assemble
+from lite.format.mindspore_lite.ops import Graph, primitive_name, translate
+from lite.model import Model, TensorDef
+from lite.status import GraphFileError, LiteError, NotSupportedError
+from schema import fb as ours
+from schema.mindspore_lite import fb
+
+_MAX_ELEMENTS = 1 << 34     # refuse shapes no device could hold instead of attempting the allocation
+# The official Format of a tensor -> ours, for what the runtime reports; the data layout itself is fixed by the op
+# (Conv2DFusion weights are [out, kh, kw, in / group] whatever the file says).
+_FORMATS = {fb.Format.NCHW: ours.Format.NCHW, fb.Format.NHWC: ours.Format.NHWC, fb.Format.KHWC: ours.Format.OHWI}
+
+
+def _text(value: bytes | None, default: str) -> str:
+    return value.decode(errors="replace") if value else default
+
+
+def _vector(table: Any, field: str) -> list[int]:
+    """An integer vector field as a list ([] when absent)."""
+    return getattr(table, field + "AsNumpy")().tolist() if getattr(table, field + "Length")() else []
+
+
+def read(buf: memoryview) -> Model:
+    """The model in a verified MSL2 buffer. Float models only for now: quantized tensors, compressed weights and
+    control flow (more than one subgraph) are refused with `NotSupportedError` naming what."""
+    root = fb.MetaGraph.GetRootAs(buf, 0)
+    graph_in = _vector(root, "InputIndex")
+    tensors = [_read_tensor(i, root.AllTensors(i), i in graph_in) for i in range(root.AllTensorsLength())]
+    graph = Graph(tensors)
+    for i in graph_in:
+        graph.check_index(i, "graph input")
+    graph_out = _vector(root, "OutputIndex")
+    for i in graph_out:
+        graph.check_index(i, "graph output")
+    if not graph_out:
+        raise GraphFileError("model has no outputs")
+    count = root.NodesLength()
+    if root.SubGraphLength() > 1:
+        raise NotSupportedError(f"the model has {root.SubGraphLength()} subgraphs: control flow in MindSpore Lite "
+                                f"files is not supported yet")
+    if root.SubGraphLength() == 1:
+        main = root.SubGraph(0)
+        members = _vector(main, "NodeIndices")
+        if sorted(members) != list(range(count)):
+            raise GraphFileError(f"subgraph '{_text(main.Name(), 'subgraph_0')}' lists nodes {members[:8]}... "
+                                 f"but the model has {count} nodes")
+    for k in range(count):
+        node = root.Nodes(k)
+        name = _text(node.Name(), f"node_{k}")
+        if node.QuantType() != fb.QuantType.QUANT_NONE:
+            raise NotSupportedError(f"node '{name}' is quantized (quantType {node.QuantType()}): quantized "
+                                    f"MindSpore Lite files are not supported yet")
+        primitive = node.Primitive()
+        code = primitive.ValueType() if primitive is not None else 0
+        if code == 0 or primitive.Value() is None:
+            raise GraphFileError(f"node '{name}' has no op")
+        op = primitive_name(code)
+        table = getattr(fb, op)()
+        value = primitive.Value()
+        table.Init(value.Bytes, value.Pos)
+        inputs = [graph.check_index(i, f"node '{name}'") for i in _vector(node, "InputIndex")]
+        outputs = [graph.check_index(i, f"node '{name}'") for i in _vector(node, "OutputIndex")]
+        translate(graph, name, op, table, inputs, outputs)
+    return assemble(_text(root.Name(), ""), _text(root.Version(), ""), graph.tensors, graph.nodes, graph_in,
+                    graph_out, [], buf.obj, root.FmkType())
+
+
+def _read_tensor(index: int, t: Any, graph_input: bool) -> TensorDef:
+    name = _text(t.Name(), f"tensor_{index}")
+    dims = tuple(_vector(t, "Dims"))
+    if any(d < -1 for d in dims):
+        raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")
+    try:
+        dtype = dtypes.to_numpy(t.DataType())
+    except LiteError:
+        raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
+    if t.QuantParamsLength() or t.QuantClustersLength():
+        raise NotSupportedError(f"tensor '{name}' is quantized: quantized MindSpore Lite files are not supported "
+                                f"yet")
+    if t.WeightQuantCompressType() != fb.WeightQuantCompressType.NONE or t.EnableHuffmanCode():
+        raise NotSupportedError(f"tensor '{name}' is compressed: compressed weights of MindSpore Lite files are "
+                                f"not supported yet")
+    if t.ExternalDataLength():
+        raise NotSupportedError(f"tensor '{name}' keeps its data in an external file, which is not supported")
+    const = t.DataLength() > 0 and not graph_input
+    data = _read_data(name, t, dims, dtype) if const else None
+    node_type = ours.NodeType.VALUE if const else ours.NodeType.PARAMETER if graph_input else ours.NodeType.CNODE
+    return TensorDef(index, name, node_type, t.DataType(), dims, _FORMATS.get(t.Format(), ours.Format.ND), data)
+
+
+def _read_data(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A const tensor's values: a view into the mapped buffer, or a copy when the file does not align them."""
+    if any(d < 0 for d in dims):
+        raise GraphFileError(f"const tensor '{name}' has unknown dims {list(dims)}")
+    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    if count > _MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():
+        raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
+                             f"{dtypes.type_name(t.DataType())} need {count * dtype.itemsize}")
+    raw = t.DataAsNumpy()
+    values = raw.view(dtype) if raw.ctypes.data % dtype.itemsize == 0 else raw.copy().view(dtype)
+    return values.reshape(dims)
