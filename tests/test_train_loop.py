@@ -228,6 +228,23 @@ def test_progress_line_per_epoch(capsys: pytest.CaptureFixture) -> None:
     assert len(lines) == 2 and lines[1].startswith("epoch 2: loss ") and "train accuracy" in lines[1]
 
 
+def test_a_verbose_loop_with_monitors_prints_one_line_per_epoch(capsys: pytest.CaptureFixture) -> None:
+    """The loop's line holds the mean loss and accuracy: the monitors do not repeat them in their own style."""
+    x, y = separable(size=N)
+    monitors = [lite.LossMonitor(), lite.ClassificationTrainAccuracyMonitor()]
+    lite.TrainLoop(open_session(tiny_model())).Train(3, lite.Dataset(x, y, batch_size=N), monitors)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["epoch 1", "epoch 2", "epoch 3"]
+    assert len(monitors[0].losses) == len(monitors[1].accuracies) == 3
+
+
+def test_a_quiet_loop_leaves_the_epoch_line_to_the_monitor(capsys: pytest.CaptureFixture) -> None:
+    x, y = separable(size=N)
+    quiet_loop(open_session(tiny_model())).Train(2, lite.Dataset(x, y, batch_size=N), [lite.LossMonitor()])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["Epoch (1)", "Epoch (2)"]
+
+
 def test_classification_hits_reads_indices_and_one_hot() -> None:
     predictions = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]], np.float32)
     assert classification_hits(predictions, np.array([1, 1, 1])) == 2

@@ -6,7 +6,9 @@ batch)` may replace the default loader, which resizes the session when the batch
 array into its input tensor. Callbacks see a `TrainLoopCallBackData`; `EpochEnd` may return RET_STOP_TRAINING
 (finish this epoch, then stop) or RET_EXIT (abort: `Train` returns RET_ERROR without calling `End`). Every epoch
 appends an `EpochRecord` to `loop.history` and, with `verbose`, prints one progress line (epoch, mean loss,
-training accuracy for classifiers, seconds).
+training accuracy for classifiers, seconds). That line already holds what the monitors' epoch lines say, so
+`LossMonitor` and `ClassificationTrainAccuracyMonitor` print their own epoch line only under a quiet loop
+(`verbose=False`): one line per epoch either way (their step lines are unaffected).
 """
 from __future__ import annotations
 
@@ -136,8 +138,14 @@ class AccuracyMetrics(Metrics):
         return self.hits / self.samples if self.samples else 0.0
 
 
+def monitor_prints_epoch(cb_data: TrainLoopCallBackData) -> bool:
+    """Whether a monitor prints its epoch line: not when the loop prints its own (module docstring)."""
+    return not cb_data.loop.verbose
+
+
 class LossMonitor(TrainLoopCallBack):
-    """Prints the loss every `print_every_n` steps and the epoch's mean loss; `losses` holds (epoch, mean)."""
+    """Prints the loss every `print_every_n` steps and, under a quiet loop, the epoch's mean loss; `losses` holds
+    (epoch, mean)."""
 
     def __init__(self, print_every_n: int = PRINT_NEVER):
         self.print_every_n = print_every_n
@@ -156,13 +164,14 @@ class LossMonitor(TrainLoopCallBack):
     def EpochEnd(self, cb_data: TrainLoopCallBackData) -> int:
         mean = self.total / max(self.steps, 1)
         self.losses.append((cb_data.epoch + 1, mean))
-        print(f"Epoch ({cb_data.epoch + 1}):\tLoss is {mean:.6g}")
+        if monitor_prints_epoch(cb_data):
+            print(f"Epoch ({cb_data.epoch + 1}):\tLoss is {mean:.6g}")
         return RET_CONTINUE
 
 
 class ClassificationTrainAccuracyMonitor(TrainLoopCallBack):
     """Training accuracy from the train forward's predictions and the `labels` input; prints every
-    `print_every_n` steps and per epoch; `accuracies` holds (epoch, accuracy)."""
+    `print_every_n` steps and, under a quiet loop, per epoch; `accuracies` holds (epoch, accuracy)."""
 
     def __init__(self, print_every_n: int = PRINT_NEVER):
         self.print_every_n = print_every_n
@@ -185,7 +194,8 @@ class ClassificationTrainAccuracyMonitor(TrainLoopCallBack):
     def EpochEnd(self, cb_data: TrainLoopCallBackData) -> int:
         accuracy = self.hits / max(self.samples, 1)
         self.accuracies.append((cb_data.epoch + 1, accuracy))
-        print(f"Epoch ({cb_data.epoch + 1}):\tTraining Accuracy is {accuracy:.4f}")
+        if monitor_prints_epoch(cb_data):
+            print(f"Epoch ({cb_data.epoch + 1}):\tTraining Accuracy is {accuracy:.4f}")
         return RET_CONTINUE
 
 
