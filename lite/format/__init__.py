@@ -21,6 +21,7 @@ class Known(NamedTuple):
 
 FORMATS: dict[bytes, Known] = {
     b"MSPY": Known("lite.format.mspy", "ours"),
+    b"MSL2": Known("lite.format.mindspore_lite", "MindSpore Lite's own"),
 }
 
 

@@ -1,0 +1,322 @@
+"""MindSpore Lite's primitives -> the runtime's ops: one translation per official primitive.
+
+The official graph is NHWC inside (as ours), so most primitives map one to one: the same kernel, attributes renamed.
+Where MindSpore Lite passes an attribute as a const input tensor (Transpose's perm, Gather's axis) it becomes our
+attribute; where it keeps a list attribute that our op takes as an input (Squeeze's axes) a const tensor is added.
+A primitive without a translation, or an attribute value our kernel cannot honour, is refused naming the node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from lite.dtypes import DataType
+from lite.model import NodeDef, TensorDef
+from lite.status import GraphFileError, NotSupportedError
+from schema import attrs as op_attrs
+from schema import fb as ours
+from schema.mindspore_lite import fb
+
+_PRIMITIVES = {code: name for name, code in vars(fb.PrimitiveType).items() if not name.startswith("_") and code}
+_A, _OA = fb.ActivationType, ours.ActivationType
+# Activations whose official and our numbers agree and that need no parameter: fusable into any op.
+_PLAIN_ACTIVATIONS = {_A.NO_ACTIVATION, _A.RELU, _A.SIGMOID, _A.RELU6, _A.SOFTSIGN, _A.SOFTPLUS, _A.TANH,
+                      _A.HSWISH, _A.SWISH}
+_PAD_MODES = {fb.PadMode.PAD: ours.PadMode.PAD, fb.PadMode.SAME: ours.PadMode.SAME_UPPER,
+              fb.PadMode.VALID: ours.PadMode.VALID}
+_INT_TYPES = (DataType.INT32, DataType.INT64)
+_END = np.iinfo(np.int64).max      # "to the end of the axis" in our Slice
+
+
+def primitive_name(code: int) -> str:
+    """The official primitive's name for a PrimitiveType code (the verifier has already refused unknown codes)."""
+    return _PRIMITIVES[code]
+
+
+@dataclass
+class Node:
+    """One official CNode: its primitive's attribute table (flatc reader) and tensor indices."""
+    name: str
+    op: str
+    table: Any
+    inputs: list[int]
+    outputs: list[int]
+
+    def attr(self, field: str) -> Any:
+        return getattr(self.table, field)()
+
+    def ints(self, field: str) -> list[int]:
+        """A [long] attribute as a list ([] when absent)."""
+        return getattr(self.table, field + "AsNumpy")().tolist() if getattr(self.table, field + "Length")() else []
+
+    def refuse(self, what: str) -> NotSupportedError:
+        return NotSupportedError(f"{self.op} node '{self.name}': {what}")
+
+    def fail(self, what: str) -> GraphFileError:
+        return GraphFileError(f"{self.op} node '{self.name}': {what}")
+
+
+class Graph:
+    """The runtime graph being built: the file's tensors (plus const tensors translations add) and our nodes."""
+
+    def __init__(self, tensors: list[TensorDef]):
+        self.tensors, self.nodes = tensors, []
+        self.files_tensors = len(tensors)
+
+    def check_index(self, index: int, where: str) -> int:
+        if not 0 <= index < self.files_tensors:
+            raise GraphFileError(f"{where} refers to tensor {index}, but the model has {self.files_tensors} tensors")
+        return index
+
+    def add(self, node: Node, op: str, attrs: dict[str, Any], inputs: list[int], outputs: list[int] | None = None
+            ) -> None:
+        self.nodes.append(NodeDef(node.name, op, op_attrs.build(op, attrs), inputs,
+                                  node.outputs if outputs is None else outputs))
+
+    def add_tensor(self, name: str, data_type: int, data: np.ndarray | None = None) -> int:
+        """A new tensor (const when `data` is given) and its index."""
+        node_type = ours.NodeType.CNODE if data is None else ours.NodeType.VALUE
+        dims = () if data is None else data.shape
+        self.tensors.append(TensorDef(len(self.tensors), name, node_type, data_type, dims, ours.Format.ND, data))
+        return len(self.tensors) - 1
+
+    def add_const(self, name: str, values: np.ndarray) -> int:
+        """A new const tensor of int64 or float32 `values` and its index."""
+        data = np.ascontiguousarray(values)
+        data.flags.writeable = False
+        return self.add_tensor(name, DataType.INT64 if data.dtype == np.int64 else DataType.FLOAT32, data)
+
+    def const(self, node: Node, position: int, what: str, integer: bool = True) -> np.ndarray:
+        """The values of the node's input `position`, which must be a const tensor (of ints when `integer`)."""
+        if position >= len(node.inputs):
+            raise node.fail(f"has {len(node.inputs)} inputs, its {what} (input {position}) is missing")
+        t = self.tensors[node.inputs[position]]
+        if not t.is_const:
+            raise node.refuse(f"its {what} is computed at run time; only a const {what} is supported")
+        if integer and t.data_type not in _INT_TYPES:
+            raise node.fail(f"its {what} is not int32 or int64")
+        return t.data
+
+
+def translate(graph: Graph, name: str, op: str, table: Any, inputs: list[int], outputs: list[int]) -> None:
+    """Append the runtime nodes of one official node to `graph`."""
+    node = Node(name, op, table, inputs, outputs)
+    rule = _RULES.get(op)
+    if rule is None:
+        raise NotSupportedError(f"node '{name}': MindSpore Lite op {op} is not supported")
+    arity = _ARITY.get(op)
+    if arity is not None and not arity[0] <= len(inputs) <= arity[1]:
+        raise node.fail(f"has {len(inputs)} inputs, expected {arity[0]} to {arity[1]}")
+    if not outputs:
+        raise node.fail("has no outputs")
+    rule(graph, node)
+
+
+def _fused(node: Node, field: str = "ActivationType") -> int:
+    kind = node.attr(field)
+    if kind not in _PLAIN_ACTIVATIONS:
+        raise node.refuse(f"fused activation type {kind} is not supported")
+    return kind
+
+
+def _pair(node: Node, field: str, default: int) -> tuple[int, int]:
+    values = node.ints(field) or [default, default]
+    if len(values) != 2:
+        raise node.fail(f"{field} has {len(values)} values, expected 2")
+    return values[0], values[1]
+
+
+def _pads(node: Node, field: str) -> dict[str, int]:
+    pads = node.ints(field) or [0, 0, 0, 0]
+    if len(pads) != 4 or min(pads) < 0:
+        raise node.fail(f"{field} is {pads}, expected 4 non-negative values (top, bottom, left, right)")
+    return dict(zip(("pad_top", "pad_bottom", "pad_left", "pad_right"), pads))
+
+
+def _pad_mode(node: Node) -> int:
+    mode = node.attr("PadMode")
+    if mode not in _PAD_MODES:
+        raise node.fail(f"unknown pad mode {mode}")
+    return _PAD_MODES[mode]
+
+
+def _nhwc(node: Node) -> None:
+    if node.attr("Format") != fb.Format.NHWC:
+        raise node.refuse(f"data format {node.attr('Format')} is not supported (only NHWC)")
+
+
+def _conv(graph: Graph, node: Node) -> None:
+    """Conv2DFusion: x NHWC, weight [out, kh, kw, in / group] (our OHWI), bias?; plain, grouped or depthwise."""
+    _nhwc(node)
+    kh, kw = _pair(node, "KernelSize", 0)
+    sh, sw = _pair(node, "Stride", 1)
+    dh, dw = _pair(node, "Dilation", 1)
+    group = node.attr("Group") or 1
+    graph.add(node, "Conv2D", dict(kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, dilation_h=dh,
+                                   dilation_w=dw, pad_mode=_pad_mode(node), **_pads(node, "PadList"), group=group,
+                                   in_channel=node.attr("InChannel"), out_channel=node.attr("OutChannel"),
+                                   activation=_fused(node)), node.inputs)
+
+
+def _pool(mode: int) -> Callable[[Graph, Node], None]:
+    def rule(graph: Graph, node: Node) -> None:
+        """Max/AvgPoolFusion: NHWC; the average counts only the taps inside the input (MindSpore Lite's rule)."""
+        _nhwc(node)
+        glob = bool(node.attr("Global"))
+        kh, kw = (0, 0) if glob else _pair(node, "KernelSize", 1)
+        sh, sw = _pair(node, "Strides", 1)
+        graph.add(node, "Pooling", dict(mode=mode, global_pool=glob, kernel_h=kh, kernel_w=kw, stride_h=sh,
+                                        stride_w=sw, pad_mode=_pad_mode(node), **_pads(node, "Pad"),
+                                        ceil_mode=node.attr("RoundMode") == fb.RoundMode.CEIL,
+                                        count_include_pad=False, activation=_fused(node)), node.inputs[:1])
+    return rule
+
+
+def _arithmetic(op: str, fused: bool = True) -> Callable[[Graph, Node], None]:
+    def rule(graph: Graph, node: Node) -> None:
+        graph.add(node, op, {"activation": _fused(node)} if fused else {}, node.inputs)
+    return rule
+
+
+def _full_connection(graph: Graph, node: Node) -> None:
+    """FullConnection: x, weight [out, in], bias?; contracts the last axis of x."""
+    axis = node.attr("Axis")
+    if node.attr("UseAxis") and axis not in (-1, len(graph.tensors[node.inputs[0]].dims) - 1):
+        raise node.refuse(f"contracting from axis {axis} is not supported (only the last axis)")
+    graph.add(node, "FullConnection", {"activation": _fused(node)}, node.inputs)
+
+
+def _matmul(graph: Graph, node: Node) -> None:
+    """MatMulFusion: a 2-D const B becomes FullConnection (its weight [out, in], the bias kept); else MatMul,
+    whose bias (if any) is a following Add."""
+    a, b = (graph.tensors[i] for i in node.inputs[:2])
+    transpose_a, transpose_b = bool(node.attr("TransposeA")), bool(node.attr("TransposeB"))
+    activation = _fused(node)
+    if b.is_const and len(b.dims) == 2 and not transpose_a:
+        weight = node.inputs[1] if transpose_b else graph.add_const(f"{b.name}/transposed", b.data.T)
+        graph.add(node, "FullConnection", {"activation": activation}, [node.inputs[0], weight, *node.inputs[2:]])
+        return
+    if len(node.inputs) == 2:
+        graph.add(node, "MatMul", dict(transpose_a=transpose_a, transpose_b=transpose_b, activation=activation),
+                  node.inputs)
+        return
+    product = graph.add_tensor(f"{node.name}/product", a.data_type)
+    graph.add(node, "MatMul", dict(transpose_a=transpose_a, transpose_b=transpose_b), node.inputs[:2], [product])
+    graph.add(node, "Add", {"activation": activation}, [product, node.inputs[2]])
+
+
+_ACTIVATIONS = {  # official type -> (our Activation attributes) beyond those numbered alike
+    _A.LEAKY_RELU: lambda n: dict(type=_OA.LEAKY_RELU, alpha=n.attr("Alpha")),
+    _A.ELU: lambda n: dict(type=_OA.ELU, alpha=n.attr("Alpha")),
+    _A.HSIGMOID: lambda n: dict(type=_OA.HSIGMOID, alpha=1 / 6, beta=0.5),            # relu6(x + 3) / 6
+    _A.HARD_TANH: lambda n: dict(type=_OA.HARD_TANH, min_val=n.attr("MinVal"), max_val=n.attr("MaxVal")),
+    _A.RELU1: lambda n: dict(type=_OA.HARD_TANH, min_val=0.0, max_val=1.0),
+    _A.GELU: lambda n: dict(type=_OA.GELU_TANH if n.attr("Approximate") else _OA.GELU),
+}
+
+
+def _activation(graph: Graph, node: Node) -> None:
+    kind = node.attr("ActivationType")
+    if kind == _A.ABS:
+        graph.add(node, "Abs", {}, node.inputs[:1])
+    elif kind == _A.LINEAR:
+        graph.add(node, "Identity", {}, node.inputs[:1])
+    elif kind in _ACTIVATIONS:
+        graph.add(node, "Activation", _ACTIVATIONS[kind](node), node.inputs[:1])
+    elif kind in _PLAIN_ACTIVATIONS - {_A.NO_ACTIVATION}:
+        graph.add(node, "Activation", {"type": kind}, node.inputs[:1])
+    else:
+        raise node.refuse(f"activation type {kind} is not supported")
+
+
+def _one_axis(node: Node, field: str) -> int:
+    axes = node.ints(field)
+    if len(axes) != 1:
+        raise node.refuse(f"{field} {axes}: exactly one axis is supported")
+    return axes[0]
+
+
+def _transpose(graph: Graph, node: Node) -> None:
+    perm = graph.const(node, 1, "perm").tolist()
+    graph.add(node, "Transpose", {"perm": perm}, node.inputs[:1])
+
+
+def _gather(graph: Graph, node: Node) -> None:
+    axis = graph.const(node, 2, "axis").reshape(-1)
+    if axis.size != 1:
+        raise node.fail(f"its axis has {axis.size} values")
+    graph.add(node, "Gather", {"axis": int(axis[0])}, node.inputs[:2])
+
+
+def _with_axes(op: str) -> Callable[[Graph, Node], None]:
+    def rule(graph: Graph, node: Node) -> None:
+        """Squeeze/Unsqueeze: the axis attribute becomes our axes input (no axes: Squeeze drops every 1)."""
+        axes = node.ints("Axis")
+        extra = [graph.add_const(f"{node.name}/axes", np.array(axes, np.int64))] if axes or op == "Unsqueeze" else []
+        graph.add(node, op, {}, [node.inputs[0], *extra])
+    return rule
+
+
+def _expand_dims(graph: Graph, node: Node) -> None:
+    axes = graph.const(node, 1, "axis").reshape(-1).astype(np.int64)
+    graph.add(node, "Unsqueeze", {}, [node.inputs[0], graph.add_const(f"{node.name}/axes", axes)])
+
+
+def _strided_slice(graph: Graph, node: Node) -> None:
+    """StridedSlice (begin, end, strides with TensorFlow's masks) -> our Slice (starts, ends, axes, steps)."""
+    for mask in ("EllipsisMask", "NewAxisMask", "ShrinkAxisMask"):
+        if node.attr(mask):
+            raise node.refuse(f"{mask} {node.attr(mask)} is not supported")
+    begin, end = (graph.const(node, k, what).astype(np.int64) for k, what in ((1, "begin"), (2, "end")))
+    strides = graph.const(node, 3, "strides").astype(np.int64) if len(node.inputs) > 3 else np.ones_like(begin)
+    if not begin.shape == end.shape == strides.shape or begin.ndim != 1:
+        raise node.fail(f"begin, end and strides differ in shape ({begin.shape}, {end.shape}, {strides.shape})")
+    begin, end = begin.copy(), end.copy()
+    for k in range(begin.size):
+        backwards = strides[k] < 0
+        if node.attr("BeginMask") >> k & 1:
+            begin[k] = _END if backwards else 0
+        if node.attr("EndMask") >> k & 1:
+            end[k] = -_END if backwards else _END
+    consts = [graph.add_const(f"{node.name}/{what}", v)
+              for what, v in (("starts", begin), ("ends", end), ("axes", np.arange(begin.size, dtype=np.int64)),
+                              ("steps", strides))]
+    graph.add(node, "Slice", {}, [node.inputs[0], *consts])
+
+
+def _reshape(graph: Graph, node: Node) -> None:
+    graph.add(node, "Reshape", {}, node.inputs[:2])
+
+
+_RULES: dict[str, Callable[[Graph, Node], None]] = {
+    "Conv2DFusion": _conv,
+    "MaxPoolFusion": _pool(ours.PoolMode.MAX),
+    "AvgPoolFusion": _pool(ours.PoolMode.AVG),
+    "AddFusion": _arithmetic("Add"),
+    "SubFusion": _arithmetic("Sub"),
+    "MulFusion": _arithmetic("Mul"),
+    "DivFusion": _arithmetic("Div"),
+    "RealDiv": _arithmetic("Div", fused=False),
+    "FullConnection": _full_connection,
+    "MatMulFusion": _matmul,
+    "Activation": _activation,
+    "Reshape": _reshape,
+    "Transpose": _transpose,
+    "Concat": lambda g, n: g.add(n, "Concat", {"axis": n.attr("Axis")}, n.inputs),
+    "Softmax": lambda g, n: g.add(n, "Softmax", {"axis": _one_axis(n, "Axis")}, n.inputs[:1]),
+    "Flatten": lambda g, n: g.add(n, "Flatten", {"axis": n.attr("Axis")}, n.inputs[:1]),
+    "Squeeze": _with_axes("Squeeze"),
+    "Unsqueeze": _with_axes("Unsqueeze"),
+    "ExpandDims": _expand_dims,
+    "Gather": _gather,
+    "StridedSlice": _strided_slice,
+}
+_ARITY = {  # (fewest, most) inputs of the official node
+    "Conv2DFusion": (2, 3), "MaxPoolFusion": (1, 1), "AvgPoolFusion": (1, 1), "AddFusion": (2, 2),
+    "SubFusion": (2, 2), "MulFusion": (2, 2), "DivFusion": (2, 2), "RealDiv": (2, 2), "FullConnection": (2, 3),
+    "MatMulFusion": (2, 3), "Activation": (1, 1), "Reshape": (2, 2), "Transpose": (2, 2), "Concat": (1, 1 << 16),
+    "Softmax": (1, 1), "Flatten": (1, 1), "Squeeze": (1, 1), "Unsqueeze": (1, 1), "ExpandDims": (2, 2),
+    "Gather": (3, 3), "StridedSlice": (3, 4),
+}
