@@ -198,3 +198,52 @@ def test_example_curve_is_written_as_csv_and_png(tmp_path):
     image = matplotlib_image.imread(written[1])
     assert image.ndim == 3 and image.shape[0] > 100 and image[..., :3].std() > 0.05
     assert sorted(p.name for p in tmp_path.iterdir()) == ["federated_mnist.csv", "federated_mnist.png"]
+
+
+# ---- progress lines --------------------------------------------------------------------------------------------
+def test_rounds_count_from_one_after_the_initial_model():
+    from lite.federated.progress import progress_part, rounds_done, tag
+    assert [tag(r, 3) for r in range(4)] == ["[initial model]", "[round 1/3]", "[round 2/3]", "[round 3/3]"]
+    assert progress_part("INFO :      [round 2/3], 4.1 s, 0 update(s) rejected\n") == (
+        "[round 2/3], 4.1 s, 0 update(s) rejected\n")
+    assert progress_part("INFO :      [initial model], 0.2 s\n") == "[initial model], 0.2 s\n"
+    assert progress_part("INFO :      Starting logstream\n") is None
+    assert rounds_done([{"round": r} for r in range(4)]) == 3
+
+
+def test_the_launcher_echoes_the_last_round_logged_after_the_run_finished(tmp_path, monkeypatch):
+    """The server writes `finished` before its last line reaches `flwr run`'s stream: that line is still shown."""
+    import io
+    import json
+    import threading
+    import time
+
+    from lite.federated import launch
+    history = tmp_path / "history.json"
+    history.write_text(json.dumps({"rounds": [], "finished": True}))
+    seen_finished = threading.Event()
+    finished = launch._finished
+
+    def observed(path):
+        result = finished(path)
+        if result is not None:
+            seen_finished.set()
+        return result
+
+    monkeypatch.setattr(launch, "_finished", observed)
+
+    def stream():
+        yield "INFO :      [round 1/2], 1.0 s, 0 update(s) rejected\n"
+        seen_finished.wait(30)
+        yield "INFO :      [round 2/2], 2.0 s, 0 update(s) rejected\n"
+
+    class Submit:
+        stdout, returncode = stream(), 0
+
+        def poll(self):
+            return None
+
+    echo = io.StringIO()
+    launch._follow(Submit(), history, tmp_path / "run.log", time.monotonic() + 60, echo)
+    assert echo.getvalue().splitlines() == ["[round 1/2], 1.0 s, 0 update(s) rejected",
+                                            "[round 2/2], 2.0 s, 0 update(s) rejected"]

@@ -34,6 +34,7 @@ except ImportError:                 # Python 3.10: the same parser, as Flower's 
     import tomli as tomllib
 
 from lite.federated import APP_DIR
+from lite.federated.progress import progress_part, rounds_done
 from lite.status import LiteError, ParamInvalidError
 
 HOST = "127.0.0.1"
@@ -41,6 +42,7 @@ CONNECTION = "mslite-local"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PR_SET_PDEATHSIG = 1                # <linux/prctl.h>
 STOP_GRACE = 2.0                    # seconds between SIGTERM and SIGKILL when a federation stops
+ECHO_GRACE = 10.0                   # seconds for `flwr run` to stream its last lines once the run finished
 
 
 class FederationError(LiteError):
@@ -279,14 +281,17 @@ def _follow(submit: subprocess.Popen, history: Path, log_path: Path, deadline: f
             for line in submit.stdout:
                 log.write(line)
                 log.flush()
-                if echo is not None and "[round " in line:
-                    echo.write(line[line.index("[round "):])
+                shown = progress_part(line)
+                if echo is not None and shown is not None:
+                    echo.write(shown)
                     echo.flush()
 
-    threading.Thread(target=pump, daemon=True).start()
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
     while time.monotonic() < deadline:
         finished = _finished(history)
-        if finished is not None:
+        if finished is not None:        # the last round's line may still be in the pipe: let `flwr run` end
+            reader.join(max(0.0, min(ECHO_GRACE, deadline - time.monotonic())))
             return finished
         if submit.poll() not in (None, 0):
             raise FederationError(f"`flwr run` failed with status {submit.returncode}; see {log_path}")
@@ -331,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"federation stopped: {e or 'interrupted'}", file=sys.stderr)
         return 1
     last = history["rounds"][-1]
-    print(f"done: {len(history['rounds']) - 1} rounds, global model {out / 'global.ms'}"
+    print(f"done: {rounds_done(history['rounds'])} rounds, global model {out / 'global.ms'}"
           + (f", test accuracy {last['test_accuracy']:.2%}" if "test_accuracy" in last else ""))
     return 0
 

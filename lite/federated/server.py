@@ -23,6 +23,7 @@ from flwr.supercore import log
 
 from lite.federated.arrays import load_weights, weights_record
 from lite.federated.local import evaluate_locally, open_session
+from lite.federated.progress import tag
 from lite.federated.secagg import run_secure
 from lite.federated.shards import load_shard
 from lite.federated.strategies import GuardedUpdates, make_strategy
@@ -99,8 +100,8 @@ class RoundReport:
         write_atomic(self.out / "history.json", json.dumps({"settings": asdict(self.settings),
                                                             "rounds": self.history}, indent=1).encode())
         accuracy = f", global test accuracy {row['test_accuracy']:.2%}" if "test_accuracy" in row else ""
-        log(INFO, "[round %d/%d]%s, %.1f s, %d update(s) rejected", server_round, self.settings.num_rounds,
-            accuracy, row["seconds"], len(row["rejected"]))
+        log(INFO, "%s%s, %.1f s, %d update(s) rejected", tag(server_round, self.settings.num_rounds), accuracy,
+            row["seconds"], len(row["rejected"]))
         return metrics
 
 
