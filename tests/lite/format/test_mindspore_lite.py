@@ -1,0 +1,137 @@
+"""MindSpore Lite's own `.ms` files (MSL2): the official 2.0.0 converter's files run in our runtime with the
+official runtime's outputs; malformed ones are refused with a LiteError; our schema's readers are current."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lite
+import models
+from lite.status import GraphFileError, LiteError, NotSupportedError
+from schema.mindspore_lite import fb, regenerate
+from tests.oracles import mindspore_lite as official
+
+SHAPES = {"lenet5": (1, 1, 32, 32), "mobilenet_v2": (1, 3, 224, 224)}    # the zoo models' ONNX input shapes
+MUTATIONS = 300
+
+
+def test_generated_readers_are_current(tmp_path: Path) -> None:
+    assert regenerate.generate(tmp_path).read_text() == regenerate.GENERATED.read_text(), \
+        "run `python -m schema.mindspore_lite.regenerate`"
+
+
+def test_primitive_numbers_are_the_official_ones() -> None:
+    """Spot checks of the union order against the codes the official 2.0.0 converter writes (the bytes depend on
+    it): AvgPoolFusion 17, Conv2DFusion 35, Flatten 61, MatMulFusion 89, Transpose 162 in its LeNet file."""
+    codes = fb.PrimitiveType
+    assert (codes.AvgPoolFusion, codes.Conv2DFusion, codes.Flatten, codes.MatMulFusion, codes.Transpose) == \
+        (17, 35, 61, 89, 162)
+    assert (codes.AdamWeightDecay, codes.FillV2) == (220, 221)
+
+
+@pytest.fixture(scope="module")
+def official_files(tmp_path_factory: pytest.TempPathFactory):
+    """(zoo name, input layout) -> the official converter's .ms of the zoo model (cached across runs)."""
+    official.require()
+    folder = tmp_path_factory.mktemp("onnx")
+    made: dict[tuple[str, str], Path] = {}
+
+    def get(name: str, layout: str) -> Path:
+        if (name, layout) not in made:
+            onnx_path = folder / f"{name}.onnx"
+            if not onnx_path.exists():
+                models.save(models.build(name), onnx_path)
+            made[name, layout] = official.convert(onnx_path, "input", SHAPES[name], layout)
+        return made[name, layout]
+    return get
+
+
+def run_ours(path: Path, x: np.ndarray) -> np.ndarray:
+    session = lite.LiteSession.CreateSession(lite.Context(thread_num=2))
+    session.CompileGraph(lite.Model.Load(path))
+    [given] = session.GetInputs()
+    assert tuple(given.shape()) == x.shape
+    given.set_data(x)
+    session.RunGraph()
+    [out] = session.GetOutputs().values()
+    return out.numpy().ravel()
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_official_file_matches_official_runtime(official_files, name: str, layout: str) -> None:
+    path = official_files(name, layout)
+    x = np.random.default_rng(7).standard_normal(SHAPES[name]).astype(np.float32)
+    if layout == "NHWC":
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    expected = official.run(path, x)
+    got = run_ours(path, x)
+    assert got.shape == expected.shape
+    span = float(expected.max() - expected.min())
+    assert span > 0
+    assert np.abs(got - expected).max() <= 1e-4 * span
+
+
+def _retyped(buf: bytes, node_name: str, code: int) -> bytes:
+    """`buf` with the primitive type of the node named `node_name` set to `code`."""
+    root = fb.MetaGraph.GetRootAs(buf, 0)
+    for k in range(root.NodesLength()):
+        node = root.Nodes(k)
+        if node.Name().decode() == node_name:
+            primitive = node.Primitive()
+            pos = primitive._tab.Pos + primitive._tab.Offset(4)       # the union's type field
+            out = bytearray(buf)
+            out[pos] = code
+            return bytes(out)
+    raise AssertionError(f"no node {node_name}")
+
+
+def test_unsupported_and_unknown_primitives_are_named(official_files) -> None:
+    buf = official_files("lenet5", "NHWC").read_bytes()
+    with pytest.raises(NotSupportedError, match=r"node '/Flatten'.*Erf"):
+        lite.Model.Import(_retyped(buf, "/Flatten", fb.PrimitiveType.Erf))
+    with pytest.raises(GraphFileError, match="unknown type code 250"):
+        lite.Model.Import(_retyped(buf, "/Flatten", 250))
+
+
+def _structure(buf: bytes) -> np.ndarray:
+    """Positions of `buf` outside the tensors' data: the tables, vtables, indices and strings (mutating weight
+    bytes only changes numbers)."""
+    root = fb.MetaGraph.GetRootAs(buf, 0)
+    keep = np.ones(len(buf), bool)
+    for i in range(root.AllTensorsLength()):
+        t = root.AllTensors(i)
+        if t.DataLength():
+            start = t._tab.Vector(t._tab.Offset(16))      # Tensor.data, the 7th field
+            keep[start:start + t.DataLength()] = False
+    return np.flatnonzero(keep)
+
+
+def test_mutated_official_files_raise_only_lite_errors(official_files) -> None:
+    """Truncations, random bytes and overwritten runs in the structure of an official file: imported and
+    compiled, each either works or raises a LiteError."""
+    buf = official_files("lenet5", "NHWC").read_bytes()
+    where = _structure(buf)
+    rng = np.random.default_rng(41)
+    refused = 0
+    for k in range(MUTATIONS):
+        data = bytearray(buf)
+        kind = k % 3
+        if kind == 0:
+            data = data[:int(rng.integers(0, len(data)))]
+        elif kind == 1:
+            for pos in rng.choice(where, size=int(rng.integers(1, 5))):
+                data[pos] = int(rng.integers(0, 256))
+        else:
+            start = int(rng.choice(where))
+            data[start:start + 8] = rng.integers(0, 256, size=8, dtype=np.uint8).tobytes()
+        try:
+            session = lite.LiteSession.CreateSession(lite.Context(thread_num=1))
+            session.CompileGraph(lite.Model.Import(bytes(data)))
+        except LiteError:
+            refused += 1
+        except Exception as e:     # noqa: BLE001 - what the test is about
+            pytest.fail(f"mutation {k} (kind {kind}) raised {type(e).__name__}: {e}")
+    assert refused >= MUTATIONS // 3      # every truncation at least is refused
