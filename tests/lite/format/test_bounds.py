@@ -9,7 +9,7 @@ from lite.model import Model
 from lite.status import GraphFileError
 from schema import fb
 from schema.fbs_layout import load
-from tests.test_serialize import CHANNELS, W, int8_conv, weight_params, write
+from tests.lite.format.mspy.test_writer import CHANNELS, W, int8_conv, weight_params, write
 
 
 def vector_length_at(buf: bytes, field: str) -> int:
