@@ -9,6 +9,8 @@ it, which this test reads:
 
     <!-- test: skip <where it is checked instead> -->   not run (the reason is required)
     <!-- test: file <name> -->                          the block is a file the page asks the reader to write
+    <!-- test: excerpt <path> -->                       the block quotes that project file: each of its lines
+                                                        (less a trailing `...`) must occur there
     <!-- test: timeout <seconds> -->                    a longer bound than the default for this block
 
 Any other fenced block (```java, ```ini, ...) without one of these fails the test, as does a failing block (the
@@ -34,7 +36,7 @@ SHELL, PYTHON, OUTPUT = ("bash", "sh", "console"), ("python",), ("text", "")
 README_LINES = 300
 TIMEOUT = 300.0
 FENCE = re.compile(r"^(\s*)```\s*([\w+-]*)\s*$")
-ANNOTATION = re.compile(r"^\s*<!--\s*test:\s*(skip|file|timeout)\b\s*(.*?)\s*-->\s*$")
+ANNOTATION = re.compile(r"^\s*<!--\s*test:\s*(skip|file|excerpt|timeout)\b\s*(.*?)\s*-->\s*$")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
@@ -120,13 +122,23 @@ def run_python(block: Block, page: Path, namespace: dict) -> None:
         pytest.fail(f"{block.where(page)}: the snippet failed:\n{traceback.format_exc(limit=-3)}", pytrace=False)
 
 
+def check_excerpt(block: Block, page: Path) -> None:
+    source = REPO / block.argument
+    if not source.is_file():
+        pytest.fail(f"{block.where(page)}: quotes {block.argument}, which does not exist", pytrace=False)
+    text = source.read_text()
+    missing = [line for line in (raw.strip().removesuffix("...").rstrip() for raw in block.text.splitlines())
+               if line and line not in text]
+    if missing:
+        pytest.fail(f"{block.where(page)}: not in {block.argument} any more: {missing}", pytrace=False)
+
+
 def check_annotations(page: Path, found: list[Block]) -> None:
     for block in found:
-        if block.action == "skip" and not block.argument:
-            pytest.fail(f"{block.where(page)}: a skipped block says where it is checked instead", pytrace=False)
-        if block.action == "file" and not block.argument:
-            pytest.fail(f"{block.where(page)}: `test: file` needs the file's name", pytrace=False)
-        if block.lang not in SHELL + PYTHON + OUTPUT and block.action not in ("skip", "file"):
+        if block.action in ("skip", "file", "excerpt") and not block.argument:
+            pytest.fail(f"{block.where(page)}: `test: {block.action}` needs its argument (a reason, a name or a "
+                        f"path)", pytrace=False)
+        if block.lang not in SHELL + PYTHON + OUTPUT and block.action not in ("skip", "file", "excerpt"):
             pytest.fail(f"{block.where(page)}: a ```{block.lang} block is neither run nor annotated "
                         f"(<!-- test: skip <reason> --> or <!-- test: file <name> -->)", pytrace=False)
 
@@ -149,7 +161,9 @@ def test_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     for block in found:
         if block.action == "skip" or block.lang in OUTPUT and block.action != "file":
             continue
-        if block.action == "file":
+        if block.action == "excerpt":
+            check_excerpt(block, page)
+        elif block.action == "file":
             (clone / block.argument).write_text(block.text)
         elif block.lang in PYTHON:
             run_python(block, page, namespace)
@@ -176,8 +190,11 @@ def test_an_unannotated_block_and_a_failing_snippet_fail(tmp_path: Path) -> None
     assert [(b.lang, b.line, b.action) for b in found] == [("java", 2, ""), ("bash", 7, "skip")]
     with pytest.raises(pytest.fail.Exception, match="neither run nor annotated"):
         check_annotations(page, found[:1])
-    with pytest.raises(pytest.fail.Exception, match="says where it is checked"):
+    with pytest.raises(pytest.fail.Exception, match="needs its argument"):
         check_annotations(page, found[1:])
+    with pytest.raises(pytest.fail.Exception, match=r"not in lite/kernel.py any more: \['def infer\(\):'\]"):
+        check_excerpt(Block("python", 1, "class Kernel(ABC):\n    def infer():\n        ...\n", "excerpt", "lite/kernel.py"),
+                      page)
     with pytest.raises(pytest.fail.Exception, match=r"page.md:3: the snippet failed"):
         run_python(Block("python", 3, "x = 1\nraise ValueError('drifted')\n"), page, {})
     assert console_commands("$ echo a \\\n  b\na b\n$ true\n") == "echo a \\\n  b\ntrue\n"
