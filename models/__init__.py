@@ -13,11 +13,11 @@ executor the tests and benches compare against is ``tests/oracles/torch_referenc
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 import onnx
+
+from lite.serialize import write_atomic
 
 from .classic import alexnet, lenet5
 from .control_flow import gated_refiner
@@ -54,16 +54,8 @@ def build(name: str, **kwargs: object) -> onnx.ModelProto:
 
 
 def save(model: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
-    """Write ``model`` to ``path`` atomically (temporary file in the same directory, then ``os.replace``)."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(model.SerializeToString())
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write ``model`` to ``path`` atomically, with the mode of an ordinary new file (``lite.serialize``)."""
+    write_atomic(path, model.SerializeToString())
 
 
 __all__ = ["ZOO", "TASKS", "SEQUENCE", "build", "save", *ZOO, *TASKS, *SEQUENCE]

@@ -1,11 +1,17 @@
-"""``python -m models <name> <out.onnx> [--input-size N] [--num-classes N] [--batch N]``: write a zoo model."""
+"""``python -m models <name> <out.onnx> [--input-size N] [--num-classes N] [--in-channels N] [--batch N] [--seed N]``:
+write a zoo model and say what was written. An option left out keeps the builder's default; an option the builder
+does not take (the streaming GRU has no batch) is refused by name."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
+import os
 from collections.abc import Sequence
 
 from . import SEQUENCE, TASKS, ZOO, build, save
+
+BUILDERS = ZOO | TASKS | SEQUENCE
 
 
 def _batch(text: str) -> int | None:
@@ -13,19 +19,24 @@ def _batch(text: str) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Parse ``argv`` and write the requested model; unset options keep the builder's defaults."""
-    parser = argparse.ArgumentParser(prog="python -m models", description="Write a model-zoo ONNX file.")
-    parser.add_argument("name", choices=[*ZOO, *TASKS, *SEQUENCE])
+    """Parse ``argv``, write the requested model and print its path and size."""
+    parser = argparse.ArgumentParser(prog="python -m models", description="Write a model-zoo ONNX file.",
+                                     argument_default=argparse.SUPPRESS)
+    parser.add_argument("name", choices=list(BUILDERS))
     parser.add_argument("output")
     parser.add_argument("--input-size", type=int)
     parser.add_argument("--num-classes", type=int)
     parser.add_argument("--in-channels", type=int)
-    parser.add_argument("--batch", type=_batch, default=1, help='batch size, or "N" for a symbolic batch')
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    names = ("input_size", "num_classes", "in_channels")
-    options = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
-    save(build(args.name, batch=args.batch, seed=args.seed, **options), args.output)
+    parser.add_argument("--batch", type=_batch, help='batch size, or "N" for a symbolic batch (default: 1)')
+    parser.add_argument("--seed", type=int)
+    args = vars(parser.parse_args(argv))
+    name, output = args.pop("name"), args.pop("output")
+    takes = inspect.signature(BUILDERS[name]).parameters
+    for option in args:
+        if option not in takes:
+            parser.error(f"{name} does not take --{option.replace('_', '-')}")
+    save(build(name, **args), output)
+    print(f"wrote {output} ({name}, {os.path.getsize(output):,} bytes)")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -146,7 +148,7 @@ def test_unknown_name() -> None:
         models.build("vgg16")
 
 
-def test_save_and_cli(tmp_path: Path) -> None:
+def test_save_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from models.__main__ import main
 
     out = tmp_path / "lenet.onnx"
@@ -154,9 +156,45 @@ def test_save_and_cli(tmp_path: Path) -> None:
     model = onnx.load(out)
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "N"
     assert [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]] == [1, 28, 28]
+    assert capsys.readouterr().out == f"wrote {out} (lenet5, {out.stat().st_size:,} bytes)\n"
     models.save(small_model("resnet18"), out)
     assert onnx.load(out).graph.name == "resnet18"
     assert [p.name for p in tmp_path.iterdir()] == ["lenet.onnx"]
+
+
+@pytest.mark.parametrize("name", [*models.ZOO, *models.TASKS, *models.SEQUENCE])
+def test_every_builder_is_written_by_the_cli(name: str, tmp_path: Path) -> None:
+    """Each name with only the options it takes (classic nets made small): no keyword its builder lacks."""
+    from models.__main__ import main
+
+    small = ["--num-classes", "10", "--input-size", str(SMALL_SIZE.get(name, 32))] if name in models.ZOO else []
+    main([name, str(tmp_path / "m.onnx"), *small])
+    onnx.checker.check_model(onnx.load(tmp_path / "m.onnx"))
+
+
+def test_cli_refuses_an_option_the_builder_does_not_take(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from models.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["streaming_gru", str(tmp_path / "s.onnx"), "--batch", "2"])
+    assert "streaming_gru does not take --batch" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_written_models_have_an_ordinary_files_mode(tmp_path: Path, umask: int) -> None:
+    """The zoo's ONNX and the converter's .ms get 0666 less the umask, as open() would (mkstemp alone: 0600)."""
+    from converter.cli import main as convert
+
+    previous = os.umask(umask)
+    try:
+        models.save(models.build("lenet5"), tmp_path / "lenet.onnx")
+        assert convert(["--fmk=ONNX", f"--modelFile={tmp_path / 'lenet.onnx'}",
+                        f"--outputFile={tmp_path / 'lenet'}"]) == 0
+    finally:
+        os.umask(previous)
+    for written in ("lenet.onnx", "lenet.ms"):
+        assert stat.S_IMODE((tmp_path / written).stat().st_mode) == 0o666 & ~umask
 
 
 def check_training(model: onnx.ModelProto, x: np.ndarray) -> None:
