@@ -53,7 +53,8 @@ def convert(onnx_path: Path, out: Path, *flags: str) -> Path:
 
 
 def quantization_config(folder: Path, crops: list[np.ndarray]) -> Path:
-    """A MindSpore-style PTQ config over `crops` written as raw float32 `.bin` files (MindSpore's convention)."""
+    """A MindSpore-style PTQ config over `crops` written as raw float32 `.bin` files (MindSpore's convention);
+    examples/ptq_config.cfg shows every key."""
     data = folder / "calibration"
     data.mkdir(exist_ok=True)
     for k, crop in enumerate(crops):
