@@ -286,6 +286,17 @@ def _strided_slice(graph: Graph, node: Node) -> None:
     graph.add(node, "Slice", {}, [node.inputs[0], *consts])
 
 
+def _lrn(graph: Graph, node: Node) -> None:
+    """LRN across channels: x / (bias + alpha * sum over [c - r, c + r] of x^2)^beta, which is ONNX's with
+    size 2r + 1 and alpha scaled by the size."""
+    region = node.attr("NormRegion")
+    if region not in (None, b"ACROSS_CHANNELS"):
+        raise node.refuse(f"norm region {region!r} is not supported (only ACROSS_CHANNELS)")
+    size = 2 * node.attr("DepthRadius") + 1
+    graph.add(node, "LRN", dict(size=size, alpha=node.attr("Alpha") * size, beta=node.attr("Beta"),
+                                bias=node.attr("Bias")), node.inputs)
+
+
 def _reshape(graph: Graph, node: Node) -> None:
     graph.add(node, "Reshape", {}, node.inputs[:2])
 
@@ -303,6 +314,7 @@ _RULES: dict[str, Callable[[Graph, Node], None]] = {
     "MatMulFusion": _matmul,
     "Activation": _activation,
     "Reshape": _reshape,
+    "LRN": _lrn,
     "Transpose": _transpose,
     "Concat": lambda g, n: g.add(n, "Concat", {"axis": n.attr("Axis")}, n.inputs),
     "Softmax": lambda g, n: g.add(n, "Softmax", {"axis": _one_axis(n, "Axis")}, n.inputs[:1]),
@@ -318,5 +330,5 @@ _ARITY = {  # (fewest, most) inputs of the official node
     "SubFusion": (2, 2), "MulFusion": (2, 2), "DivFusion": (2, 2), "RealDiv": (2, 2), "FullConnection": (2, 3),
     "MatMulFusion": (2, 3), "Activation": (1, 1), "Reshape": (2, 2), "Transpose": (2, 2), "Concat": (1, 1 << 16),
     "Softmax": (1, 1), "Flatten": (1, 1), "Squeeze": (1, 1), "Unsqueeze": (1, 1), "ExpandDims": (2, 2),
-    "Gather": (3, 3), "StridedSlice": (3, 4),
+    "Gather": (3, 3), "StridedSlice": (3, 4), "LRN": (1, 1),
 }

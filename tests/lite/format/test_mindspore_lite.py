@@ -13,7 +13,10 @@ from lite.status import GraphFileError, LiteError, NotSupportedError
 from schema.mindspore_lite import fb, regenerate
 from tests.oracles import mindspore_lite as official
 
-SHAPES = {"lenet5": (1, 1, 32, 32), "mobilenet_v2": (1, 3, 224, 224)}    # the zoo models' ONNX input shapes
+SHAPES = {"lenet5": (1, 1, 32, 32), "mobilenet_v2": (1, 3, 224, 224), "resnet18": (1, 3, 224, 224),
+          "alexnet": (1, 3, 224, 224), "mobilenet_v3_small": (1, 3, 224, 224), "resnet50": (1, 3, 224, 224),
+          "efficientnet_lite0": (1, 3, 224, 224)}    # the zoo models' ONNX input shapes
+SLOW = {"resnet50", "efficientnet_lite0", "alexnet"}
 MUTATIONS = 300
 
 
@@ -60,7 +63,7 @@ def run_ours(path: Path, x: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
-@pytest.mark.parametrize("name", list(SHAPES))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in SHAPES])
 def test_official_file_matches_official_runtime(official_files, name: str, layout: str) -> None:
     path = official_files(name, layout)
     x = np.random.default_rng(7).standard_normal(SHAPES[name]).astype(np.float32)
