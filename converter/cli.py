@@ -1,16 +1,18 @@
-"""`converter_lite`: convert an ONNX or TFLite model to `.ms` with MindSpore Lite's converter flags.
+"""`converter_lite`: convert an ONNX or TFLite model (`converter.frontends`) to `.ms` with MindSpore Lite's
+converter flags; either kind quantizes and trains alike.
 
     converter_lite --fmk=ONNX --modelFile=model.onnx --outputFile=model [--inputShape="input:1,3,224,224"]
     converter_lite --fmk=TFLITE --modelFile=model.tflite --outputFile=model [--inputShape="input:1,224,224,3"]
                    [--trainModel=true [--configFile=train.cfg] [--loss=... --optimizer=... --learningRate=...]]
                    [--quantType=PostTraining|WeightQuant [--bitNum=8] [--configFile=quant.cfg]]
-                   [--encryptKey=<hex key> [--encryption=true] | --integrity=true]
+                   [--encryptKey=<hex key> [--encryption=true] | --integrity=true] [--saveType=MSPY]
 
 Prints `CONVERT RESULT SUCCESS:0`, or the error (naming the file, op, node and opset) on stderr and then
 `CONVERT RESULT FAILED:<status> <meaning>`; returns the MindSpore status (0 on success, negative on failure).
 `--encryptKey` writes the model AES-GCM encrypted (the runtime needs the key: `Model.Load(path, dec_key=...)`),
 `--integrity=true` appends a SHA-256 footer that the runtime checks (see `lite.protect`).
-`--fp16=on` stores float weights as float16 (float inference models only).
+`--fp16=on` stores float weights as float16 (float inference models only). `--saveType` picks the output format
+(`converter.export.SAVE_TYPES`; MSPY, ours, by default).
 """
 from __future__ import annotations
 
@@ -19,9 +21,12 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Sequence
 
 from converter import convert_file
+from converter.export import DEFAULT_SAVE_TYPE, SAVE_TYPES
 from lite import protect
+from converter.frontends import FRONTENDS, frontend
 from converter.train import TrainParams, parse_train_flags
-from lite.status import RET_ERROR, RET_OK, GetErrorInfo, LiteError, NotSupportedError
+from converter.train.config import LOSSES, OPTIMIZERS
+from lite.status import RET_ERROR, RET_OK, GetErrorInfo, LiteError
 from lite.tools import Flag, UsageError, parse_flags, usage
 
 if TYPE_CHECKING:
@@ -32,7 +37,7 @@ DATA_TYPES = ("FLOAT32", "FLOAT", "DEFAULT", "INT8", "UINT8")
 FLOAT_TYPES = ("FLOAT32", "FLOAT", "DEFAULT")
 
 FLAGS = (
-    Flag("fmk", "framework of the input model: ONNX or TFLITE"),
+    Flag("fmk", "framework of the input model: " + "|".join(FRONTENDS)),
     Flag("modelFile", "input model file (.onnx or .tflite)"),
     Flag("outputFile", "output model path; '.ms' is appended unless present"),
     Flag("inputShape", "graph input shapes, e.g. \"input:1,3,224,224;mask:1,10\""),
@@ -41,12 +46,13 @@ FLAGS = (
     Flag("fp16", "store float weights as float16 (half the file; computed in float32)", default="off",
          choices=("on", "off")),
     Flag("trainModel", "convert to a training model (docs/training.md)", bool, False),
-    Flag("loss", "training loss: softmax_cross_entropy|mse|bce_with_logits|smooth_l1"),
-    Flag("optimizer", "training optimizer: sgd|momentum|adam"),
+    Flag("loss", f"training loss: {'|'.join(LOSSES)} (their settings: [train_param] of --configFile)"),
+    Flag("optimizer", f"training optimizer: {'|'.join(OPTIMIZERS)}"),
     Flag("learningRate", "training learning rate"),
     Flag("trainable", "comma-separated regexes of the weights to train"),
     Flag("freeze", "comma-separated regexes of the weights to freeze"),
-    Flag("freezeUntil", "freeze every weight up to and including this ONNX node"),
+    Flag("freezeUntil", "freeze every weight up to and including this node (ONNX: its name; TFLite: its first "
+                        "output tensor's)"),
     Flag("quantType", "post-training quantization: PostTraining|WeightQuant|MixedBitWeightQuant",
          choices=("PostTraining", "WeightQuant", "MixedBitWeightQuant")),
     Flag("bitNum", "quantization bits (full: 2-8, weight-only: 1-16)", int),
@@ -57,6 +63,8 @@ FLAGS = (
     Flag("encryptKey", "AES-GCM key as hex text (32, 48 or 64 digits): the model is written encrypted"),
     Flag("encryption", "encrypt the model with --encryptKey", bool, True),
     Flag("integrity", "append a SHA-256 integrity footer, checked at load (unencrypted models)", bool, False),
+    Flag("saveType", "output format: " + ", ".join(f"{name} ({t.title})" for name, t in SAVE_TYPES.items()),
+         default=DEFAULT_SAVE_TYPE),
 )
 TRAIN_FLAGS = ("loss", "optimizer", "learningRate", "trainable", "freeze", "freezeUntil")
 QUANT_FLAGS = ("bitNum", "quantWeightSize", "quantWeightChannel", "quantDebug")
@@ -134,19 +142,18 @@ def parse_input_shapes(text: str | None) -> dict[str, list[int]] | None:
 def run(opts: SimpleNamespace) -> str:
     """Convert as the flags say; returns the written `.ms` path."""
     _require(opts, "fmk", "modelFile", "outputFile")
-    if opts.fmk not in ("ONNX", "TFLITE"):
-        raise NotSupportedError(f"--fmk={opts.fmk}: only ONNX and TFLITE models are supported")
+    frontend(opts.fmk)
     shapes = parse_input_shapes(opts.inputShape)
     train_params, quant_config = _train_params(opts), _quant_config(opts)
     key = _encrypt_key(opts)
     fp16 = opts.fp16 == "on"
-    if fp16 and (train_params or quant_config or opts.fmk != "ONNX"):
-        other = "--trainModel" if train_params else "--quantType" if quant_config else f"--fmk={opts.fmk}"
-        raise UsageError(f"--fp16=on cannot be combined with {other}: it stores the weights of float ONNX "
-                         "inference models")
+    if fp16 and (train_params or quant_config):
+        other = "--trainModel" if train_params else "--quantType"
+        raise UsageError(f"--fp16=on cannot be combined with {other}: it stores the weights of float inference "
+                         "models")
     try:
         return convert_file(opts.modelFile, opts.outputFile, shapes, train_params, quant_config, key,
-                            opts.integrity, opts.fmk, fp16)
+                            opts.integrity, opts.fmk, fp16, save_type=opts.saveType)
     except OSError as e:
         raise LiteError(f"cannot write '{opts.outputFile}': {e.strerror or e}") from e
 

@@ -1,29 +1,18 @@
-"""Reading an ONNX model and turning it into optimised IR: the start of every conversion (float, training,
-quantized)."""
+"""A model of any frontend turned into optimised IR: the start of every inference conversion, float or quantized
+(a training graph runs the same passes in training mode: `converter.train`)."""
 from __future__ import annotations
 
-import os
 from typing import Iterable
 
 import onnx
 
-from converter.frontends.onnx import import_model
+from converter.frontends import SourceModel
+from converter.frontends.onnx import as_source
 from converter.ir import Graph
 from converter.passes import optimize
-from lite.status import GraphFileError
 
 
-def load_onnx(path: str | os.PathLike) -> onnx.ModelProto:
-    """Read an ONNX file (external data included), reporting unreadable files as GraphFileError."""
-    try:
-        return onnx.load(os.fspath(path))
-    except FileNotFoundError:
-        raise GraphFileError(f"model file '{path}' does not exist") from None
-    except Exception as e:
-        raise GraphFileError(f"'{path}' is not a readable ONNX model: {e}") from e
-
-
-def to_graph(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,
+def to_graph(model: SourceModel | onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,
              disabled_passes: Iterable[str] = ()) -> Graph:
     """Import and optimise: the IR just before export."""
-    return optimize(import_model(model, input_shapes), disabled_passes)
+    return optimize(as_source(model).to_ir(input_shapes), disabled_passes)

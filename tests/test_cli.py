@@ -13,6 +13,8 @@ from onnx import TensorProto, helper
 import lite
 import models
 from converter.cli import main
+from converter.frontends import FRONTENDS
+from converter.train.config import LOSSES, OPTIMIZERS
 from tests.util import REPO, run_ort
 
 SUCCESS = "CONVERT RESULT SUCCESS:0"
@@ -116,7 +118,7 @@ def test_unsupported_fmk(lenet_file, tmp_path, capsys):
     args = ["--fmk=CAFFE", f"--modelFile={lenet_file}", f"--outputFile={tmp_path / 'out'}"]
     assert main(args) == lite.RET_NOT_SUPPORT
     captured = capsys.readouterr()
-    assert "CONVERT RESULT FAILED:-7" in captured.out and "only ONNX" in captured.err
+    assert "CONVERT RESULT FAILED:-7" in captured.out and "fmk must be ONNX|TFLITE" in captured.err
 
 
 @pytest.mark.parametrize("flag", ["--trainModel=false", "--fp16=off", "--inputDataType=FLOAT32",
@@ -175,6 +177,15 @@ def test_help_lists_flags(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert all(f"--{name}" in out for name in ("fmk", "modelFile", "outputFile", "inputShape"))
+
+
+def test_help_lists_every_loss_optimizer_and_framework(capsys):
+    """--help names every value the training config and the frontend registry accept (ctc included)."""
+    assert main(["--help"]) == 0
+    lines = {line.split("=")[0].strip(): line for line in capsys.readouterr().out.splitlines()}
+    assert all(loss in lines["--loss"] for loss in LOSSES) and "ctc" in lines["--loss"]
+    assert all(name in lines["--optimizer"] for name in OPTIMIZERS)
+    assert all(fmk in lines["--fmk"] for fmk in FRONTENDS)
 
 
 def run_module(*args: str) -> subprocess.CompletedProcess:

@@ -181,3 +181,43 @@ def test_if_nested_in_a_while_body():
     x = np.arange(6, dtype=F32).reshape(2, 3)
     _, out = check(m.build([n, acc], [outs[0], outs[2]]), [np.array(4, I32), x])
     np.testing.assert_allclose(out, x * 4 - 2)
+
+
+def _call_once(init: int | None = None, inputs: bool = False) -> bytes:
+    """y = x + x after a CALL_ONCE of an init subgraph that has no operators (index `init` when given)."""
+    m = TFLiteModel()
+    x, y = m.tensor([2, 3], name="x"), m.tensor([2, 3], name="y")
+    index = m.subgraph(lambda g: ([], []))
+    m.op("CALL_ONCE", [x] if inputs else [], [], "CallOnceOptions", InitSubgraphIndex=index if init is None else init)
+    m.op("ADD", [x, x], [y], "AddOptions")
+    return m.build([x], [y])
+
+
+def test_call_once_imports_as_nothing():
+    """CALL_ONCE's init subgraph only sets state that every op reading it is refused for, so it adds no node."""
+    data = _call_once()
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    check(data, [x])
+    assert [n.op for n in import_model(data).nodes] == ["Add"]
+
+
+@pytest.mark.parametrize("init,inputs,message", [(5, False, "InitSubgraphIndex 5"), (0, False, "InitSubgraphIndex 0"),
+                                                 (None, True, "no inputs")])
+def test_call_once_naming_no_init_subgraph_or_with_inputs_is_refused(init, inputs, message):
+    e = _error(_call_once(init, inputs))
+    assert e.status == lite.RET_GRAPH_FILE_ERR and "CALL_ONCE" in str(e) and message in str(e)
+
+
+def test_call_is_refused_naming_the_node():
+    """CALL (a legacy builtin LiteRT has no kernel for) is refused with that reason, naming the node."""
+    m = TFLiteModel()
+    x, y = m.tensor([2, 3], name="x"), m.tensor([2, 3], name="called/y")
+
+    def body(g: TFLiteModel):
+        a, b = g.tensor([2, 3]), g.tensor([2, 3])
+        g.op("ADD", [a, a], [b], "AddOptions")
+        return [a], [b]
+    m.op("CALL", [x], [y], "CallOptions", Subgraph=m.subgraph(body))
+    e = _error(m.build([x], [y]))
+    assert e.status == lite.RET_NOT_SUPPORT and "'CALL'" in str(e) and "called/y" in str(e)
+    assert "legacy call of a subgraph" in str(e) and "LiteRT has no kernel" in str(e)

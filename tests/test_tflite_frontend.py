@@ -300,13 +300,16 @@ def test_custom_op_is_not_supported_naming_op_and_node():
     assert "TFLite_Detection_PostProcess" in str(e) and "postprocess/out" in str(e)
 
 
-@pytest.mark.parametrize("op", ["CALL_ONCE", "UNIDIRECTIONAL_SEQUENCE_LSTM"])
-def test_control_flow_and_recurrent_ops_are_refused(op):
+@pytest.mark.parametrize("op", ["LSTM", "RNN", "SVDF"])
+def test_one_step_recurrent_ops_are_refused_for_their_state_across_invocations(op):
+    """The one-step recurrent ops carry their state from one invocation to the next; the refusal says so and
+    points to the sequence LSTMs, which import."""
     m = TFLiteModel()
-    x, y = m.tensor([2, 3], name="x"), m.tensor([2, 3], name="loop_out")
+    x, y = m.tensor([2, 3], name="x"), m.tensor([2, 3], name="step_out")
     m.op(op, [x], [y])
     e = import_error(m.build([x], [y]))
-    assert e.status == lite.RET_NOT_SUPPORT and op in str(e) and "loop_out" in str(e)
+    assert e.status == lite.RET_NOT_SUPPORT and f"'{op}'" in str(e) and "step_out" in str(e)
+    assert "state kept across invocations" in str(e) and "UNIDIRECTIONAL_/BIDIRECTIONAL_SEQUENCE_LSTM" in str(e)
 
 
 def test_cli_converts_tflite(tmp_path, capsys):

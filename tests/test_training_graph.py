@@ -18,7 +18,8 @@ import models
 from converter import convert, convert_file, convert_for_training
 from converter.ir import Graph, Node
 from converter.train import TrainParams, forward_graph, load_train_config, parse_train_flags, to_training_graph
-from converter.train.weights import float_initializers, restore_source_names
+from converter.frontends.onnx import OnnxSource
+from converter.train.weights import restore_source_names
 from lite.status import NotSupportedError, ParamInvalidError
 from tests.oracles import torch_reference
 from tests.oracles.torch_reference import to_torch
@@ -35,7 +36,7 @@ def _subgraphs(graph: Graph) -> dict:
 def _weights(model: onnx.ModelProto) -> list[str]:
     """The float initializers PyTorch trains (BatchNorm running statistics are buffers)."""
     stats = {i for n in model.graph.node if n.op_type == "BatchNormalization" for i in n.input[3:5]}
-    return [w for w in float_initializers(model) if w not in stats]
+    return [w for w in OnnxSource(model).float_weights() if w not in stats]
 
 
 def _trained(graph: Graph) -> list[str]:
@@ -135,7 +136,7 @@ def test_every_weight_trains_under_its_source_name() -> None:
 def test_conv_weights_carry_the_permutation_back_to_onnx_layout() -> None:
     model = small_cnn()
     graph = to_training_graph(model, TrainParams())
-    source = float_initializers(model)
+    source = OnnxSource(model).float_weights()
     for name in ("w1", "w2"):
         value = graph.values[name]
         assert value.source_perm == (0, 3, 1, 2)
@@ -147,7 +148,7 @@ def test_restoring_source_names_is_idempotent() -> None:
     model = small_cnn()
     graph = forward_graph(model)
     before = {k: v.source_perm for k, v in graph.values.items()}
-    restore_source_names(graph, model)
+    restore_source_names(graph, OnnxSource(model))
     assert {k: v.source_perm for k, v in graph.values.items()} == before
 
 
@@ -505,7 +506,7 @@ def test_first_step_loss_and_gradients_through_the_runtime_equal_pytorch(loss: s
     session.GetInputsByTensorName("labels").set_data(target)
     assert session.RunGraph() == lite.RET_OK
 
-    w = {k: torch.tensor(v, dtype=torch.float64, requires_grad=k != "w1") for k, v in float_initializers(model).items()}
+    w = {k: torch.tensor(v, dtype=torch.float64, requires_grad=k != "w1") for k, v in OnnxSource(model).float_weights().items()}
     want = _TORCH_LOSSES[loss](_shape_mix_torch(torch.from_numpy(x).double(), w),
                                torch.from_numpy(target).long() if labels == "sparse" and loss ==
                                "softmax_cross_entropy" else torch.from_numpy(target).double())

@@ -1,9 +1,12 @@
 """fuse_activation: x * sigmoid(x) -> SWISH, x * hsigmoid(x) -> HSWISH, then an activation whose input has one
 reader folds into the op that produced it when that op applies an `activation` attribute
-(`traits(op).fused_activation`: Conv2D, FullConnection, MatMul, Add, Sub, Mul, Div, Pooling, ...)."""
+(`traits(op).fused_activation`: Conv2D, FullConnection, MatMul, Add, Sub, Mul, Div, Pooling, ...).
+`split_activation` undoes the folding."""
 from __future__ import annotations
 
-from converter.ir import Graph, Node
+from typing import Callable
+
+from converter.ir import Graph, Node, Value
 from lite.traits import traits
 from schema import fb
 
@@ -56,3 +59,21 @@ def fuse_into_producer(graph: Graph) -> None:
 def fuse_activation(graph: Graph) -> None:
     fuse_gated(graph)
     fuse_into_producer(graph)
+
+
+def split_activation(graph: Graph, keep: Callable[[Node], bool] = lambda node: False) -> None:
+    """Every activation fused into a node (but those `keep` keeps) becomes its own Activation node again, reading
+    a fresh pre-activation value; the float meaning is unchanged. A graph to be trained runs this in place of
+    fuse_activation (a fused activation has no gradient rule, nor a TFLite operator's fused one)."""
+    for node in list(graph.nodes):
+        kind = node.attrs.get("activation", 0)
+        if node.op == "Activation" or not kind or keep(node):
+            continue
+        out = graph.values[node.outputs[0]]
+        pre = graph.fresh(f"{out.name}_pre_activation")
+        graph.values[pre] = Value(pre, out.shape, out.dtype, format=out.format)
+        node.attrs = {**node.attrs, "activation": 0}
+        graph.nodes.append(Node("Activation", graph.fresh(f"{node.name}/activation"), [pre], [out.name],
+                                {"type": kind}))
+        node.outputs = [pre, *node.outputs[1:]]
+    graph.sort()

@@ -7,9 +7,11 @@ import os
 
 import onnx
 
-from converter.export import to_bytes
+from converter.export import DEFAULT_SAVE_TYPE, to_bytes
 from converter.ir import Graph
-from converter.load import load_onnx, to_graph
+from converter.frontends import SourceModel
+from converter.frontends.onnx import as_source, load_onnx
+from converter.load import to_graph
 from converter.passes.fuse_residual import split_residuals
 from converter.quant.bias_correction import correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration, shared_ranges
@@ -82,12 +84,14 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     return qgraph
 
 
-def convert_quantized(model: onnx.ModelProto | str | os.PathLike, config: QuantConfig | str | os.PathLike,
-                      input_shapes: dict[str, list[int]] | None = None,
-                      calibration_inputs: list[dict] | None = None) -> bytes:
-    """An ONNX model (or its path) quantized as `.ms` bytes; `config` is a QuantConfig or a config file path."""
+def convert_quantized(model: SourceModel | onnx.ModelProto | str | os.PathLike,
+                      config: QuantConfig | str | os.PathLike, input_shapes: dict[str, list[int]] | None = None,
+                      calibration_inputs: list[dict] | None = None, save_type: str = DEFAULT_SAVE_TYPE) -> bytes:
+    """A frontend's model (or an ONNX model, or an ONNX file's path) quantized as `.ms` bytes (of `save_type`'s
+    format); `config` is a QuantConfig or a config file path."""
     if not isinstance(config, QuantConfig):
         config = load_config(config)
-    if not isinstance(model, onnx.ModelProto):
+    if isinstance(model, (str, os.PathLike)):
         model = load_onnx(model)
-    return to_bytes(quantize(to_graph(model, input_shapes), config, calibration_inputs))
+    model = as_source(model)
+    return to_bytes(quantize(to_graph(model, input_shapes), config, calibration_inputs), model.fmk_type, save_type)

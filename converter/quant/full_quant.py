@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from converter.ir import Graph, Node, Value
+from converter.passes.fuse_activation import split_activation
 from converter.quant.qparams import activation_param, make_param, quantize_tensor
 from converter.quant.weights import quantize_weight, weight_axis
 from lite import kernel as kernel_registry
@@ -38,18 +39,8 @@ def split_activations(graph: Graph) -> Graph:
     """Int8 kernels fuse only clamps (RELU, RELU6): other fused activations (SWISH, SIGMOID, ...) of ops with
     an int8 kernel become their own Activation node again, so that calibration sees the pre-activation
     range and the activation runs as an int8 lookup table. The float meaning is unchanged."""
-    for node in list(graph.nodes):
-        kind = node.attrs.get("activation", 0)
-        if node.op == "Activation" or kind in CLAMP_ACTIVATIONS or not has_int8_kernel(node.op):
-            continue
-        out = graph.values[node.outputs[0]]
-        pre = graph.fresh(f"{out.name}_pre_activation")
-        graph.values[pre] = Value(pre, out.shape, out.dtype, format=out.format)
-        node.attrs = {**node.attrs, "activation": 0}
-        graph.nodes.append(Node("Activation", graph.fresh(f"{node.name}/activation"), [pre], [out.name],
-                                {"type": kind}))
-        node.outputs = [pre, *node.outputs[1:]]
-    graph.sort()
+    split_activation(graph, keep=lambda node: node.attrs["activation"] in CLAMP_ACTIVATIONS
+                     or not has_int8_kernel(node.op))
     return graph
 
 

@@ -6,9 +6,9 @@ r"""Training options: the `[train_param]` section of `--configFile` and the matc
     optimizer = sgd                   ; sgd (momentum, dampening, nesterov) | momentum | adam (beta1, beta2, epsilon)
     learning_rate = 0.01
     weight_decay = 0                  ; every optimizer (Adam: decoupled, AdamW)
-    trainable = fc\..*                ; comma-separated regexes, each matching whole ONNX initializer names
+    trainable = fc\..*                ; comma-separated regexes, each matching whole source weight names
     freeze = features\.0\..*          ; the same; frozen wins over trainable
-    freeze_until = /layer3/Add        ; an ONNX node: weights read by it or by any node before it are frozen
+    freeze_until = /layer3/Add        ; a node (TFLite: its output's name): weights it or a node before it reads freeze
     output = logits                   ; the model output the loss reads (default: the first)
     label_length = 8                  ; ctc only: labels are int32 [N, label_length] rows padded with the blank
     blank = 0                         ; ctc only: the blank class (predictions are time-major [T, N, classes])

@@ -1,12 +1,13 @@
-"""Source weights of a training graph: restore ONNX initializer names on re-laid-out constants, and find the
-weights a `freeze_until` node freezes.
+"""Source weights of a training graph: restore the source model's weight names on re-laid-out constants, and
+find the weights a `freeze_until` node freezes. The weights and the nodes reading them come from the frontend
+(`converter.frontends.SourceModel`), so this holds for every source framework.
 
-The importer may store a weight in another layout under a new name (a Conv weight OIHW -> OHWI as
+The importer may store a weight in another layout under a new name (an ONNX Conv weight OIHW -> OHWI as
 `<node>:Transpose:0`, a Gemm weight as `<node>/weight`, a per-channel constant reshaped by to_nhwc as
 `<name>_nhwc`). A training model must report and train weights under their source names and layout, so every
-constant that equals a transpose of a float initializer gets the initializer's name back, with `Value.source_perm`
+constant that equals a transpose of a source weight gets the weight's name back, with `Value.source_perm`
 the permutation to the source layout, and one that is a reshape of it is computed from it by a Reshape node (a
-weight has one shape, and `source_perm` cannot change a rank). Constants already carrying an initializer's name
+weight has one shape, and `source_perm` cannot change a rank). Constants already carrying a weight's name
 (and their `source_perm`, when the importer keeps names itself) are left as they are.
 """
 from __future__ import annotations
@@ -14,22 +15,10 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 
+from converter.frontends import SourceModel
 from converter.ir import Graph, Node, Value
 from lite.status import ParamInvalidError
-
-
-def float_initializers(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """The model's floating-point initializers by name, in file order."""
-    arrays = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
-    return {name: a for name, a in arrays.items() if np.issubdtype(a.dtype, np.floating)}
-
-
-def _node_names(model: onnx.ModelProto) -> list[str]:
-    """ONNX node names as the importer spells them (unnamed nodes are `<op_type>_<index>`)."""
-    return [n.name or f"{n.op_type}_{i}" for i, n in enumerate(model.graph.node)]
 
 
 def _perm_to(source: np.ndarray, stored: np.ndarray) -> tuple[int, ...] | None:
@@ -43,13 +32,13 @@ def _perm_to(source: np.ndarray, stored: np.ndarray) -> tuple[int, ...] | None:
 
 
 def _owner(const_name: str, nodes: list[str]) -> str | None:
-    """The ONNX node whose importer created `const_name` (names are `<node>/...` or `<node>:...`)."""
+    """The source node whose importer created `const_name` (names are `<node>/...` or `<node>:...`)."""
     owners = [n for n in nodes if const_name.startswith((n + "/", n + ":"))]
     return max(owners, key=len, default=None)
 
 
 def _layout(source: np.ndarray, stored: np.ndarray) -> tuple[str, tuple[int, ...]] | None:
-    """How `stored` derives from initializer `source`: ("transpose", p) when stored == source.transpose(p),
+    """How `stored` derives from source weight `source`: ("transpose", p) when stored == source.transpose(p),
     ("reshape", ()) when only the shape differs (to_nhwc's per-channel constants), else None."""
     if source.dtype != stored.dtype or source.size != stored.size:
         return None
@@ -59,15 +48,16 @@ def _layout(source: np.ndarray, stored: np.ndarray) -> tuple[str, tuple[int, ...
     return ("reshape", ()) if np.array_equal(source.ravel(), stored.ravel()) else None
 
 
-def restore_source_names(graph: Graph, model: onnx.ModelProto) -> None:
-    """Give every constant derived from a float initializer the initializer's name back: a transposed copy is
-    renamed, with `source_perm`; a reshaped copy becomes a Reshape node of the initializer (kept in its source
-    shape). A second copy of an initializer already restored (a weight read by several nodes) is merged into it.
-    The initializers of the node that created the constant are tried first, then (for non-scalars) all
-    initializers; an ambiguous match (several equal initializers) keeps the constant as it is."""
-    inits = float_initializers(model)
-    names = _node_names(model)
-    inputs_of = {name: [i for i in node.input if i in inits] for name, node in zip(names, model.graph.node)}
+def restore_source_names(graph: Graph, model: SourceModel) -> None:
+    """Give every constant derived from a float source weight the weight's name back: a transposed copy is
+    renamed, with `source_perm`; a reshaped copy becomes a Reshape node of the weight (kept in its source
+    shape). A second copy of a weight already restored (a weight read by several nodes) is merged into it.
+    The weights of the node that created the constant are tried first, then (for non-scalars) all weights; an
+    ambiguous match (several equal weights) keeps the constant as it is."""
+    inits = model.float_weights()
+    readers = model.weight_readers()
+    names = [name for name, _ in readers]
+    inputs_of = dict(readers)
     read = {i for n in graph.nodes for i in n.inputs}
     for name in [k for k, v in graph.values.items() if v.const is not None and k in read and k not in inits]:
         stored = graph.values[name].const
@@ -85,7 +75,7 @@ def restore_source_names(graph: Graph, model: onnx.ModelProto) -> None:
 
 
 def _usable(existing: Value | None, needed: np.ndarray) -> bool:
-    """Whether the initializer's name is free, or already holds exactly the array the restored value needs."""
+    """Whether the weight's name is free, or already holds exactly the array the restored value needs."""
     return existing is None or existing.const is not None and np.array_equal(existing.const, needed)
 
 
@@ -107,12 +97,11 @@ def _reshaped_from(graph: Graph, name: str, source: str, array: np.ndarray) -> N
     graph.nodes.insert(0, Node("Reshape", graph.fresh(f"{name}/from_source"), [source, shape], [name]))
 
 
-def weights_up_to(model: onnx.ModelProto, node_name: str) -> set[str]:
-    """Float initializers read by ONNX node `node_name` or by any node before it in the file's (topological)
+def weights_up_to(model: SourceModel, node_name: str) -> set[str]:
+    """Float weights read by source node `node_name` or by any node before it in the file's (topological)
     order; ParamInvalidError when no node has that name."""
-    names = _node_names(model)
+    readers = model.weight_readers()
+    names = [name for name, _ in readers]
     if node_name not in names:
         raise ParamInvalidError(f"train parameter 'freeze_until': the model has no node '{node_name}'")
-    inits = float_initializers(model)
-    last = names.index(node_name)
-    return {i for node in model.graph.node[:last + 1] for i in node.input if i in inits}
+    return {w for _, weights in readers[:names.index(node_name) + 1] for w in weights}

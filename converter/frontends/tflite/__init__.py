@@ -3,5 +3,6 @@ from __future__ import annotations
 
 from converter.frontends.tflite.importer import import_model, supported_ops
 from converter.frontends.tflite.registry import IMPORTERS, tflite_op
+from converter.frontends.tflite.source import TFLiteSource, load
 
-__all__ = ["import_model", "supported_ops", "IMPORTERS", "tflite_op"]
+__all__ = ["import_model", "load", "supported_ops", "IMPORTERS", "TFLiteSource", "tflite_op"]

@@ -7,7 +7,7 @@ take the names their signature def gives them when there is one.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 import numpy as np
 
@@ -23,13 +23,12 @@ from schema import fb
 QUANTIZED_TYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.int32))
 # Builtins that need what this runtime does not have yet; refused with the reason.
 REFUSED = {
-    "CALL_ONCE": "control flow (subgraph bodies) is not supported",
-    "UNIDIRECTIONAL_SEQUENCE_RNN": "recurrent ops are not supported",
-    "LSTM": "recurrent ops are not supported",
-}
-REFUSED.update({
-    **dict.fromkeys(("RNN", "SVDF", "BIDIRECTIONAL_SEQUENCE_RNN"), "recurrent ops are not supported"),
-    "CALL": "control flow (subgraph bodies) is not supported",
+    **dict.fromkeys(("LSTM", "RNN", "SVDF"), "this one-step recurrent op keeps its state in variable tensors from "
+                    "one invocation to the next, and state kept across invocations is not supported (the sequence "
+                    "LSTMs, UNIDIRECTIONAL_/BIDIRECTIONAL_SEQUENCE_LSTM, are)"),
+    **dict.fromkeys(("UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN"),
+                    "the basic (non-LSTM) sequence RNN has no importer rule (the sequence LSTMs have one)"),
+    "CALL": "CALL, the legacy call of a subgraph, is not supported (LiteRT has no kernel for it either)",
     **dict.fromkeys(("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"),
                     "resource variables (state kept across invocations) are not supported"),
     **dict.fromkeys(("HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_LOOKUP", "HASHTABLE_SIZE",
@@ -43,7 +42,7 @@ REFUSED.update({
     **dict.fromkeys(("DILATE", "REDUCE_WINDOW"), "StableHLO-derived ops are not supported"),
     "DELEGATE": "a delegate's fused node runs only inside that delegate",
     "PLACEHOLDER_FOR_GREATER_OP_CODES": "a placeholder code, not an operator",
-})
+}
 STABLEHLO = "STABLEHLO_"        # the StableHLO op set (a separate dialect): refused as a family
 
 
@@ -92,7 +91,8 @@ def _ir_dtype(t: TensorRecord) -> np.dtype:
     return np.dtype(np.int8) if _uint8_io(t) else t.dtype
 
 
-def _unique_names(graph: GraphRecord, signature: dict[int, str]) -> list[str]:
+def unique_names(graph: GraphRecord, signature: dict[int, str]) -> list[str]:
+    """The IR name of every tensor of `graph` by index: its signature name or its own, made unique."""
     names, seen = [], set()
     for t in graph.tensors:
         name = signature.get(t.index, t.name)
@@ -104,19 +104,21 @@ def _unique_names(graph: GraphRecord, signature: dict[int, str]) -> list[str]:
 
 
 class _Importer:
-    """Imports one subgraph of `file` (`stack`: the subgraph indices being imported, this one last)."""
+    """Imports one subgraph of `file` (`stack`: the subgraph indices being imported, this one last); the
+    tensors named in `as_inputs` become float32 graph inputs, and the operators computing them are skipped."""
 
-    def __init__(self, file: ModelRecord, input_shapes: dict[str, list[int]], stack: tuple[int, ...] = (0,)):
-        self.file, self.stack = file, stack
+    def __init__(self, file: ModelRecord, input_shapes: dict[str, list[int]], stack: tuple[int, ...] = (0,),
+                 as_inputs: Collection[str] = ()):
+        self.file, self.stack, self.as_inputs = file, stack, set(as_inputs)
         self.model = model = file.graphs[stack[-1]]
-        self.names = _unique_names(model, file.names if stack == (0,) else {})
+        self.names = unique_names(model, file.names if stack == (0,) else {})
         self.graph = Graph("graph" if stack == (0,) else model.name or f"subgraph_{stack[-1]}")
         self.ctx = ImportContext(self.graph)
-        self.ctx.body = self.body
+        self.ctx.body, self.ctx.subgraphs = self.body, file.subgraphs
         self.floats: dict[str, str] = {}        # quantized tensor -> its dequantized float copy
         self.graph.source_types = {self.names[t.index]: (_ir_dtype(t), len(t.shape)) for t in model.tensors}
         for t in model.tensors:
-            if t.data is not None:
+            if t.data is not None and self.names[t.index] not in self.as_inputs:
                 self.graph.values[self.names[t.index]] = _value(t, self.names[t.index])
         for i in model.inputs:
             name, value = self.names[i], _value(model.tensors[i], self.names[i], keep_uint8=True)
@@ -127,6 +129,11 @@ class _Importer:
         if input_shapes:
             raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
                                    f"(inputs: {self.graph.inputs})")
+        for t in model.tensors:
+            if self.names[t.index] in self.as_inputs:
+                name = self.names[t.index]
+                self.graph.values[name] = Value(name, t.shape, np.dtype(np.float32))
+                self.graph.inputs.append(name)
         for i in model.inputs:
             if _uint8_io(model.tensors[i]):
                 self.ctx.name = self.names[i]
@@ -137,6 +144,8 @@ class _Importer:
 
     def run(self) -> Graph:
         for op in self.model.operators:
+            if op.outputs and self.as_inputs.issuperset(self.name_of(i) for i in op.outputs):
+                continue
             self.ctx.op, self.ctx.name = op, self.name_of(op.outputs[0]) if op.outputs else f"{op.op}_{op.index}"
             self.import_op(op)
         self.graph.outputs = [self.names[i] for i in self.model.outputs]
@@ -162,7 +171,7 @@ class _Importer:
         if any(record.tensors[i].quant is not None for i in (*record.inputs, *record.outputs)):
             raise ctx.error(f"{option} {index} passes quantized values: control flow runs on float and integer "
                             f"values only")
-        names = _unique_names(record, {})
+        names = unique_names(record, {})
         for i, v in zip(record.inputs, inputs):
             if _ir_dtype(record.tensors[i]) != v.dtype:
                 raise ctx.error(f"{option} {index} input '{names[i]}' is {_ir_dtype(record.tensors[i])}, the "
@@ -261,4 +270,11 @@ class _Importer:
 
 def import_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, source: str = "<buffer>") -> Graph:
     """Build the IR of the `.tflite` model in `data`. `input_shapes` overrides graph input dims by input name."""
-    return _Importer(read_model(data, source), dict(input_shapes or {})).run()
+    return import_file(read_model(data, source), input_shapes)
+
+
+def import_file(file: ModelRecord, input_shapes: dict[str, list[int]] | None = None,
+                weights_as_inputs: Collection[str] = ()) -> Graph:
+    """Build the IR of the records of a `.tflite` file, the float weights `weights_as_inputs` (named as
+    `TFLiteSource.float_weights` names them) as graph inputs."""
+    return _Importer(file, dict(input_shapes or {}), as_inputs=weights_as_inputs).run()

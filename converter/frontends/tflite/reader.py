@@ -112,8 +112,8 @@ def read_options(table: Any, class_name: str) -> dict[str, Any]:
     options.Init(table.Bytes, table.Pos)
     values: dict[str, Any] = {}
     for name, method in inspect.getmembers(options, inspect.ismethod):
-        if (name.startswith(("_", "GetRootAs", "Init")) or name.endswith(("IsNone", "Length", "BufferHasIdentifier"))
-                or inspect.signature(method).parameters):
+        if (name.startswith(("_", "GetRootAs")) or name.endswith(("IsNone", "Length", "BufferHasIdentifier"))
+                or inspect.signature(method).parameters):       # (Init takes parameters: InitSubgraphIndex stays)
             continue
         value = method()
         if name.endswith("AsNumpy"):

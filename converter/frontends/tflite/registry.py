@@ -41,6 +41,7 @@ class ImportContext(EmitContext):
         self.pass_quant: list[Any] = []          # "same" rules: the params every fresh value inherits
         # the subgraph an option names (WHILE, IF), imported with inputs shaped as the values given (the importer's)
         self.body: Callable[[str, list[Value]], Graph] | None = None
+        self.subgraphs = 1                       # how many the file has (subgraph 0 is the main graph)
 
     def input(self, i: int) -> str:
         return self.inputs[i] if i < len(self.inputs) else ""

@@ -1,4 +1,4 @@
-"""TFLite importer rules for WHILE and IF: their subgraphs become bodies of our Loop and If.
+"""TFLite importer rules for WHILE and IF: their subgraphs become bodies of our Loop and If; and CALL_ONCE.
 
 TFLite subgraphs are closed (a body reads only its inputs and its own constants), so nothing is captured: If's
 inputs after the condition are the branches' inputs. WHILE runs `while cond(v): v = body(v)`, testing the
@@ -6,6 +6,10 @@ condition before every iteration, the first included. Our Loop tests a condition
 iteration and then the one its body returns, so the cond subgraph is inlined twice: once on the WHILE's inputs
 (the first test, folded when they are constants) and once on the body's outputs, inside the body (the next
 test). The loop has no trip count; every loop-carried value is an output.
+
+CALL_ONCE runs its init subgraph on the first invocation, for that subgraph's effect on resource variables and
+hash tables (it has no inputs or outputs). Every op that reads such state (READ_VARIABLE, HASHTABLE_FIND, ...) is
+refused, so in a model that imports nothing can observe that effect and CALL_ONCE imports as nothing.
 """
 from __future__ import annotations
 
@@ -84,3 +88,13 @@ def if_(ctx: ImportContext) -> None:
     values = [_fixed(n, a, b) for n, a, b in zip(ctx.outputs, _outputs(ctx, then, "ThenSubgraphIndex", expected),
                                                   _outputs(ctx, other, "ElseSubgraphIndex", expected))]
     ctx.emit_control("If", [ctx.input(0), *args], values, [then, other], implicit_inputs=len(args))
+
+
+@tflite_op("CALL_ONCE")
+def call_once(ctx: ImportContext) -> None:
+    index = int(ctx.opt("InitSubgraphIndex", -1))
+    if ctx.inputs or ctx.outputs:
+        raise ctx.error("CALL_ONCE takes no inputs and has no outputs", GraphFileError)
+    if not 0 < index < ctx.subgraphs:
+        raise ctx.error(f"InitSubgraphIndex {index} is not a subgraph of the file (it has {ctx.subgraphs}; "
+                        "subgraph 0 is the main graph)", GraphFileError)

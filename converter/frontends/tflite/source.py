@@ -1,0 +1,55 @@
+"""A `.tflite` model as the converter's source (`converter.frontends.SourceModel`): read once into records,
+imported into IR, its float weights the weights a training graph trains."""
+from __future__ import annotations
+
+from typing import Collection
+
+import numpy as np
+
+from converter.frontends.tflite.importer import import_file, unique_names
+from converter.frontends.tflite.reader import read_model
+from converter.ir import Graph
+from schema import FMK_TFLITE
+
+
+def load(data: bytes, source: str = "<buffer>") -> TFLiteSource:
+    """The frontend's entry point (`converter.frontends.Frontend.load`)."""
+    return TFLiteSource(data, source)
+
+
+class TFLiteSource:
+    fmk_type = FMK_TFLITE
+
+    def __init__(self, data: bytes, source: str = "<buffer>"):
+        self.file = read_model(data, source)
+        self.names = unique_names(self.file, self.file.names)
+        self._weights: dict[str, np.ndarray] | None = None
+
+    def to_ir(self, input_shapes: dict[str, list[int]] | None = None,
+              weights_as_inputs: Collection[str] = ()) -> Graph:
+        return import_file(self.file, input_shapes, weights_as_inputs)
+
+    def float_weights(self) -> dict[str, np.ndarray]:
+        """The main graph's float32 constants, and its float16 constants as the float32 values that their
+        DEQUANTIZE computes (named by its output: the tensor the model's operators read); found once."""
+        if self._weights is not None:
+            return self._weights
+        dequantized = {op.inputs[0]: op.outputs[0] for op in self.file.operators
+                       if op.op == "DEQUANTIZE" and op.inputs and op.outputs}
+        weights = {}
+        for t in self.file.tensors:
+            if t.data is None or t.quant is not None:
+                continue
+            if t.dtype == np.float32:
+                weights[self.names[t.index]] = t.data
+            elif t.dtype == np.float16 and t.index in dequantized:
+                weights[self.names[dequantized[t.index]]] = t.data.astype(np.float32)
+        self._weights = weights
+        return weights
+
+    def weight_readers(self) -> list[tuple[str, list[str]]]:
+        """Operators in file order, named as the importer names their nodes (by their first output)."""
+        weights = self.float_weights()
+        return [(self.names[op.outputs[0]] if op.outputs else f"{op.op}_{op.index}",
+                 [self.names[i] for i in op.inputs if i >= 0 and self.names[i] in weights])
+                for op in self.file.operators]
