@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -193,8 +192,8 @@ def test_an_unannotated_block_and_a_failing_snippet_fail(tmp_path: Path) -> None
     with pytest.raises(pytest.fail.Exception, match="needs its argument"):
         check_annotations(page, found[1:])
     with pytest.raises(pytest.fail.Exception, match=r"not in lite/kernel.py any more: \['def infer\(\):'\]"):
-        check_excerpt(Block("python", 1, "class Kernel(ABC):\n    def infer():\n        ...\n", "excerpt", "lite/kernel.py"),
-                      page)
+        quote = "class Kernel(ABC):\n    def infer():\n        ...\n"
+        check_excerpt(Block("python", 1, quote, "excerpt", "lite/kernel.py"), page)
     with pytest.raises(pytest.fail.Exception, match=r"page.md:3: the snippet failed"):
         run_python(Block("python", 3, "x = 1\nraise ValueError('drifted')\n"), page, {})
     assert console_commands("$ echo a \\\n  b\na b\n$ true\n") == "echo a \\\n  b\ntrue\n"
