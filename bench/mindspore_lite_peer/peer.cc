@@ -1,9 +1,10 @@
 // The real MindSpore Lite 2.0 C++ runtime as a peer of bench_inference.py (built by peer.py beside it).
 //
-//   peer convert MODEL.onnx OUT_PREFIX INPUT N,C,H,W [SAVE_TYPE [INPUT_FORMAT]]
+//   peer convert MODEL.onnx OUT_PREFIX INPUT N,C,H,W [SAVE_TYPE [INPUT_FORMAT [CONFIG_FILE]]]
 //       -> OUT_PREFIX.mindir (SAVE_TYPE MINDIR, the default) or OUT_PREFIX.ms (MINDIR_LITE, the device format):
 //          input INPUT fixed to that shape; INPUT_FORMAT NCHW (the default) keeps it as the ONNX model has it,
-//          NHWC is the converter's own default (Transpose nodes inserted after the input)
+//          NHWC is the converter's own default (Transpose nodes inserted after the input); CONFIG_FILE is
+//          converter_lite's --configFile (quantization: [common_quant_param], [data_preprocess_param], ...)
 //   peer run MODEL.mindir|MODEL.ms INPUT.bin SHAPE WARMUP RUNS OUTPUT.bin [--spawned-at=...]
 //
 // `run` reads the raw float32 input, resizes the model's input to the shape when it differs, runs once (the cold
@@ -36,6 +37,7 @@ class Converter {
   void SetInputFormat(Format format);
   void SetInputShape(const std::map<std::vector<char>, std::vector<int64_t>> &input_shape);
   void SetSaveType(ModelType save_type);
+  void SetConfigFile(const std::vector<char> &config_file);
   Status Convert(converter::FmkType fmk_type, const std::vector<char> &model_file,
                  const std::vector<char> &output_file, const std::vector<char> &weight_file);
 
@@ -66,13 +68,15 @@ bool ends_with(const std::string &text, const std::string &tail) {
 }
 
 int convert(const std::string &onnx, const std::string &prefix, const std::string &input,
-            const std::vector<int64_t> &shape, const std::string &save_type, const std::string &input_format) {
+            const std::vector<int64_t> &shape, const std::string &save_type, const std::string &input_format,
+            const std::string &config_file) {
   if ((save_type != "MINDIR" && save_type != "MINDIR_LITE") || (input_format != "NCHW" && input_format != "NHWC"))
     return fail("SAVE_TYPE is MINDIR or MINDIR_LITE, INPUT_FORMAT is NCHW or NHWC");
   mindspore::Converter converter;
   converter.SetInputFormat(input_format == "NCHW" ? mindspore::NCHW : mindspore::NHWC);
   converter.SetInputShape({{chars(input), shape}});
   converter.SetSaveType(save_type == "MINDIR" ? mindspore::kMindIR : mindspore::kMindIR_Lite);
+  if (!config_file.empty()) converter.SetConfigFile(chars(config_file));
   auto status = converter.Convert(mindspore::converter::kFmkTypeOnnx, chars(onnx), chars(prefix), chars(""));
   return status == mindspore::kSuccess ? 0 : fail("convert failed: " + status.ToString());
 }
@@ -130,9 +134,9 @@ int run(const std::string &mindir, const std::string &input_path, const std::vec
 
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.size() >= 5 && args.size() <= 7 && args[0] == "convert")
+  if (args.size() >= 5 && args.size() <= 8 && args[0] == "convert")
     return convert(args[1], args[2], args[3], parse_shape(args[4]), args.size() > 5 ? args[5] : "MINDIR",
-                   args.size() > 6 ? args[6] : "NCHW");
+                   args.size() > 6 ? args[6] : "NCHW", args.size() > 7 ? args[7] : "");
   if (args.size() >= 7 && args[0] == "run")
     return run(args[1], args[2], parse_shape(args[3]), std::stoi(args[4]), std::stoi(args[5]), args[6]);
   return fail("usage: peer convert MODEL.onnx OUT_PREFIX INPUT N,C,H,W [MINDIR|MINDIR_LITE [NCHW|NHWC]] | "

@@ -90,13 +90,14 @@ def binary() -> Path:
 
 
 def convert(program: Path, onnx_path: Path, input_name: str, shape: tuple[int, ...], save_type: str = "MINDIR",
-            input_format: str = "NCHW", prefix: Path | None = None) -> Path:
+            input_format: str = "NCHW", prefix: Path | None = None, config: Path | None = None) -> Path:
     """MindSpore Lite's own converter: ONNX -> `prefix` (default: next to the ONNX file) + `.mindir` (save type
     MINDIR) or `.ms` (MINDIR_LITE, the device format), input fixed to `shape` (the ONNX model's layout) and given
-    to the model in `input_format`. Raises RuntimeError with the converter's last message when it fails."""
+    to the model in `input_format`; `config` is converter_lite's --configFile (quantization). Raises RuntimeError
+    with the converter's last message when it fails."""
     prefix = prefix or onnx_path.with_suffix("")
     result = subprocess.run([str(program), "convert", str(onnx_path), str(prefix), input_name,
-                             ",".join(map(str, shape)), save_type, input_format],
+                             ",".join(map(str, shape)), save_type, input_format, str(config or "")],
                             capture_output=True, text=True, timeout=900)
     out = prefix.with_name(prefix.name + (".ms" if save_type == "MINDIR_LITE" else ".mindir"))
     if result.returncode != 0 or not out.exists():

@@ -45,12 +45,16 @@ def acceptable(model_bytes: bytes) -> bytes:
     return model.SerializeToString() if changed else model_bytes
 
 
-def convert(onnx_path: Path, input_name: str, shape: tuple[int, ...], input_format: str = "NHWC") -> Path:
+def convert(onnx_path: Path, input_name: str, shape: tuple[int, ...], input_format: str = "NHWC",
+            weight_bits: int = 0) -> Path:
     """The official converter's `.ms` of an ONNX model (cached): input `input_name` fixed to `shape` (as the ONNX
-    model lays it out) and given to the `.ms` model in `input_format` (NHWC is the converter's default)."""
+    model lays it out) and given to the `.ms` model in `input_format` (NHWC is the converter's default). With
+    `weight_bits` the weights of 16 or more channels are quantized to that many bits (WEIGHT_QUANT; the 2.0.0
+    runtime itself cannot load such files). Full quantization is not offered: the 2.0.0 converter's calibration
+    fails in this wheel ("LoadMindIR: ParseFromArray failed")."""
     program = peer.binary()
     data = acceptable(Path(onnx_path).read_bytes())
-    key = hashlib.sha256(data + repr((input_name, tuple(shape), input_format)).encode()).hexdigest()[:16]
+    key = hashlib.sha256(data + repr((input_name, tuple(shape), input_format, weight_bits)).encode()).hexdigest()[:16]
     out = peer.cache() / peer.VERSION / "converted" / f"{key}.ms"
     if out.exists():
         return out
@@ -58,8 +62,13 @@ def convert(onnx_path: Path, input_name: str, shape: tuple[int, ...], input_form
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         source = Path(tmp) / "model.onnx"
         source.write_bytes(data)
+        config = None
+        if weight_bits:
+            config = Path(tmp) / "weight_quant.cfg"
+            config.write_text(f"[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num={weight_bits}\n"
+                              "min_quant_weight_size=0\nmin_quant_weight_channel=16\n")
         made = peer.convert(program, source, input_name, tuple(shape), "MINDIR_LITE", input_format,
-                            prefix=Path(tmp) / key)
+                            prefix=Path(tmp) / key, config=config)
         os.chmod(made, 0o644)
         os.replace(made, out)    # whole, so a half-written file is never taken for a converted one
     return out

@@ -64,6 +64,7 @@ class Graph:
     def __init__(self, tensors: list[TensorDef]):
         self.tensors, self.nodes = tensors, []
         self.files_tensors = len(tensors)
+        self.dequantized: dict[int, int] = {}     # int weight -> the float tensor its QuantDTypeCast makes
 
     def check_index(self, index: int, where: str) -> int:
         if not 0 <= index < self.files_tensors:
@@ -88,6 +89,29 @@ class Graph:
         data.flags.writeable = False
         return self.add_tensor(name, DataType.INT64 if data.dtype == np.int64 else DataType.FLOAT32, data)
 
+    def transposed(self, index: int) -> int:
+        """A new const tensor: the 2-D const `index` transposed, with its quant params (channel axis swapped)."""
+        t = self.tensors[index]
+        new = self.add_tensor(f"{t.name}/transposed", t.data_type, np.ascontiguousarray(t.data.T))
+        self.tensors[new].quant_params, self.tensors[new].quant_axis = t.quant_params, 1 - t.quant_axis
+        return new
+
+    def dequantize_weights(self, first: int, quant_type: int) -> None:
+        """Nodes from `first` on read their integer weights through QuantDTypeCast to float32, which the runtime
+        folds at compile time (as in our own weight-quant files)."""
+        for nd in self.nodes[first:]:
+            nd.quant_type = quant_type
+            for k, i in enumerate(nd.inputs):
+                t = self.tensors[i]
+                if t.is_const and t.quant_params and t.data_type in (DataType.INT8, DataType.INT16):
+                    if i not in self.dequantized:
+                        self.dequantized[i] = self.add_tensor(f"{t.name}/dequant", DataType.FLOAT32)
+                        self.nodes.append(NodeDef(f"{nd.name}/weight_dequant", "QuantDTypeCast",
+                                                  op_attrs.build("QuantDTypeCast", dict(
+                                                      src_t=t.data_type, dst_t=DataType.FLOAT32)),
+                                                  [i], [self.dequantized[i]]))
+                    nd.inputs[k] = self.dequantized[i]
+
     def const(self, node: Node, position: int, what: str, integer: bool = True) -> np.ndarray:
         """The values of the node's input `position`, which must be a const tensor (of ints when `integer`)."""
         if position >= len(node.inputs):
@@ -100,8 +124,9 @@ class Graph:
         return t.data
 
 
-def translate(graph: Graph, name: str, op: str, table: Any, inputs: list[int], outputs: list[int]) -> None:
-    """Append the runtime nodes of one official node to `graph`."""
+def translate(graph: Graph, name: str, op: str, table: Any, inputs: list[int], outputs: list[int],
+              quant_type: int) -> None:
+    """Append the runtime nodes of one official node to `graph` (`quant_type`: ours, NONE or WEIGHT)."""
     node = Node(name, op, table, inputs, outputs)
     rule = _RULES.get(op)
     if rule is None:
@@ -111,7 +136,10 @@ def translate(graph: Graph, name: str, op: str, table: Any, inputs: list[int], o
         raise node.fail(f"has {len(inputs)} inputs, expected {arity[0]} to {arity[1]}")
     if not outputs:
         raise node.fail("has no outputs")
+    first = len(graph.nodes)
     rule(graph, node)
+    if quant_type == ours.QuantType.WEIGHT:
+        graph.dequantize_weights(first, quant_type)
 
 
 def _fused(node: Node, field: str = "ActivationType") -> int:
@@ -195,7 +223,7 @@ def _matmul(graph: Graph, node: Node) -> None:
     transpose_a, transpose_b = bool(node.attr("TransposeA")), bool(node.attr("TransposeB"))
     activation = _fused(node)
     if b.is_const and len(b.dims) == 2 and not transpose_a:
-        weight = node.inputs[1] if transpose_b else graph.add_const(f"{b.name}/transposed", b.data.T)
+        weight = node.inputs[1] if transpose_b else graph.transposed(node.inputs[1])
         graph.add(node, "FullConnection", {"activation": activation}, [node.inputs[0], weight, *node.inputs[2:]])
         return
     if len(node.inputs) == 2:

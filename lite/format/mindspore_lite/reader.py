@@ -20,6 +20,11 @@ _MAX_ELEMENTS = 1 << 34     # refuse shapes no device could hold instead of atte
 _FORMATS = {fb.Format.NCHW: ours.Format.NCHW, fb.Format.NHWC: ours.Format.NHWC, fb.Format.KHWC: ours.Format.OHWI}
 
 
+# Node quant types read (the official -> ours); full quantization is not yet.
+_QUANT_TYPES = {fb.QuantType.QUANT_NONE: ours.QuantType.NONE, fb.QuantType.QUANT_WEIGHT: ours.QuantType.WEIGHT,
+                fb.QuantType.WeightQuant: ours.QuantType.WEIGHT}
+
+
 def _text(value: bytes | None, default: str) -> str:
     return value.decode(errors="replace") if value else default
 
@@ -30,8 +35,9 @@ def _vector(table: Any, field: str) -> list[int]:
 
 
 def read(buf: memoryview) -> Model:
-    """The model in a verified MSL2 buffer. Float models only for now: quantized tensors, compressed weights and
-    control flow (more than one subgraph) are refused with `NotSupportedError` naming what."""
+    """The model in a verified MSL2 buffer. Float and weight-quant models for now: fully quantized nodes,
+    compressed weights and control flow (more than one subgraph) are refused with `NotSupportedError` naming
+    what."""
     root = fb.MetaGraph.GetRootAs(buf, 0)
     graph_in = _vector(root, "InputIndex")
     tensors = [_read_tensor(i, root.AllTensors(i), i in graph_in) for i in range(root.AllTensorsLength())]
@@ -56,9 +62,9 @@ def read(buf: memoryview) -> Model:
     for k in range(count):
         node = root.Nodes(k)
         name = _text(node.Name(), f"node_{k}")
-        if node.QuantType() != fb.QuantType.QUANT_NONE:
-            raise NotSupportedError(f"node '{name}' is quantized (quantType {node.QuantType()}): quantized "
-                                    f"MindSpore Lite files are not supported yet")
+        if node.QuantType() not in _QUANT_TYPES:
+            raise NotSupportedError(f"node '{name}' is quantized (quantType {node.QuantType()}): only float and "
+                                    f"weight-quant MindSpore Lite files are supported yet")
         primitive = node.Primitive()
         code = primitive.ValueType() if primitive is not None else 0
         if code == 0 or primitive.Value() is None:
@@ -69,7 +75,7 @@ def read(buf: memoryview) -> Model:
         table.Init(value.Bytes, value.Pos)
         inputs = [graph.check_index(i, f"node '{name}'") for i in _vector(node, "InputIndex")]
         outputs = [graph.check_index(i, f"node '{name}'") for i in _vector(node, "OutputIndex")]
-        translate(graph, name, op, table, inputs, outputs)
+        translate(graph, name, op, table, inputs, outputs, _QUANT_TYPES[node.QuantType()])
     return assemble(_text(root.Name(), ""), _text(root.Version(), ""), graph.tensors, graph.nodes, graph_in,
                     graph_out, [], buf.obj, root.FmkType())
 
@@ -83,9 +89,8 @@ def _read_tensor(index: int, t: Any, graph_input: bool) -> TensorDef:
         dtype = dtypes.to_numpy(t.DataType())
     except LiteError:
         raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
-    if t.QuantParamsLength() or t.QuantClustersLength():
-        raise NotSupportedError(f"tensor '{name}' is quantized: quantized MindSpore Lite files are not supported "
-                                f"yet")
+    if t.QuantClustersLength():
+        raise NotSupportedError(f"tensor '{name}' is clustered (quantClusters), which is not supported")
     if t.WeightQuantCompressType() != fb.WeightQuantCompressType.NONE or t.EnableHuffmanCode():
         raise NotSupportedError(f"tensor '{name}' is compressed: compressed weights of MindSpore Lite files are "
                                 f"not supported yet")
@@ -93,8 +98,31 @@ def _read_tensor(index: int, t: Any, graph_input: bool) -> TensorDef:
         raise NotSupportedError(f"tensor '{name}' keeps its data in an external file, which is not supported")
     const = t.DataLength() > 0 and not graph_input
     data = _read_data(name, t, dims, dtype) if const else None
+    quant = [_quant_param(t.QuantParams(k)) for k in range(t.QuantParamsLength())]
+    axis = _channel_axis(name, dims, len(quant)) if const and len(quant) > 1 else 0
     node_type = ours.NodeType.VALUE if const else ours.NodeType.PARAMETER if graph_input else ours.NodeType.CNODE
-    return TensorDef(index, name, node_type, t.DataType(), dims, _FORMATS.get(t.Format(), ours.Format.ND), data)
+    return TensorDef(index, name, node_type, t.DataType(), dims, _FORMATS.get(t.Format(), ours.Format.ND), data,
+                     quant, axis)
+
+
+def _quant_param(q: Any) -> ours.QuantParamT:
+    """An official QuantParam as ours (real = scale * (q - zero_point)); the rounding fields have no use here."""
+    p = ours.QuantParamT()
+    p.scale, p.zeroPoint, p.min, p.max, p.numBits = q.Scale(), q.ZeroPoint(), q.Min(), q.Max(), q.NumBits()
+    p.narrowRange, p.inited, p.varCorr, p.meanCorr, p.dstDtype = (q.NarrowRange(), q.Inited(), q.VarCorr(),
+                                                                  q.MeanCorr(), q.DstDtype())
+    return p
+
+
+def _channel_axis(name: str, dims: tuple[int, ...], channels: int) -> int:
+    """The axis per-channel quant params run along: the first (output channels of Conv2DFusion weights and of
+    transposed MatMul weights), else the last."""
+    if dims and dims[0] == channels:
+        return 0
+    if dims and dims[-1] == channels:
+        return len(dims) - 1
+    raise GraphFileError(f"tensor '{name}' has {channels} quant params, but no first or last axis of its dims "
+                         f"{list(dims)} has that size")
 
 
 def _read_data(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
