@@ -46,7 +46,7 @@ def machine_line(versions: Mapping[str, str]) -> str:
     """CPU, cores, Python, numpy and the given packages' versions, the BLAS in use and a BLAS sanity check."""
     from threadpoolctl import threadpool_info
 
-    from lite.kernels.compiled import describe
+    from lite.kernel import describe_backend as describe
     blas = "; ".join(f"{i['internal_api']} {i.get('version')} ({i.get('architecture')} kernel)"
                      for i in threadpool_info() if i["user_api"] == "blas") or "none found"
     packages = ", ".join(f"{name} {version}" for name, version in versions.items())

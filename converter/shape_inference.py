@@ -18,7 +18,7 @@ import numpy as np
 
 from converter.ir import Graph, Node, Value
 from lite.compiler import fold_or_infer
-from lite.kernel import TensorSpec
+from lite.kernel import REFERENCE, TensorSpec, selection
 from lite.model import NodeDef
 from lite.status import InferInvalidError, InvalidOpAttrError
 from schema import attrs as op_attrs
@@ -68,9 +68,10 @@ def infer_node(graph: Graph, node: Node) -> bool:
     probes = [probe_specs(graph.values[i]) if i else (None, None) for i in node.inputs]
     out_quant = [graph.values[o].quant_params if o in graph.values else [] for o in node.outputs]
     try:
-        first = fold_or_infer(nd, [p[0] for p in probes], out_quant)[0]
-        static = all(a is b or (a.shape == b.shape and a.value is None and b.value is None) for a, b in probes)
-        runs = [first, first if static else fold_or_infer(nd, [p[1] for p in probes], out_quant)[0]]
+        with selection(REFERENCE):            # the numpy kernels: converting never starts a kernel backend
+            first = fold_or_infer(nd, [p[0] for p in probes], out_quant)[0]
+            static = all(a is b or (a.shape == b.shape and a.value is None and b.value is None) for a, b in probes)
+            runs = [first, first if static else fold_or_infer(nd, [p[1] for p in probes], out_quant)[0]]
     except InferInvalidError:
         mark_dynamic(graph, node)
         return False

@@ -1,4 +1,4 @@
-"""Compile = shape inference with constant folding -> kernel selection -> memory plan -> prebound steps.
+"""Compile = shape inference with constant folding -> kernel and algorithm selection -> memory plan -> prebound steps.
 
 The same node evaluation serves the converter (folding shape subgraphs offline) and the runtime (folding what
 depends only on input shapes, again after every `Resize`), so there is one shape rule per op.
@@ -42,9 +42,11 @@ def select_kernel(node: NodeDef, inputs: Sequence[TensorSpec | None]) -> Kernel:
 
 
 def infer_node(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
-    """Run the kernel's shape rule; anything but a LiteError is reported as a shape error of this node."""
+    """Run the kernel's shape rule, then its choice of algorithm for those shapes; anything but a LiteError is
+    reported as a shape error of this node."""
     try:
         outs = kernel.infer(inputs)
+        kernel.select(inputs)
     except LiteError:
         raise
     except Exception as e:  # a shape rule that trips over bad input must still name the node

@@ -1,7 +1,14 @@
-"""The kernel contract and the registry that finds a kernel by (op, data type).
+"""The kernel contract and the registry that finds a kernel by (op, data type, backend).
 
-A kernel is MindSpore's/TFLite's Prepare + Eval split: `infer` runs at compile time (shape rule, parameter
-checks, anything precomputable), `run` only computes into the preallocated output arrays it is given.
+A kernel is MindSpore's/TFLite's Prepare + Eval split: `infer` runs at compile time (the shape rule and
+parameter checks), `select` then chooses the algorithm (Winograd, GEMM, direct, ...) for those shapes, and `run`
+only computes into the preallocated output arrays it is given.
+
+Backends: numpy is the reference, and every op has a numpy kernel. A faster backend (`BACKENDS`) registers
+siblings of numpy kernels for the same (op, data type), usually subclasses that override only the algorithm
+choice and its binding; `create_kernel` takes a sibling when the compiling session's mode (`selection`,
+`Context.kernels`, or the `MSLITE_KERNELS` environment variable) allows its backend and the backend starts.
+Kernels are chosen nowhere else: numpy kernels hold no backend test.
 
 Shapes known only at run time (MindSpore's RET_INFER_INVALID): a shape rule reads every value it needs with
 `self.known(spec, what)`. At compile time a value that is not known yet (a graph input, or computed by a node
@@ -16,6 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib
+import os
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -24,7 +34,7 @@ import numpy as np
 
 from lite import dtypes, kernels
 from lite.model import NodeDef
-from lite.status import InferInvalidError, InferShapeError, LiteError, NotSupportedError
+from lite.status import InferInvalidError, InferShapeError, LiteError, NotSupportedError, ParamInvalidError
 
 ANY = -1   # registry wildcard: the kernel handles every data type
 
@@ -83,6 +93,10 @@ class Kernel(ABC):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         """The output specs; raise `self.error(...)` when the inputs break the op's rule."""
 
+    def select(self, inputs: Sequence[TensorSpec | None]) -> None:
+        """Choose the algorithm for these inputs, after `infer` (which it may rely on) and before `scratch`: a
+        kernel with several paths decides here, and a sibling of another backend overrides only this choice."""
+
     def scratch(self) -> list[TensorSpec]:
         """Work buffers `run` needs; the memory planner places them for this node only."""
         return []
@@ -111,44 +125,148 @@ class Kernel(ABC):
         return spec.value
 
 
-_REGISTRY: dict[tuple[str, int, bool], type[Kernel]] = {}
+# ---- backends ---------------------------------------------------------------------------------------------
+REFERENCE = "numpy"
+ENV = "MSLITE_KERNELS"
+# backend -> its package under lite.kernels, which provides `usable()` (whether kernels chosen now take it; may
+# start it; raises NotSupportedError when it was asked for by name and cannot start), `seconds()` (spent
+# starting it and preparing kernels) and `describe()`; a started backend with its own threads adds its pool
+# (`add_pool`). Importing the package starts nothing.
+BACKENDS: dict[str, str] = {"compiled": "compiled"}
+MODES = ("auto", *BACKENDS, REFERENCE)
+
+_selection: contextvars.ContextVar[tuple[str, int]] = contextvars.ContextVar("lite_kernel_selection",
+                                                                             default=("auto", 1))
+_pools: list[Any] = []
 
 
-def register(op: str, *type_ids: int, quantized: bool = False) -> Callable[[type[Kernel]], type[Kernel]]:
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ParamInvalidError(f"kernels must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+@contextlib.contextmanager
+def selection(mode: str, threads: int = 1) -> Iterator[None]:
+    """Kernels chosen inside the block follow `mode` ("auto": the first backend that starts, else numpy; a
+    backend's name; "numpy": the reference), unless `MSLITE_KERNELS` says otherwise, and may use up to `threads`
+    threads. Sessions compile inside their context's selection; the converter asks for the reference."""
+    token = _selection.set((check_mode(mode), max(1, int(threads))))
+    try:
+        yield
+    finally:
+        _selection.reset(token)
+
+
+def threads() -> int:
+    """The thread count of the session whose kernels are being chosen (1 outside `selection`)."""
+    return _selection.get()[1]
+
+
+def requested() -> str:
+    """The mode in force: the environment variable first, then the compiling session's context."""
+    env = os.environ.get(ENV, "").strip().lower()
+    return check_mode(env) if env else _selection.get()[0]
+
+
+def backend(name: str) -> Any:
+    """The package of backend `name` (importing it starts nothing)."""
+    return importlib.import_module(f"lite.kernels.{BACKENDS[name]}")
+
+
+def _started() -> list[Any]:
+    """The backend packages imported so far (never imports one)."""
+    return [module for module in (sys.modules.get(f"lite.kernels.{p}") for p in BACKENDS.values()) if module]
+
+
+def add_pool(pool: Any) -> None:
+    """Called by a backend when it starts: its thread pool (`max_threads`, `get()`, `set(n)`, counts per calling
+    thread), which `lite.threads` bounds during runs."""
+    _pools.append(pool)
+
+
+def thread_pools() -> list[Any]:
+    """The thread pools of the backends started in this process (none until one starts)."""
+    return _pools
+
+
+def startup_seconds() -> float:
+    """Seconds this process has spent starting backends and preparing their kernels so far."""
+    return sum(module.seconds() for module in _started())
+
+
+def describe_backend(mode: str = "auto") -> str:
+    """One line for tools: which kernels a session of `mode` (its `Context.kernels`) runs, and why."""
+    mode = os.environ.get(ENV, "").strip().lower() or check_mode(mode)
+    if mode == REFERENCE:
+        return "numpy kernels (forced)"
+    return backend(mode if mode in BACKENDS else next(iter(BACKENDS))).describe()
+
+
+def _allows(name: str) -> bool:
+    mode = requested()
+    return mode in ("auto", name) and backend(name).usable()
+
+
+# ---- registry ---------------------------------------------------------------------------------------------
+_REGISTRY: dict[tuple[str, int, bool, str], type[Kernel]] = {}
+
+
+def register(op: str, *type_ids: int, quantized: bool = False,
+             backend: str = REFERENCE) -> Callable[[type[Kernel]], type[Kernel]]:
     """Class decorator: `@register("Conv2D", DataType.FLOAT32)`; `ANY` matches every data type.
     `quantized=True` registers a kernel for quantized tensors (they carry scale and zero point), picked over
-    a plain kernel of the same data type when the first input has quantization parameters."""
+    a plain kernel of the same data type when the first input has quantization parameters. `backend` names the
+    backend of a sibling: its numpy kernel for the same key must be registered first."""
     def wrap(cls: type[Kernel]) -> type[Kernel]:
         for t in type_ids or (ANY,):
-            key = (op, t, quantized)
+            key = (op, t, quantized, backend)
             if key in _REGISTRY:
                 raise RuntimeError(f"kernel {key} registered twice")
+            if backend != REFERENCE and (op, t, quantized, REFERENCE) not in _REGISTRY:
+                raise RuntimeError(f"kernel {key} has no numpy kernel to be a sibling of")
             _REGISTRY[key] = cls
         return cls
     return wrap
 
 
-def registered() -> dict[tuple[str, int, bool], type[Kernel]]:
-    """Every kernel by (op, data type or ANY, quantized), every kernel module imported: for the op table and its
-    tests."""
+def registered() -> dict[tuple[str, int, bool, str], type[Kernel]]:
+    """Every kernel by (op, data type or ANY, quantized, backend), every kernel module imported: for the op
+    table and its tests."""
     kernels.load_all()
     return dict(_REGISTRY)
 
 
 def kernels_of(op: str) -> dict[tuple[int, bool], type[Kernel]]:
-    """The kernels of `op` by (data type or ANY, quantized), importing only its modules."""
+    """The numpy kernels of `op` by (data type or ANY, quantized), importing only its modules."""
     kernels.load(op)
-    return {(t, q): cls for (name, t, q), cls in _REGISTRY.items() if name == op}
+    return {(t, q): cls for (name, t, q, b), cls in _REGISTRY.items() if name == op and b == REFERENCE}
 
 
-def kernel_for(op: str, type_id: int, quantized: bool = False) -> type[Kernel] | None:
-    """The kernel class for `op` on inputs of `type_id` (quantized or not), wildcard kernels included; the first
-    lookup of an op imports its kernel modules (`lite.kernels.load`)."""
+def _key(op: str, type_id: int, quantized: bool) -> tuple[str, int, bool] | None:
     kernels.load(op)
     keys = [(op, type_id, quantized), (op, ANY, quantized)]
     if quantized:
         keys += [(op, type_id, False), (op, ANY, False)]    # ops indifferent to quantization (Shape, ...)
-    return next((_REGISTRY[k] for k in keys if k in _REGISTRY), None)
+    return next((k for k in keys if (*k, REFERENCE) in _REGISTRY), None)
+
+
+def kernel_for(op: str, type_id: int, quantized: bool = False) -> type[Kernel] | None:
+    """The numpy kernel class for `op` on inputs of `type_id` (quantized or not), wildcard kernels included:
+    what exists, whatever backend runs it. The first lookup of an op imports its kernel modules
+    (`lite.kernels.load`)."""
+    key = _key(op, type_id, quantized)
+    return None if key is None else _REGISTRY[(*key, REFERENCE)]
+
+
+def kernel_to_run(op: str, type_id: int, quantized: bool = False) -> type[Kernel] | None:
+    """`kernel_for`'s class, or its sibling of the first backend the selection in force allows (which starts
+    that backend)."""
+    key = _key(op, type_id, quantized)
+    if key is None:
+        return None
+    return next((_REGISTRY[(*key, name)] for name in BACKENDS if (*key, name) in _REGISTRY and _allows(name)),
+                _REGISTRY[(*key, REFERENCE)])
 
 
 class Float32Compute(Kernel):
@@ -172,6 +290,9 @@ class Float32Compute(Kernel):
         self.wide_outputs = outs
         return [TensorSpec(o.shape, self.narrow, None if o.value is None else o.value.astype(self.narrow), o.quant)
                 if k in self.narrowed else o for k, o in enumerate(outs)]
+
+    def select(self, inputs: Sequence[TensorSpec | None]) -> None:
+        self.inner.select(self.wide_inputs)
 
     def scratch(self) -> list[TensorSpec]:
         buffers = [self.wide_inputs[k] for k in self.widened if self.wide_inputs[k].value is None]
@@ -228,6 +349,9 @@ class Float16Compute(Kernel):
         return [TensorSpec(o.shape, o.dtype, o.value.astype(F16).astype(np.float32), o.quant, o.quant_axis)
                 if k in self.narrowed and o.value is not None else o for k, o in enumerate(outs)]
 
+    def select(self, inputs: Sequence[TensorSpec | None]) -> None:
+        self.inner.select(self.in_specs)
+
     def scratch(self) -> list[TensorSpec]:
         return self.inner.scratch() + [TensorSpec(self.in_specs[k].shape, np.dtype(np.float32))
                                        for k in self.rounded] + \
@@ -274,12 +398,12 @@ def create_kernel(node: NodeDef, input_type: int, quantized: bool = False) -> Ke
     Narrow floats (float16, bfloat16, float8) run the float32 kernel through `Float32Compute`, except in
     kernels that only move data (`native_dtypes`); float32 nodes of `float16_compute` kernels run through
     `Float16Compute` inside a `float16_compute(True)` block."""
-    cls = kernel_for(node.op, input_type, quantized)
+    cls = kernel_to_run(node.op, input_type, quantized)
     if (_float16.get() and input_type == dtypes.DataType.FLOAT32 and not quantized and cls is not None
             and cls.float16_compute):
         return Float16Compute(cls(node))
     if input_type in dtypes.NARROW_FLOATS and not quantized and not (cls is not None and cls.native_dtypes):
-        wide = kernel_for(node.op, dtypes.DataType.FLOAT32)
+        wide = kernel_to_run(node.op, dtypes.DataType.FLOAT32)
         if wide is not None:
             return Float32Compute(wide(node), dtypes.to_numpy(input_type))
     if cls is None:

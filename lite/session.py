@@ -12,8 +12,7 @@ import numpy as np
 from lite import dtypes, gc_pause
 from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
-from lite.kernel import float16_compute
-from lite.kernels.compiled import check_mode, jit_seconds, selection
+from lite.kernel import check_mode, float16_compute, selection, startup_seconds
 from lite.model import Model, NodeDef, SubGraphDef
 from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, OpExecuteError,
                          ParamInvalidError, ReentrantError)
@@ -66,7 +65,7 @@ class LiteSession:
         self._node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]] | None = None
         self._guard = threading.RLock()
         self._in_callback = False
-        self.jit_seconds = 0.0     # starting numba, compiling or loading kernels in the last compile (or Resize)
+        self.jit_seconds = 0.0     # starting a backend (numba) and preparing its kernels in the last compile or Resize
 
     @staticmethod
     def CreateSession(*args, dec_key: str | bytes | None = None) -> "LiteSession":
@@ -95,11 +94,11 @@ class LiteSession:
         return RET_OK
 
     def _compile(self, shapes: dict[int, tuple[int, ...]]) -> None:
-        start = jit_seconds()
+        start = startup_seconds()
         with selection(self.context.kernels, self.context.thread_num), float16_compute(self.float16), \
                 gc_pause.paused():
             plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None)
-        self.jit_seconds = jit_seconds() - start
+        self.jit_seconds = startup_seconds() - start
         self._plan = plan
         self._compiled_first = compiled_first(step.kernel for step in plan.steps)
         self._node_io = None

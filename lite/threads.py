@@ -1,20 +1,20 @@
-"""Bounding a session's threads to `Context.thread_num`: the BLAS pool (threadpoolctl) and, once loaded, the
-compiled kernels' pool (numba), for the duration of a run. The user's own settings come back afterwards."""
+"""Bounding a session's threads to `Context.thread_num`: the BLAS pool (threadpoolctl) and, once started, the
+kernel backends' own pools (`lite.kernel.thread_pools`: numba's), for the duration of a run. The user's own
+settings come back afterwards."""
 from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from threadpoolctl import ThreadpoolController
 
-from lite.kernels import compiled
+from lite.kernel import thread_pools
 
 _scanned: tuple[int, list] | None = None
 _lock = threading.Lock()
 _running = 0                  # runs inside `thread_limit`, over all threads
 _pools: list[list] = []       # per BLAS library: [controller, the user's count, its count now]
-_numba_count: Callable[[], int] | None = None
 
 
 def _blas() -> list:
@@ -26,27 +26,16 @@ def _blas() -> list:
     return _scanned[1]
 
 
-def _numba_getter(numba: Any) -> Callable[[], int]:
-    """numba's thread count for the calling thread: its C getter once the pool runs (`get_num_threads` takes a
-    process-wide lock first, 2-10 us, a tenth of a small model's run)."""
-    global _numba_count
-    if _numba_count is None:
-        numba.get_num_threads()                  # starts the pool
-        _numba_count = getattr(sys.modules.get("numba.np.ufunc.parallel"), "_get_num_threads",
-                               None) or numba.get_num_threads
-    return _numba_count
-
-
 class thread_limit:
-    """`with thread_limit(n, blas):` runs the block with at most n compiled-kernel threads and `blas` BLAS
+    """`with thread_limit(n, blas):` runs the block with at most n backend-kernel threads and `blas` BLAS
     threads (n when omitted), then gives the user's own settings back.
 
     The BLAS pools are process-wide: the first run to start (in any thread) reads their counts and the last to
-    end restores them, so runs overlapping in several threads never restore a count another one set. numba's
-    count is per launching thread and comes back when the block ends. A library is told only when its count
-    differs, so a run whose limit is the user's setting costs one query per library (0.8 us). A class, not a
-    generator: `contextlib.contextmanager` alone cost 2 us a run."""
-    __slots__ = ("limit", "blas", "numba", "user_numba")
+    end restores them, so runs overlapping in several threads never restore a count another one set. A
+    backend's count is per launching thread and comes back when the block ends. A library is told only when its
+    count differs, so a run whose limit is the user's setting costs one query per library (0.8 us). A class, not
+    a generator: `contextlib.contextmanager` alone cost 2 us a run."""
+    __slots__ = ("limit", "blas", "restore")
 
     def __init__(self, limit: int, blas: int | None = None):
         self.limit = max(1, int(limit))
@@ -63,18 +52,17 @@ class thread_limit:
                 if pool[2] != limit:
                     pool[0].set_num_threads(limit)
                     pool[2] = limit
-        self.numba = numba = compiled.loaded()
-        self.user_numba = None
-        if numba is not None:
-            own, user = min(self.limit, numba.config.NUMBA_NUM_THREADS), _numba_getter(numba)()
+        self.restore = []
+        for pool in thread_pools():
+            own, user = min(self.limit, pool.max_threads), pool.get()
             if user != own:
-                numba.set_num_threads(own)
-                self.user_numba = user
+                pool.set(own)
+                self.restore.append((pool, user))
 
     def __exit__(self, *exc: object) -> None:
         global _running
-        if self.user_numba is not None:
-            self.numba.set_num_threads(self.user_numba)
+        for pool, user in self.restore:
+            pool.set(user)
         with _lock:
             _running -= 1
             if _running == 0:
@@ -88,16 +76,16 @@ BLAS_SHARE = 0.1    # plans whose BLAS products are at most this share of their 
 
 
 def compiled_first(kernels: Iterable[Any]) -> bool:
-    """Whether the runs of a plan of `kernels` give the threads to the compiled kernels (BLAS gets one) rather
-    than to BLAS (the compiled kernels get one).
+    """Whether the runs of a plan of `kernels` give the threads to the backend kernels (BLAS gets one) rather
+    than to BLAS (the backend kernels get one).
 
     The two pools cannot share the cores: each keeps its workers awake for a moment after a call (OpenBLAS by its
-    own timeout, the compiled kernels' OpenMP pool for `compiled.SPIN_COUNT` turns), and a call of the other pool
-    in that moment waits for the core (1.4 -> 8.3 ms for twenty 3136x64x64 compiled GEMMs and one 1x1280x1000
-    BLAS product on 2 threads). So the pool that runs most of the work gets them: the compiled kernels when
-    numba is loaded and BLAS runs at most BLAS_SHARE of the plan's multiply-adds (`Kernel.macs`,
+    own timeout, the compiled kernels' OpenMP pool for `compiled.SPIN_COUNT` turns), and a call of
+    the other pool in that moment waits for the core (1.4 -> 8.3 ms for twenty 3136x64x64 compiled GEMMs and one
+    1x1280x1000 BLAS product on 2 threads). So the pool that runs most of the work gets them: the backend's when
+    one has started and BLAS runs at most BLAS_SHARE of the plan's multiply-adds (`Kernel.macs`,
     `Kernel.blas_macs`)."""
-    if compiled.loaded() is None:
+    if not thread_pools():
         return False
     macs = blas = 0
     for kernel in kernels:
@@ -106,9 +94,9 @@ def compiled_first(kernels: Iterable[Any]) -> bool:
     return blas <= BLAS_SHARE * macs
 
 
-def split(threads: int, compiled_pool: bool) -> tuple[int, int]:
-    """(compiled-kernel threads, BLAS threads) out of `Context.thread_num` (`compiled_first`)."""
-    return (threads, 1) if compiled_pool else (1, threads)
+def split(threads: int, backend_pool: bool) -> tuple[int, int]:
+    """(backend-kernel threads, BLAS threads) out of `Context.thread_num` (`compiled_first`)."""
+    return (threads, 1) if backend_pool else (1, threads)
 
 
 SERIAL_BLAS_MACS = 1 << 23     # multiply-adds (~1 ms on one core) below which a product runs on one BLAS thread

@@ -1,13 +1,12 @@
 """The compiled kernels (lite/kernels/compiled) against the numpy reference and onnxruntime: every changed kernel
-runs on both paths; float32 agrees within rounding, int8 bit for bit. Also: kernel selection, thread idling, and
-`lite` without numba."""
+runs on both paths; float32 agrees within rounding, int8 bit for bit. Also: kernel selection, the OpenMP workers'
+bounded spinning, and `lite` without numba."""
 from __future__ import annotations
 
 import importlib.util
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import onnx
@@ -17,7 +16,10 @@ from onnx import helper, numpy_helper
 import lite
 from converter import convert
 from lite import threads
-from lite.kernels import _conv_math, compiled, conv2d
+from lite.kernel import ENV, selection
+from lite.kernels import compiled, conv2d
+from lite.kernels.compiled import conv2d as compiled_conv2d
+from lite.kernels.compiled import epilogue
 from schema import fb
 from tests import test_grad_kernels_basic as basic_tests
 from tests import test_grad_kernels_nn as grad_tests
@@ -36,6 +38,11 @@ DIRECT = [c for c in CONV_CASES if c.startswith(("depthwise", "dense"))] + ["poi
 
 def compiled_nodes(s: lite.LiteSession) -> list[str]:
     return [step.node.op for step in s._plan.steps if step.kernel.compiled]
+
+
+def flag(kernel: object, name: str) -> bool:
+    """A path flag of a compiled sibling (`fused_gemm`, `gathered`, ...); False on a numpy kernel, which has none."""
+    return bool(getattr(kernel, name, False))
 
 
 def session(model: onnx.ModelProto, kernels: str, threads: int = 1) -> lite.LiteSession:
@@ -117,10 +124,9 @@ def test_compiled_epilogue_over_rows_of_pixels_reads_the_bias_at_every_run(pixel
     out = np.empty((pixels, channels), np.float32)
     bias = (grad_tests.f32(channels) if with_bias else None)
     if not with_bias and kind == A.NO_ACTIVATION:
-        assert _conv_math.epilogue(out, bias, kind) is None
+        assert epilogue.epilogue(out, bias, kind) is None
         return
-    with compiled.selection("compiled"):
-        finish = _conv_math.epilogue(out, bias, kind)
+    finish = epilogue.epilogue(out, bias, kind)
     assert isinstance(finish, compiled.Bound)
     for _ in range(2):
         if bias is not None:
@@ -168,8 +174,8 @@ def test_winograd_takes_3x3_convs_with_enough_tiles(case: str, threads: int, num
     model = node_model("Conv", feeds, {"w": _array(w_shape), "b": _array(w_shape[:1])}, ["x", "w", "b"], **attrs)
     s = session(model, kernels, threads)
     [conv] = [step.kernel for step in s._plan.steps if step.node.op == "Conv2D"]
-    assert (conv.winograd, conv.winograd_fused) == ((numpy_winograd, False) if kernels == "numpy"
-                                                    else (False, compiled_winograd))
+    assert (conv.winograd, flag(conv, "winograd_fused")) == ((numpy_winograd, False) if kernels == "numpy"
+                                                                       else (False, compiled_winograd))
     want = run_ort(model, feeds)["y"]
     got = run_lite(s, feeds)["y"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=winograd_atol(conv, want))
@@ -178,7 +184,7 @@ def test_winograd_takes_3x3_convs_with_enough_tiles(case: str, threads: int, num
 def winograd_atol(conv, scale: np.ndarray) -> float:
     """1e-4, or 1e-5 of the largest |value| of `scale` (the conv's output before its activation) on the compiled
     F(4x4): its transforms scale values by up to 5 and 8, so its rounding grows with the output's range."""
-    return 1e-5 * float(np.abs(scale).max()) if conv.winograd_fused else 1e-4
+    return 1e-5 * float(np.abs(scale).max()) if flag(conv, "winograd_fused") else 1e-4
 
 
 WINOGRAD_F4 = {   # input [N, C, H, W], output channels, ONNX pads [top, left, bottom, right]
@@ -198,7 +204,7 @@ def test_compiled_winograd_f4_matches_onnxruntime(case: str, threads: int, monke
     """Conv + bias + Clip(0, 6) on the compiled F(4x4, 3x3): tiles over every edge, channel counts that are no
     whole number of vectors or panels, one and two threads, within float32 rounding of onnxruntime (the kernel
     taken also below COMPILED_WINOGRAD_TILES: small images cover every edge case)."""
-    monkeypatch.setattr(conv2d, "COMPILED_WINOGRAD_TILES", 1)
+    monkeypatch.setattr(compiled_conv2d, "COMPILED_WINOGRAD_TILES", 1)
     x_shape, out_channels, pads = WINOGRAD_F4[case]
     feeds = {"x": _array(x_shape) * 3}
     w = _array((out_channels, x_shape[1], 3, 3)) / np.sqrt(9 * x_shape[1])
@@ -211,7 +217,7 @@ def test_compiled_winograd_f4_matches_onnxruntime(case: str, threads: int, monke
     model.graph.output[0].name = "z"
     s = session(model, "compiled", threads)
     [conv] = [step.kernel for step in s._plan.steps if step.node.op == "Conv2D"]
-    assert conv.winograd_fused and conv.attrs.activation == A.RELU6
+    assert flag(conv, "winograd_fused") and conv.attrs.activation == A.RELU6
     np.testing.assert_allclose(run_lite(s, feeds)["z"], run_ort(model, feeds)["z"], rtol=0,
                                atol=winograd_atol(conv, before_clip))
 
@@ -221,32 +227,43 @@ def test_context_and_environment_pick_the_kernels(monkeypatch: pytest.MonkeyPatc
     model, feeds = conv_relu6("depthwise")
     assert compiled_nodes(session(model, "compiled")) == ["Conv2D"]
     assert compiled_nodes(session(model, "numpy")) == []
-    monkeypatch.setenv(compiled.ENV, "numpy")
+    monkeypatch.setenv(ENV, "numpy")
     assert compiled_nodes(session(model, "compiled")) == []
 
 
 def test_unknown_kernel_family_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(lite.ParamInvalidError, match="kernels must be one of"):
         lite.LiteSession(lite.Context(kernels="fast"))
-    monkeypatch.setenv(compiled.ENV, "gpu")
+    monkeypatch.setenv(ENV, "gpu")
     with pytest.raises(lite.ParamInvalidError, match="kernels must be one of"):
         session(conv_relu6("depthwise")[0], "auto")
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
-def test_threads_do_not_spin_after_a_run() -> None:
-    """A threaded compiled kernel (2 threads, a layer big enough for the threaded form), then an idle moment:
-    the process burns (almost) no CPU while idle."""
-    x_shape, w_shape = (1, 32, 64, 64), (32, 1, 3, 3)
-    feeds = {"x": _array(x_shape)}
-    model = node_model("Conv", feeds, {"w": _array(w_shape)}, ["x", "w"], group=32, pads=[1, 1, 1, 1])
-    s = session(model, "compiled", threads=2)
-    for _ in range(3):
-        run_lite(s, feeds)
-    time.sleep(0.05)
-    start = time.process_time()
-    time.sleep(0.5)
-    assert time.process_time() - start < 0.05
+def test_openmp_runtime_of_a_threaded_run_spins_briefly_and_then_sleeps() -> None:
+    """After a two-thread compiled run, the OpenMP runtime that numba loaded reports (`omp_display_env`) the
+    passive wait policy and the bounded spin count, so its workers sleep soon after a run instead of taking the
+    cores BLAS runs on next. In a fresh interpreter: another package's OpenMP runtime must not load first."""
+    code = ("import ctypes, numpy as np, lite\n"
+            "from converter import convert\n"
+            "from tests.util import small_cnn\n"
+            "buf = convert(small_cnn())\n"
+            "s = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(kernels='compiled', thread_num=2))\n"
+            "s.RunGraph()\n"
+            "libs = sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libgomp' in line})\n"
+            "runtimes = [lib for lib in map(ctypes.CDLL, libs) if hasattr(lib, 'omp_display_env')]\n"
+            "for lib in runtimes: lib.omp_display_env(1)\n"
+            "print(len(runtimes))")
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("needs /proc/self/maps to find the OpenMP runtime")
+    clean = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", ENV)}
+    result = subprocess.run([sys.executable, "-c", code], env=clean, cwd=REPO, capture_output=True, text=True,
+                            check=True)
+    if result.stdout.split() != ["1"]:
+        pytest.skip("numba's threading layer is not GNU OpenMP with omp_display_env")
+    settings = dict(line.strip().replace("'", "").split(" = ") for line in result.stderr.splitlines()
+                    if " = " in line)
+    assert (settings["OMP_WAIT_POLICY"], settings["GOMP_SPINCOUNT"]) == ("PASSIVE", str(compiled.SPIN_COUNT))
 
 
 def test_lite_runs_without_numba() -> None:
@@ -267,7 +284,7 @@ def test_lite_runs_without_numba() -> None:
         "    lite.LiteSession.CreateSession(buf, len(buf), lite.Context(kernels='compiled'))\n"
         "except lite.NotSupportedError as e:\n"
         "    print('refused:', e)\n")
-    env = {k: v for k, v in os.environ.items() if k != compiled.ENV}
+    env = {k: v for k, v in os.environ.items() if k != ENV}
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
@@ -288,7 +305,7 @@ def test_session_creation_reports_the_compiled_kernels_start_up(tmp_path) -> Non
         "fast = lite.LiteSession(lite.Context(kernels='compiled')); fast.CompileGraph(model)\n"
         "assert any(step.kernel.compiled for step in fast._plan.steps)\n"
         "print(plain.jit_seconds, fast.jit_seconds, 'scipy' in sys.modules)\n")
-    env = {k: v for k, v in os.environ.items() if k != compiled.ENV}
+    env = {k: v for k, v in os.environ.items() if k != ENV}
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
@@ -310,7 +327,7 @@ INT8_CONV_CASES = int8_tests.CONV_CASES + [
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("case", INT8_CONV_CASES)
 def test_int8_conv_matches_integer_reference_bit_for_bit(case: tuple, kernels: str) -> None:
-    with compiled.selection(kernels):
+    with selection(kernels):
         int8_tests.test_conv2d_matches_integer_reference(case)
 
 
@@ -318,7 +335,7 @@ def test_int8_conv_matches_integer_reference_bit_for_bit(case: tuple, kernels: s
 @pytest.mark.parametrize("case", nn_tests.POOL_CASES)
 def test_pooling_matches_onnxruntime_on_both_paths(case: str, kernels: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(compiled.ENV, kernels)
+    monkeypatch.setenv(ENV, kernels)
     nn_tests.test_max_pool(case)
     for include_pad in (0, 1):
         nn_tests.test_average_pool(case, include_pad)
@@ -356,7 +373,7 @@ def test_global_pooling_matches_onnxruntime_on_both_paths(op: str, kernels: str)
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("name", [c for c in grad_tests.CONV if c.startswith("depthwise")])
 def test_depthwise_conv_grads_match_autograd_on_both_paths(name: str, kernels: str) -> None:
-    with compiled.selection(kernels):
+    with selection(kernels):
         grad_tests.test_conv2d_grad_input_matches_autograd(name)
         grad_tests.test_conv2d_grad_filter_matches_autograd(name)
 
@@ -365,7 +382,7 @@ def test_depthwise_conv_grads_match_autograd_on_both_paths(name: str, kernels: s
 @pytest.mark.parametrize("name", ["depthwise_stride2", "strided_asymmetric"])
 def test_compiled_conv_grads_read_new_weights_and_data_at_every_run(name: str) -> None:
     attrs, x, w, dy = grad_tests.conv_case(name)
-    with compiled.selection("compiled"):
+    with selection("compiled"):
         k_in, (dx,) = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)
         k_w, (dw,) = grad_tests.compiled("Conv2DGradFilter", [dy, x], 1, attrs)
     assert k_in.compiled and k_w.compiled == name.startswith("depthwise")
@@ -384,13 +401,13 @@ CLIPS = ["relu", "relu6", "hard_tanh"]
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("name", DENSE_CONV)
 def test_dense_conv_input_grad_matches_autograd_on_both_paths(name: str, kernels: str) -> None:
-    with compiled.selection(kernels):
+    with selection(kernels):
         grad_tests.test_conv2d_grad_input_matches_autograd(name)
         attrs, x, w, dy = grad_tests.conv_case(name)
         kernel, _ = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)
     columns = attrs.get("group", 1) == 1 and x.shape[3] < 8 and name != "pointwise"   # (1x1 stride 1: one GEMM)
     assert kernel.compiled == (kernels == "compiled" and columns)
-    assert kernel.pixel_rows == (kernel.compiled and w.shape[2] * x.shape[3] >= 8)   # im2col-layout columns
+    assert flag(kernel, "pixel_rows") == (kernel.compiled and w.shape[2] * x.shape[3] >= 8)  # im2col rows
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
@@ -404,9 +421,9 @@ def test_compiled_dense_conv_input_grad_in_blocks_of_images_matches_autograd(nam
     dy = grad_tests.f32(*grad_tests.torch_conv(attrs, grad_tests.torch.tensor(x), grad_tests.torch.tensor(w)).shape)
     monkeypatch.setattr(conv2d, "COLUMN_BLOCK_BYTES", 2 * 4 * w_shape[1] * w_shape[2] * x_shape[3]
                         * dy.shape[1] * dy.shape[2])
-    with compiled.selection("compiled"):
+    with selection("compiled"):
         kernel, (dx,) = grad_tests.compiled("Conv2DGradInput", [dy, w, x], 1, attrs)
-    assert kernel.pixel_rows and len(kernel.blocks) == 3
+    assert flag(kernel, "pixel_rows") and len(kernel.blocks) == 3
     kernel.run([dy, w, x], [dx])
     want_x, _ = grad_tests.autograd(lambda tx, tw: grad_tests.torch_conv(attrs, tx, tw), dy, x, w)
     assert grad_tests.rel(dx, want_x) < grad_tests.TOL
@@ -415,7 +432,7 @@ def test_compiled_dense_conv_input_grad_in_blocks_of_images_matches_autograd(nam
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("name", DENSE_CONV)
 def test_dense_conv_filter_grad_matches_autograd_on_both_paths(name: str, kernels: str) -> None:
-    with compiled.selection(kernels):
+    with selection(kernels):
         grad_tests.test_conv2d_grad_filter_matches_autograd(name)
 
 
@@ -423,7 +440,7 @@ def test_dense_conv_filter_grad_matches_autograd_on_both_paths(name: str, kernel
 @pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
 @pytest.mark.parametrize("name", grad_tests.POOL)
 def test_pooling_grad_matches_autograd_on_both_paths(name: str, ties: bool, kernels: str) -> None:
-    with compiled.selection(kernels):
+    with selection(kernels):
         grad_tests.test_pooling_grad_matches_autograd(name, ties)
         shape, attrs = grad_tests.POOL[name]
         x = grad_tests.f32(*shape)
@@ -439,7 +456,7 @@ def test_pooling_grad_of_strided_views_keeps_the_numpy_kernel() -> None:
     x = grad_tests.f32(*shape[:3], 2 * shape[3])[..., ::2]
     y = grad_tests.torch_pool(attrs, grad_tests.torch.tensor(x)).numpy()
     dy = grad_tests.f32(*y.shape)
-    with compiled.selection("compiled"):
+    with selection("compiled"):
         kernel, (dx,) = grad_tests.compiled("PoolingGrad", [dy, x, y], 1, attrs)
     kernel.run([dy, x, y], [dx])
     assert not kernel.compiled
@@ -449,7 +466,7 @@ def test_pooling_grad_of_strided_views_keeps_the_numpy_kernel() -> None:
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("layout", grad_tests.BN_LAYOUTS)
 def test_batchnorm_grad_matches_autograd_on_both_paths(layout: str, kernels: str) -> None:
-    with compiled.selection(kernels):
+    with selection(kernels):
         grad_tests.test_batchnorm_grad_matches_autograd(layout)
         shape, axis = grad_tests.BN_LAYOUTS[layout]
         kernel, _ = grad_tests.compiled("BatchNormGrad", [grad_tests.f32(*shape), grad_tests.f32(*shape),
@@ -460,7 +477,7 @@ def test_batchnorm_grad_matches_autograd_on_both_paths(layout: str, kernels: str
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("name", CLIPS)
 def test_clip_activation_grads_match_autograd_on_both_paths(name: str, kernels: str) -> None:
-    with compiled.selection(kernels):
+    with selection(kernels):
         grad_tests.test_activation_grad_matches_autograd(name)
         grad_tests.test_activation_grad_at_the_kinks_follows_autograd(name)
         x = grad_tests.f32(3, 4)
@@ -474,7 +491,7 @@ def test_compiled_relu_grad_passes_infinity_and_blocks_nan_like_autograd() -> No
     x = np.array([-np.inf, -1.0, 0.0, 2.0, np.inf, 0.0], np.float32)
     dy = np.array([1.0, np.nan, 2.0, 3.0, 4.0, np.nan], np.float32)
     want = grad_tests.autograd(grad_tests.F.relu, dy, x)[0].numpy()
-    with compiled.selection("compiled"):
+    with selection("compiled"):
         (dx,) = grad_tests.run_op("ActivationGrad", [dy, x], 1, {"type": A.RELU})
     np.testing.assert_array_equal(dx, want)
 
@@ -494,7 +511,7 @@ def test_compiled_optimizer_updates_equal_numpy_bit_for_bit(op: str, hp: dict) -
     w = basic_tests.f32(4, 6)
     runs = {}
     for kernels in ("numpy", "compiled"):
-        with compiled.selection(kernels):
+        with selection(kernels):
             opt = basic_tests.Optimizer(op, hp, w.copy(), basic_tests.state(op, w))
         assert opt.kernel.compiled == (kernels == "compiled")
         for g in grads:
@@ -510,7 +527,7 @@ def test_compiled_optimizer_updates_equal_numpy_bit_for_bit(op: str, hp: dict) -
 @pytest.mark.parametrize("op", ["GRU", "LSTM"])
 def test_gru_and_lstm_match_onnxruntime_on_both_paths(op: str, direction: str, kernels: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(compiled.ENV, kernels)
+    monkeypatch.setenv(ENV, kernels)
     for layout in (0, 1):
         recurrent_tests.test_directions_layouts_and_initial_states(op, direction, layout)
     recurrent_tests.test_sequence_lens_of_mixed_lengths(op, direction)
@@ -523,7 +540,7 @@ def test_gru_and_lstm_match_onnxruntime_on_both_paths(op: str, direction: str, k
 def test_gru_and_lstm_gradients_match_autograd_on_both_paths(op: str, kernels: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The compiled forward leaves the same saved pre-activations and states the gradient kernels read."""
-    monkeypatch.setenv(compiled.ENV, kernels)
+    monkeypatch.setenv(ENV, kernels)
     recurrent_grad_tests.test_gradients_batchwise(op)
     recurrent_grad_tests.test_gradients_match_torch_nn(op, True)
     if op == "GRU":
@@ -565,7 +582,7 @@ def test_compiled_gemm_matches_the_float64_product_with_bias_and_clamp(rows: int
     bias = rng.standard_normal(cols, dtype=np.float32)
     wide = np.full((rows, cols + 5), np.nan, np.float32)
     out = wide[:, :cols]
-    with compiled.selection("compiled", 2):
+    with selection("compiled", 2):
         run = gemm.bind(a, w, bias, -1.0, 2.0, out)
     for _ in range(2):
         run()
@@ -590,7 +607,7 @@ def test_compiled_gemm_by_blocks_of_rows_matches_the_float64_product(rows: int, 
     a, w = rng.standard_normal((rows, depth), dtype=np.float32), rng.standard_normal((depth, cols), dtype=np.float32)
     bias, residual = rng.standard_normal(cols, dtype=np.float32), rng.standard_normal((rows, cols), dtype=np.float32)
     out = np.full((rows, cols), np.nan, np.float32)
-    with compiled.selection("compiled", 2):
+    with selection("compiled", 2):
         gemm.bind(a, w, bias, -1.0, 2.0, out, residual)()
     want = np.clip(a.astype(np.float64) @ w + bias + residual, -1.0, 2.0)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.sqrt(depth))
@@ -620,8 +637,8 @@ def test_dense_convs_of_wide_inputs_gather_their_windows_in_place(attrs: dict, k
     against onnxruntime, on two images, with several K blocks per run (C = 160: whole kernel rows of KW x 160
     floats, or single taps where dilated) and partial panels, with a clamp fused. The 3x3 stride-1 conv is the
     GEMM's as in layers with fewer tiles than the compiled Winograd takes."""
-    monkeypatch.setattr(conv2d, "COMPILED_WINOGRAD_TILES", 1 << 30)
-    channels = conv2d.GATHER_RUN + 144
+    monkeypatch.setattr(compiled_conv2d, "COMPILED_WINOGRAD_TILES", 1 << 30)
+    channels = compiled_conv2d.GATHER_RUN + 144
     feeds = {"x": _array((2, channels, 9, 11))}
     kh, kw = attrs["kernel_shape"]
     model = node_model("Conv", feeds, {"w": _array((70, channels, kh, kw)), "b": _array((70,))}, ["x", "w", "b"],
@@ -630,8 +647,8 @@ def test_dense_convs_of_wide_inputs_gather_their_windows_in_place(attrs: dict, k
     model.graph.output[0].CopyFrom(helper.make_tensor_value_info("act", onnx.TensorProto.FLOAT, None))
     s = session(model, kernels, threads=2)
     conv = next(step.kernel for step in s._plan.steps if step.node.op == "Conv2D")
-    assert conv.gathered is (kernels == "compiled")
-    if conv.gathered:                               # no columns: at most the padded copy of the input
+    assert flag(conv, "gathered") is (kernels == "compiled")
+    if kernels == "compiled":                       # no columns: at most the padded copy of the input
         assert len(conv.scratch()) == int(conv.geo.padded)
     want = run_ort(model, feeds)["act"]         # sums of up to 4000 products up to ~200: float32 rounding of that
     np.testing.assert_allclose(run_lite(s, feeds)["act"], want, rtol=1e-4, atol=1e-6 * np.abs(want).max())
@@ -651,10 +668,12 @@ def test_convs_of_few_channels_gather_whole_kernel_rows(cin: int, cout: int, k: 
                        opset=14, pads=[k // 2] * 4, strides=[stride] * 2)
     s = session(model, kernels, threads=2)
     conv = next(step.kernel for step in s._plan.steps if step.node.op == "Conv2D")
-    assert conv2d.window_run(conv.geo) == k * cin >= conv2d.GATHER_RUN
-    assert conv.gathered is (kernels == "compiled") and not conv.compiled_direct
-    if conv.gathered:
-        rows_at, runs_at = conv2d.window_offsets(conv.geo, np.zeros((2, size + 2 * (k // 2), size + k - 1, cin)))
+    assert compiled_conv2d.window_run(conv.geo) == k * cin >= compiled_conv2d.GATHER_RUN
+    assert flag(conv, "gathered") is (kernels == "compiled")
+    assert not flag(conv, "compiled_direct")
+    if kernels == "compiled":
+        padded = np.zeros((2, size + 2 * (k // 2), size + k - 1, cin))
+        rows_at, runs_at = compiled_conv2d.window_offsets(conv.geo, padded)
         assert len(runs_at) == k and len(rows_at) == conv.geo.rows
     want = run_ort(model, feeds)["y"]
     np.testing.assert_allclose(run_lite(s, feeds)["y"], want, rtol=1e-4, atol=1e-6 * np.abs(want).max())
@@ -699,10 +718,10 @@ def test_a_residual_sum_fused_into_a_conv_matches_onnxruntime_on_every_path(case
     fused = fused_step.kernel
     in_place = any({fused_step.node.inputs[3], fused_step.node.outputs[0]} <= set(p.tensors)
                    for p in s._plan.placements)       # the output written over the residual, read just before
-    assert in_place is (fused.fused_gemm or fused.winograd_fused) and in_place is (kernels == "compiled"
-                                                                                   and case != "depthwise")
-    assert case != "winograd" or (fused.winograd_fused if kernels == "compiled" else fused.winograd)
-    assert fused.winograd_fused is (kernels == "compiled" and case in ("winograd", "3x3-winograd"))
+    fused_path = flag(fused, "fused_gemm") or flag(fused, "winograd_fused")
+    assert in_place is fused_path and in_place is (kernels == "compiled" and case != "depthwise")
+    assert case != "winograd" or (flag(fused, "winograd_fused") if kernels == "compiled" else fused.winograd)
+    assert flag(fused, "winograd_fused") is (kernels == "compiled" and case in ("winograd", "3x3-winograd"))
     probe = onnx.ModelProto()            # onnxruntime also reports the sum before the activation
     probe.CopyFrom(model)
     if act:
@@ -729,7 +748,7 @@ def test_a_residual_sum_fused_into_a_gemm_matches_onnxruntime(act: str | None, k
     s = session(model, kernels, threads=2)
     (step,) = s._plan.steps
     assert step.node.op == "FullConnection" and len(step.node.inputs) == 4
-    assert step.kernel.fused is (kernels == "compiled" and act != "Sigmoid")
+    assert flag(step.kernel, "fused") is (kernels == "compiled" and act != "Sigmoid")
     np.testing.assert_allclose(run_lite(s, feeds)[last], run_ort(model, feeds)[last], rtol=1e-4, atol=1e-4)
 
 
@@ -760,7 +779,7 @@ def test_int8_gemm_matches_the_integer_product_requantized(rows: int, depth: int
     requantize(acc.astype(np.int32), want)
     wide = np.full((rows, cols + 7), 99, np.int8)
     out = wide[:, :cols]
-    with compiled.selection("compiled", 2):
+    with selection("compiled", 2):
         assert int8.quads_fit(w) == quads
         int8.bind(x, w, requantize, out)()
     np.testing.assert_array_equal(out, want)
@@ -786,8 +805,8 @@ def test_dense_convs_and_gemms_of_a_constant_weight_take_the_compiled_gemm(op: s
     graph.output[0].CopyFrom(helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
     s = session(model, kernels, threads=2)
     kinds = {step.node.op: step.kernel for step in s._plan.steps}
-    assert kinds["Conv2D"].fused_gemm is (kernels == "compiled")
-    assert kinds["FullConnection"].fused is (kernels == "compiled")
+    assert flag(kinds["Conv2D"], "fused_gemm") is (kernels == "compiled")
+    assert flag(kinds["FullConnection"], "fused") is (kernels == "compiled")
     want = run_ort(model, feeds)["z"]           # sums of 2520 products up to ~800: float32 rounding of that scale
     np.testing.assert_allclose(run_lite(s, feeds)["z"], want, rtol=1e-4, atol=1e-6 * np.abs(want).max())
 

@@ -1,6 +1,7 @@
 """Kernels, one module per op or op family: fp32 and dtype-generic here, `int8/` for quantized models, `grad/` for
-training graphs, `control_flow/` for If, Loop and Scan. Each module registers its kernels (`lite.kernel.register`)
-and declares its op's traits (`lite.traits.declare`) when imported.
+training graphs, `control_flow/` for If, Loop and Scan, and `compiled/` for the compiled backend's siblings of
+some of them. Each module registers its kernels (`lite.kernel.register`) and declares its op's traits
+(`lite.traits.declare`) when imported.
 
 Modules are imported on first lookup, not at `import lite`: `kernel_for`, `traits` and their listings call `load`,
 which imports every module `MODULES` names for the op, so a session imports only the kernels of its graph's ops
@@ -137,6 +138,21 @@ MODULES: dict[str, tuple[str, ...]] = {
     "grad.unary_grad": ("AbsGrad", "ErfGrad", "ExpGrad", "LogGrad", "NegGrad", "SqrtGrad"),
     "grad.unary_math_grad": ("UnaryMathGrad",),
     "grad.where_grad": ("WhereGrad",),
+    # the compiled backend's siblings (numba; started only when a session chooses one)
+    "compiled.activation_grad": ("ActivationGrad",),
+    "compiled.batchnorm_grad": ("BatchNormGrad",),
+    "compiled.conv2d": ("Conv2D",),
+    "compiled.conv2d_grad": ("Conv2DGradFilter", "Conv2DGradInput"),
+    "compiled.full_connection": ("FullConnection",),
+    "compiled.gru": ("GRU",),
+    "compiled.int8_arithmetic": ("Add", "Mul"),
+    "compiled.int8_conv2d": ("Conv2D",),
+    "compiled.int8_full_connection": ("FullConnection",),
+    "compiled.int8_quant_cast": ("QuantDTypeCast",),
+    "compiled.lstm": ("LSTM",),
+    "compiled.optimizer": ("Adam", "ApplyMomentum", "Sgd"),
+    "compiled.pooling": ("Pooling",),
+    "compiled.pooling_grad": ("PoolingGrad",),
 }
 
 _BY_OP: dict[str, tuple[str, ...]] = {}

@@ -14,7 +14,6 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from lite.kernels import compiled
 from lite.kernels.activation import activation_fn, clamp_bounds
 from schema import fb
 
@@ -38,27 +37,9 @@ def constant_view(array: np.ndarray | None) -> np.ndarray | None:
 
 
 def epilogue(out: np.ndarray, bias: np.ndarray | None, kind: int) -> Callable[[], None] | None:
-    """`finish` prebound on `out` for a fused activation `kind`, or None when there is nothing to do. With the
-    compiled kernels and a clamp activation (none, RELU, RELU6), bias and clamp are one threaded pass, over rows
-    of `pixels_per_row` output pixels: a loop over fewer than WIDE_ROW channels does not vectorise (LeNet-5's
-    first conv, 6 channels, batch 128, one thread: 0.44 -> 0.07 ms)."""
-    bounds = clamp_bounds(kind)
-    if bias is None and bounds == clamp_bounds(0):
+    """`finish` prebound on `out` for a fused activation `kind`, or None when there is nothing to do."""
+    if bias is None and clamp_bounds(kind) == clamp_bounds(0):
         return None
-    if (bounds is not None and out.dtype == np.float32 and out.size and out.flags.c_contiguous
-            and compiled.enabled()):
-        from lite.kernels.compiled import conv
-        channels = out.shape[-1]
-        pixels = pixels_per_row(out.size // channels, channels)
-        rows = out.reshape(-1, pixels * channels)
-        lo, hi = np.float32(bounds[0]), np.float32(bounds[1])
-        if bias is None:
-            return conv.clamp.bind(rows.size, rows, lo, hi)
-        if pixels == 1:
-            return conv.bias_clamp.bind(rows.size, rows, constant_view(bias), lo, hi)
-        tiled = np.empty(pixels * channels, np.float32)      # refreshed at every run: a trained bias changes
-        call = conv.bias_clamp.bind(rows.size, rows, tiled, lo, hi)
-        return compiled.Bound(_tile_then, (tiled.reshape(pixels, channels), bias), call)
     return functools.partial(finish, out, bias, activation_fn(kind))
 
 
@@ -74,19 +55,14 @@ def with_residual(before: Callable[[], None] | None, out: np.ndarray, residual: 
     return run
 
 
-WIDE_ROW = 32    # floats per row from which the compiled epilogue's inner loop runs at full SIMD width
+WIDE_ROW = 32    # floats per row from which a loop along it (a compiled epilogue, a column sum) runs at full SIMD width
 
 
 def pixels_per_row(pixels: int, channels: int) -> int:
-    """How many consecutive output pixels (of `channels` floats each) one epilogue row spans: the fewest that
-    make a row of WIDE_ROW floats and divide `pixels`, else 1."""
+    """How many consecutive pixels (of `channels` floats each) one row of a per-channel pass spans: the fewest
+    that make a row of WIDE_ROW floats and divide `pixels`, else 1."""
     least = -(-WIDE_ROW // channels)
     return next((k for k in range(least, 4 * least + 1) if pixels % k == 0), 1) if least > 1 else 1
-
-
-def _tile_then(tile: tuple[np.ndarray, np.ndarray], call: Callable[[], None]) -> None:
-    np.copyto(*tile)
-    call()
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ walks the times backwards; with `sequence_lens`, times t >= len[b] keep the stat
 t = len[b] - 1) and give Y = 0, as ONNX and onnxruntime define it. The input projection X W^T + biases of every
 time step and direction is one matmul before the loop; a step adds h_{t-1} R^T (one matmul) and applies the gates.
 In a training graph `gates` and `states` are outputs, which the gradient kernels (`lite/kernels/grad/`) read.
-With the default gates and compiled kernels enabled, each direction's loop is one compiled call
-(`lite/kernels/compiled/recurrent.py`: GRU and LSTM); the numpy steps are the reference and the fallback.
+The compiled siblings of GRU and LSTM (`lite/kernels/compiled/`) run each direction's loop of the default gates
+as one compiled call instead of the numpy steps.
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lite.kernel import Kernel, TensorSpec
-from lite.kernels import compiled
 from lite.status import InputTensorError, InvalidOpAttrError
 from lite.threads import serial_blas
 from schema import fb
@@ -155,18 +154,6 @@ class RecurrentKernel(Kernel):
     def bind(self, inputs, outputs, scratch) -> None:
         self.gates_buf, self.states_buf = (outputs[-2:] if self.training else scratch[:2])
         self.tmp, self.act = scratch[-2:]
-        self.compiled = self.compiled_cell_fits() and compiled.enabled()
-        if self.compiled:
-            self.bind_compiled()
-
-    def bind_compiled(self) -> None:
-        """One compiled call per direction (`compiled_cell`) over buffers it keeps: R^T, the initial states and
-        the mask are refreshed from the inputs at every run (weights change between training steps)."""
-        f32 = np.float32
-        self.rt = np.zeros((self.D, self.H, self.gates * self.H), f32)
-        self.init = np.zeros((self.D, self.B, self.states * self.H), f32)
-        self.live = np.ones((self.T, self.B), np.bool_)
-        self.cells = [self.compiled_cell(d) for d in range(self.D)]
 
     # ---- views and the loop ---------------------------------------------------------------------------------------
     def time_major(self, x: np.ndarray) -> np.ndarray:
@@ -236,13 +223,7 @@ class RecurrentKernel(Kernel):
 
     def loop(self, d: int, r: np.ndarray, b: np.ndarray | None, ins: list, init: np.ndarray,
              mask: np.ndarray | None) -> None:
-        if self.compiled:
-            np.copyto(self.rt[d], r.T)
-            np.copyto(self.init[d], init)
-            self.live[:] = True if mask is None else mask
-            self.refresh_compiled(d, b)
-            self.cells[d]()
-            return
+        """Direction d's time steps, from `init` [B, S*H], into `states_buf`."""
         prev = init
         for t in self.times(d):
             cur = self.states_buf[t, :, d]
@@ -258,17 +239,6 @@ class RecurrentKernel(Kernel):
             return None
         gh = self.gates * self.H
         return b[:, :gh] + b[:, gh:]
-
-    def compiled_cell_fits(self) -> bool:
-        """Whether the op's compiled loop runs this node (the default gates, no option it leaves out)."""
-        return False
-
-    def compiled_cell(self, d: int) -> Callable[[], None]:
-        """Direction d's compiled loop, bound on the gates and states views and the buffers of `bind_compiled`."""
-        raise NotImplementedError
-
-    def refresh_compiled(self, d: int, b: np.ndarray | None) -> None:
-        """Copy what else the compiled loop reads from this run's inputs (GRU: Rb_h)."""
 
     def default_gates(self, *kinds: int) -> bool:
         """Whether every direction's activations are `kinds`, unclipped."""

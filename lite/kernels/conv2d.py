@@ -1,6 +1,7 @@
 """Conv2D on NHWC activations with OHWI weights: dense, grouped and depthwise, bias and fused activation.
 
-Three paths, each prebound in `bind` as a callable over fixed views, so a run only copies and multiplies:
+`infer` is the shape rule; `select` picks one of three paths, each prebound in `bind` as a callable over fixed
+views, so a run only copies and multiplies:
 - `Im2colGemm`: windows copied once into im2col columns [G, M, KH*KW*Cg] (M = N*OH*OW), then one (batched)
   matmul against the weight viewed as [G, K, Cout/G]. A 1x1 stride-1 unpadded dense conv skips the copy: the
   NHWC input itself is the [M, C] matrix. A constant weight is packed once as a contiguous [K, Cout] matrix, which
@@ -9,26 +10,14 @@ Three paths, each prebound in `bind` as a callable over fixed views, so a run on
   When a window row is shorter than a SIMD vector (KW*C < 8 floats, a first layer) the columns are built
   transposed, [K, M], one copy per tap (`tap_columns`): LeNet-5's first conv (KW*C = 5) at batch 128 took
   6.0 -> 3.7 ms; the first convs of MobileNetV2 and ResNet (9 and 21 floats) gain nothing.
-- Winograd for dense 3x3 stride-1 convs with a constant weight: with the compiled kernels F(4x4, 3x3)
-  (`lite.kernels.compiled.winograd`: 4x fewer multiplies; bias, residual and clamp fused) from
-  `COMPILED_WINOGRAD_TILES` tiles (ResNet-50 at 2 threads, against the implicit-im2col GEMM: batch 16 520 -> 428
-  ms a run, batch 1 33.7 -> 31.8), else numpy's F(2x2, 3x3) (`_winograd`: 2.25x fewer) in one-thread sessions
-  from `WINOGRAD_MIN_TILES` tiles (its transforms run on one thread).
+- Winograd F(2x2, 3x3) (`_winograd`: 2.25x fewer multiplies) for dense 3x3 stride-1 convs with a constant weight,
+  in one-thread sessions from `WINOGRAD_MIN_TILES` tiles (its transforms run on one thread).
 - `DepthwiseBands` (group == C_in == C_out): KH*KW shifted multiply-adds, in bands of output rows whose input
   is padded into a cache-sized buffer, with per-tap weights pre-tiled along W so numpy runs each product as one
   contiguous loop; bias and activation are applied per band while it is in cache.
-- `DirectCompiled` (depthwise: group == C_in, any channel multiplier; dense first layers with at most
-  `DENSE_TILE_CHANNELS` input channels) when the compiled kernels are enabled (`lite.kernels.compiled`): one
-  threaded pass reads the unpadded input and writes the finished output, as register tiles where it can.
-The GEMM paths end in `epilogue` (bias + clamp activation in one compiled pass where available), except a dense
-conv of a constant weight when the compiled kernels run: its columns (or its input, for a 1x1 conv) go to the
-compiled GEMM (`lite.kernels.compiled.gemm`) with bias and clamp in the same pass (MobileNetV2 at 2 threads:
-6.6 -> 4.6 ms a run, with the thread split of `lite.threads.compiled_first`). Where a window's kernel row is
-`GATHER_RUN` floats or more (KW x C contiguous in NHWC) that GEMM builds no columns at all: it reads each window
-from the (padded) input through row and run offsets (`window_offsets`), an implicit im2col (ResNet-50 at 2
-threads: 55.7 -> 42.7 ms a run; the columns were copied on one thread and pushed the weights out of cache; its
-7x7 stem, 3 channels, 0.95 -> 0.81 ms against the register tiles; a 3x3 conv of 8 channels at 112x112 0.76 ->
-0.23 ms against columns).
+The GEMM paths end in `epilogue` (bias + activation). The compiled sibling (`compiled/conv2d.py`)
+chooses among its own paths first (direct register tiles, its F(4x4) Winograd, a GEMM with the epilogue fused)
+and falls back on these.
 """
 from __future__ import annotations
 
@@ -39,13 +28,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lite.dtypes import DataType
-from lite.kernel import Kernel, TensorSpec, register
+from lite.kernel import Kernel, TensorSpec, register, threads
 from lite.kernels import _winograd as winograd
-from lite.kernels import compiled
-from lite.kernels._conv_math import (PadCopy, Window, constant_view, epilogue, finish, grouped_columns,
-                                     make_window, padded_shape, phased_tap_views, tap_columns, with_residual)
-from lite.kernels.activation import activation_fn, clamp_bounds
-from lite.memory_plan import aligned_copy
+from lite.kernels._conv_math import (PadCopy, Window, epilogue, finish, grouped_columns, make_window, padded_shape,
+                                     phased_tap_views, tap_columns, with_residual)
+from lite.kernels.activation import activation_fn
 from lite.status import InvalidOpAttrError
 from lite.traits import declare
 
@@ -53,13 +40,8 @@ BAND_ELEMENTS = 1 << 16   # depthwise output elements per band (~256 KiB of floa
 WINOGRAD_MIN_CHANNELS = 16   # below this the 16 small GEMMs lose to one im2col GEMM
 WINOGRAD_MIN_TILES = 32      # nor with fewer tiles (GEMM rows): ResNet-50's 7x7 layer4 (16 tiles) lost 0.6-0.9 ms
 WINOGRAD_MAX_THREADS = 1     # its transforms run on one thread: at 2, ResNet-50's convs took 54.8 ms against 48.3
-COMPILED_WINOGRAD_TILES = 17   # compiled F(4x4) from this many tiles: its weights are 4x the conv's, read from memory
-#                                in a network; below, the GEMM: ResNet-50's 7x7x512 conv at 4 tiles (batch 1) took
-#                                0.75 -> 1.07 ms on F(4x4), and the whole batch-1 run 30.6 -> 29.8 ms at 17, not 8
-#                                (its 14x14 layers, 16 tiles, back on the GEMM)
 SMALL_M = 128             # GEMMs of a changing weight with fewer rows run transposed (5-25 % faster at M = 49)
 SHORT_RUN = 8             # dense convs whose window rows (KW*C floats) are shorter build their columns by tap
-GATHER_RUN = 16           # the compiled GEMM reads windows in place (no im2col) from runs this long (`window_run`)
 COLUMN_BLOCK_BYTES = 256 << 10   # tap-built columns, dW and compiled dx: this many bytes of images at a time
 
 
@@ -114,11 +96,6 @@ def conv_geometry(kernel: Kernel, x: TensorSpec, w: TensorSpec) -> Geometry:
     return Geometry(wh, ww, n, c, out_c, group)
 
 
-def compiled_winograd_tiles(g: Geometry) -> int:
-    """4x4 output tiles of the compiled F(4x4, 3x3)."""
-    return g.batch * -(-g.wh.out // 4) * -(-g.ww.out // 4)
-
-
 def image_blocks(g: Geometry) -> list[slice]:
     """The batch in runs of images whose im2col columns take about COLUMN_BLOCK_BYTES (at least one image)."""
     per_image = 4 * g.group * g.depth * g.wh.out * g.ww.out
@@ -148,26 +125,32 @@ def depthwise_band(views: Sequence[np.ndarray], taps: Sequence[np.ndarray], out:
 @dataclass
 class Im2colGemm:
     """Prebound im2col + GEMM: pad, then per block (one, or runs of images for tap-built columns) copy the
-    columns and run one (batched) matmul, then unpack into NHWC when needed. `fused` (bias, lo, hi, residual: a
-    dense conv's constant weight, with the compiled kernels) is the compiled GEMM with bias, residual sum and
-    clamp in its epilogue instead of numpy's matmul."""
+    columns and run one (batched) matmul, then unpack into NHWC when needed. `product` (a dense conv's constant
+    weight) prebinds another GEMM on (columns [M, K], weight [K, O], out [M, O]) instead of numpy's matmul: the
+    compiled sibling's, with the epilogue fused."""
     pad: PadCopy | None
     blocks: list[tuple[list[tuple[np.ndarray, np.ndarray]], Callable[[], None]]]
     unpack: tuple[np.ndarray, np.ndarray] | None
 
     @staticmethod
+    def padding(g: Geometry, x: np.ndarray, work: list[np.ndarray]) -> tuple[np.ndarray, PadCopy | None]:
+        """The input as [1, N, Hp, Wp, C] (the next work buffer, filled with zero padding, when padded) and the
+        copy that fills it."""
+        source = work.pop(0) if g.padded else x[None]
+        return source, PadCopy.build(source, x, g.wh, g.ww, 0.0) if g.padded else None
+
+    @staticmethod
     def build(g: Geometry, direct: bool, transposed: bool, narrow: bool, const_weight: bool, x: np.ndarray,
               w: np.ndarray, out: np.ndarray, work: list[np.ndarray],
-              fused: tuple[np.ndarray | None, float, float, np.ndarray | None] | None = None,
-              gathered: bool = False) -> "Im2colGemm":
-        source = work.pop(0) if g.padded else x[None]                          # [1, N, Hp, Wp, C]
-        pad = PadCopy.build(source, x, g.wh, g.ww, 0.0) if g.padded else None
+              product: Callable[[np.ndarray, np.ndarray, np.ndarray], Callable[[], None]] | None = None
+              ) -> "Im2colGemm":
+        source, pad = Im2colGemm.padding(g, x, work)
         groups, cog = g.group, g.out_channels // g.group
         weight = w.reshape(groups, cog, g.depth)                                  # [G, O/G, K] view
         out2d = out.reshape(g.rows, g.out_channels)
         rhs = weight[0].T                                                          # [K, O] view
-        if const_weight and groups == 1 and fused is None:
-            rhs = np.ascontiguousarray(rhs)        # packed once for BLAS (the compiled GEMM packs its own panels)
+        if const_weight and groups == 1 and product is None:
+            rhs = np.ascontiguousarray(rhs)        # packed once for BLAS (another GEMM packs its own panels)
         matmul = lambda lhs, rhs, product: functools.partial(np.matmul, lhs, rhs, out=product)  # noqa: E731
         if narrow:   # per run of images, columns^T [K, m] (in L2); out = columns @ W^T, BLAS reading them transposed
             flat, blocks = work.pop(0), []
@@ -178,22 +161,14 @@ class Im2colGemm:
                 blocks.append((tap_columns(source[0][images], g.wh, g.ww, columns_t),
                                matmul(columns_t.T, rhs, out2d[first:first + rows])))
             return Im2colGemm(pad, blocks, None)
-        if gathered:                  # the compiled GEMM reads each window from the (padded) input itself
-            from lite.kernels.compiled import gemm
-            bias, lo, hi, residual = fused
-            rows_at, runs_at = window_offsets(g, source[0])
-            return Im2colGemm(pad, [([], gemm.bind_gathered(source[0], rows_at, runs_at, window_run(g), rhs, bias,
-                                                            lo, hi, out2d, residual))], None)
         columns = []
         if direct:
             lhs = x.reshape(1, g.rows, g.in_channels)
         else:
             lhs = work.pop(0)
             columns = [grouped_columns(source[0], g.wh, g.ww, groups, lhs)]
-        if fused is not None:
-            from lite.kernels.compiled import gemm
-            bias, lo, hi, residual = fused
-            return Im2colGemm(pad, [(columns, gemm.bind(lhs[0], rhs, bias, lo, hi, out2d, residual))], None)
+        if product is not None:
+            return Im2colGemm(pad, [(columns, product(lhs[0], rhs, out2d))], None)
         if transposed:            # out^T = W @ cols^T: BLAS blocks better when M is the small side
             return Im2colGemm(pad, [(columns, matmul(weight[0], lhs[0].T, work[0]))], (out2d, work[0].T))
         if groups == 1:
@@ -210,25 +185,6 @@ class Im2colGemm:
             multiply()
         if self.unpack is not None:
             np.copyto(*self.unpack)
-
-
-def window_run(g: Geometry) -> int:
-    """Floats a window's tap reads in one run of NHWC memory: a whole kernel row (KW x C) when its taps touch
-    (dilation 1 along W), else C."""
-    return g.ww.kernel * g.in_channels if g.ww.dilation == 1 else g.in_channels
-
-
-def window_offsets(g: Geometry, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Element offsets into the (padded) NHWC `source` of every output pixel's window origin, [N*OH*OW], and of
-    each run of `window_run` floats from it (one per kernel row, or per tap): row m of the im2col matrix is the
-    runs starting at rows[m] + runs[t], in (kh, kw, c) order."""
-    sn, sh, sw, sc = (step // source.itemsize for step in source.strides)
-    assert sc == 1 and sw == g.in_channels, "pixels and channels must be contiguous"
-    rows = (np.arange(g.batch)[:, None, None] * sn + np.arange(g.wh.out)[None, :, None] * (g.wh.stride * sh)
-            + np.arange(g.ww.out)[None, None, :] * (g.ww.stride * sw))
-    kw = 1 if g.ww.dilation == 1 else g.ww.kernel
-    runs = np.arange(g.wh.kernel)[:, None] * (g.wh.dilation * sh) + np.arange(kw)[None, :] * (g.ww.dilation * sw)
-    return rows.reshape(-1).astype(np.int64), runs.reshape(-1).astype(np.int64)
 
 
 @dataclass
@@ -310,72 +266,6 @@ class DepthwiseBands:
             self.finish(band)
 
 
-DENSE_TILE_CHANNELS = 4   # dense convs with at most this many input channels run as compiled register tiles
-
-
-def tiled_depthwise(g: Geometry) -> bool:
-    """Whether the compiled register-tile kernel takes this depthwise conv: one output channel per input
-    channel, a whole number of 8-lane vectors of them."""
-    return g.out_channels == g.in_channels and g.in_channels % 8 == 0
-
-
-def tiled_dense(g: Geometry) -> bool:
-    """Whether the register tiles take this dense conv: a first layer (few input channels, whose im2col rows
-    are too short for BLAS to run well) with whole 8-lane vectors of output channels. MobileNetV2's 3x3
-    stride-2 stem: 0.59 -> 0.30 ms on one core."""
-    return g.group == 1 and g.in_channels <= DENSE_TILE_CHANNELS and g.out_channels % 8 == 0
-
-
-def depthwise_taps(w: np.ndarray) -> np.ndarray:
-    """OHWI depthwise weights [O, KH, KW, 1] as the compiled kernel's [KH, KW, O] view."""
-    return w[..., 0].transpose(1, 2, 0)
-
-
-def dense_taps(w: np.ndarray) -> np.ndarray:
-    """OHWI weights [O, KH, KW, C] as the dense register tiles' [KH, KW, C, O] view."""
-    return w.transpose(1, 2, 3, 0)
-
-
-@dataclass
-class DirectCompiled:
-    """Prebound compiled direct conv (no im2col), depthwise or a dense first layer: taps skip the padding, bias
-    and a clamp activation are fused, other activations follow in numpy. A weight that changes between runs
-    (training) is re-laid out each run."""
-    call: Callable[[], None]
-    refresh: tuple[np.ndarray, np.ndarray] | None
-    after: Callable[[], None] | None
-    tiled: bool
-
-    @staticmethod
-    def build(g: Geometry, const_weight: bool, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
-              out: np.ndarray, kind: int) -> "DirectCompiled":
-        from lite.kernels.compiled import conv
-        layout = dense_taps if g.group == 1 else depthwise_taps
-        taps = aligned_copy(np.asarray(layout(w), np.float32))
-        bias = np.zeros(g.out_channels, np.float32) if bias is None else constant_view(bias)
-        bounds = clamp_bounds(kind)
-        lo, hi = (np.float32(b) for b in (bounds or clamp_bounds(0)))
-        window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
-        work = out.size * g.depth
-        tiled = g.group == 1 or tiled_depthwise(g)
-        if tiled:
-            unused = np.zeros(1)
-            call = conv.conv_tiled.bind(work, x, False, x, np.int32(0), taps, bias, unused, unused, lo, hi, out,
-                                        *window)
-        else:
-            call = conv.depthwise_f32.bind(work, x, taps, bias, out, *window, lo, hi)
-        activation = None if bounds is not None else activation_fn(kind)
-        return DirectCompiled(call, None if const_weight else (taps, layout(w)),
-                              None if activation is None else functools.partial(activation, out, out), tiled)
-
-    def __call__(self) -> None:
-        if self.refresh is not None:
-            np.copyto(*self.refresh)
-        self.call()
-        if self.after is not None:
-            self.after()
-
-
 declare("Conv2D", weight_input=1, weight_axis=0, bias_input=2, bias_correction=True, fused_activation=True,
         batchnorm_folds=True, absorbs_pad=True, residual_input=3)
 
@@ -383,6 +273,7 @@ declare("Conv2D", weight_input=1, weight_axis=0, bias_input=2, bias_correction=T
 @register("Conv2D", DataType.FLOAT32)
 class Conv2DKernel(Kernel):
     float16_compute = True
+    epilogue = staticmethod(epilogue)    # bias + activation after a GEMM path (a sibling may fuse them)
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, w = inputs[0], inputs[1]
@@ -395,45 +286,37 @@ class Conv2DKernel(Kernel):
                              f"output, got {residual.dtype.name} {list(residual.shape)}")
         self.geo = g
         self.const_weight = w.value is not None
-        fusable = (g.group == 1 and self.const_weight and (bias is None or bias.value is not None)
-                   and x.dtype == np.float32 and compiled.enabled())
-        gather = window_run(g) >= GATHER_RUN         # then the GEMM below beats the tiles (ResNet's stem)
-        tiles = tiled_dense(g) and not (fusable and gather)
-        self.compiled_direct = (g.group > 1 and g.group == g.in_channels or tiles) and compiled.enabled()
-        self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels
-                          and not self.compiled_direct)
-        winograd_shape = (self.const_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
-                          and g.wh.stride == g.ww.stride == g.wh.dilation == g.ww.dilation == 1
-                          and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS)
-        self.winograd_fused = winograd_shape and fusable and compiled_winograd_tiles(g) >= COMPILED_WINOGRAD_TILES
-        self.winograd = (winograd_shape and not compiled.enabled()
+        self.activation: Callable | None = activation_fn(self.attrs.activation)
+        return [TensorSpec(g.out_shape, x.dtype)]
+
+    def select(self, inputs: Sequence[TensorSpec | None]) -> None:
+        g = self.geo
+        self.depthwise = g.group > 1 and g.group == g.in_channels == g.out_channels
+        self.winograd = (self.winograd_shape()
                          and g.batch * winograd.tiles(g.wh.out) * winograd.tiles(g.ww.out) >= WINOGRAD_MIN_TILES
-                         and compiled.threads() <= WINOGRAD_MAX_THREADS)
+                         and threads() <= WINOGRAD_MAX_THREADS)
+        self.select_gemm()
+
+    def winograd_shape(self) -> bool:
+        """Whether a Winograd 3x3 transform computes this conv (dense 3x3, stride and dilation 1, a constant
+        weight, enough channels)."""
+        g = self.geo
+        return (self.const_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
+                and g.wh.stride == g.ww.stride == g.wh.dilation == g.ww.dilation == 1
+                and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS)
+
+    def select_gemm(self) -> None:
+        """How the GEMM path lays out its product (after `depthwise` and `winograd` are chosen)."""
+        g = self.geo
         self.direct = (g.group == 1 and g.wh.kernel == g.ww.kernel == 1 and g.wh.stride == g.ww.stride == 1
                        and not g.padded)
         self.transposed = (not (self.depthwise or self.winograd or self.const_weight) and g.group == 1
                            and g.rows < SMALL_M)
         self.narrow = (g.group == 1 and g.ww.kernel * g.in_channels < SHORT_RUN
                        and not (self.direct or self.transposed or self.winograd))
-        self.fused_gemm = fusable and not (self.compiled_direct or self.winograd_fused or self.narrow)
-        self.gathered = self.fused_gemm and not self.direct and gather
-        self.activation: Callable | None = activation_fn(self.attrs.activation)
-        return [TensorSpec(g.out_shape, x.dtype)]
-
-    def inplace_input(self) -> int | None:
-        """The residual, when the compiled GEMM or Winograd adds it in their epilogue: each output element is
-        written where its residual term was just read (one stream less: ResNet-50's layer1 conv3 0.51 -> 0.45 ms)."""
-        fused = self.fused_gemm or self.winograd_fused
-        return 3 if fused and len(self.node.inputs) > 3 and self.node.inputs[3] >= 0 else None
 
     def scratch(self) -> list[TensorSpec]:
         g, f32 = self.geo, np.dtype(np.float32)
-        if self.compiled_direct:
-            return []
-        if self.winograd_fused:
-            from lite.kernels.compiled import winograd as compiled_winograd
-            return compiled_winograd.scratch_specs(*g.out_shape[:3], g.in_channels, g.out_channels,
-                                                   compiled.threads())
         if self.depthwise:
             return DepthwiseBands.scratch(g)
         if self.winograd:
@@ -441,7 +324,7 @@ class Conv2DKernel(Kernel):
         specs = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), f32)] if g.padded else []
         if self.narrow:
             specs.append(TensorSpec((g.depth * block_pixels(g, image_blocks(g)[0]),), f32))
-        elif not (self.direct or self.gathered):
+        elif not self.direct:
             specs.append(TensorSpec((g.group, g.rows, g.depth), f32))
         if self.transposed:
             specs.append(TensorSpec((g.out_channels, g.rows), f32))
@@ -454,39 +337,23 @@ class Conv2DKernel(Kernel):
         self.bias = inputs[2] if len(inputs) > 2 else None
         residual = inputs[3] if len(inputs) > 3 else None
         kind = self.attrs.activation
-        # a residual sum comes before the activation: the compiled GEMM adds it in its epilogue, the other paths
-        # run without the activation and `with_residual` adds the sum, then applies it
-        fused = self.fused_gemm or self.winograd_fused
-        inner = 0 if residual is not None and not fused else kind
-        self.finish = None                 # the depthwise paths finish inside
-        if self.compiled_direct:
-            self.compute = DirectCompiled.build(self.geo, self.const_weight, x, w, self.bias, out, inner)
-        elif self.depthwise:
+        # a residual sum comes before the activation: the paths run without it and `with_residual` adds the
+        # sum, then applies it
+        inner = 0 if residual is not None else kind
+        if self.depthwise:
             inner_fn = activation_fn(inner)
             self.compute = DepthwiseBands.build(self.geo, self.const_weight, x, w, out, work,
                                                 lambda band: finish(band, self.bias, inner_fn))
-        elif fused:            # bias, residual and a clamp in the GEMM's epilogue, another activation after it
-            bounds = clamp_bounds(kind)
-            lo, hi = bounds or clamp_bounds(0)
-            if self.winograd_fused:
-                from lite.kernels.compiled import winograd as compiled_winograd
-                self.compute = compiled_winograd.bind(x, w, self.bias, lo, hi, out,
-                                                      (self.geo.wh.pad_begin, self.geo.ww.pad_begin), work, residual)
-            else:
-                rows = None if residual is None else residual.reshape(self.geo.rows, self.geo.out_channels)
-                self.compute = Im2colGemm.build(self.geo, self.direct, False, False, True, x, w, out, work,
-                                                (self.bias, lo, hi, rows), self.gathered)
-            self.finish = None if bounds is not None else functools.partial(self.activation, out, out)
+            self.finish = None             # the bands finish inside
         else:
             self.compute = (WinogradConv.build(self.geo, x, w, out, work) if self.winograd else
                             Im2colGemm.build(self.geo, self.direct, self.transposed, self.narrow,
                                              self.const_weight, x, w, out, work))
-            self.finish = epilogue(out, self.bias, inner)
-        if residual is not None and not fused:
+            self.finish = self.epilogue(out, self.bias, inner)
+        if residual is not None:
             self.finish = with_residual(self.finish, out, residual, activation_fn(kind))
-        self.compiled = self.compiled_direct or fused or isinstance(self.finish, compiled.Bound)
         self.macs = out.size * self.geo.depth
-        self.blas_macs = 0 if self.compiled_direct or fused or self.depthwise else self.macs
+        self.blas_macs = 0 if self.depthwise else self.macs
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.compute()

@@ -1,8 +1,7 @@
 """FullConnection (x @ W^T + b over the last axis, W [out, in]) and MatMul (numpy matmul semantics), both with
-an optional fused activation. Both are single BLAS calls into the output array, except a FullConnection of a
-constant weight with a clamp activation when the compiled kernels run: the compiled GEMM with bias and clamp
-fused (`lite.kernels.compiled.gemm`). FullConnection may take a residual input (`fuse_residual`), added before the
-activation."""
+an optional fused activation. Both are single BLAS calls into the output array (the compiled sibling of
+FullConnection fuses bias and clamp into its own GEMM: `compiled/full_connection.py`). FullConnection
+may take a residual input (`fuse_residual`), added before the activation."""
 from __future__ import annotations
 
 import functools
@@ -12,9 +11,8 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels import compiled
 from lite.kernels._conv_math import epilogue, finish, with_residual
-from lite.kernels.activation import activation_fn, clamp_bounds
+from lite.kernels.activation import activation_fn
 from lite.traits import declare
 
 
@@ -45,6 +43,7 @@ declare("FullConnection", weight_input=1, weight_axis=0, bias_input=2, bias_corr
 @register("FullConnection", DataType.FLOAT32)
 class FullConnectionKernel(Kernel):
     float16_compute = True
+    epilogue = staticmethod(epilogue)    # bias + activation after the product (a sibling may fuse them)
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, w = inputs[0], inputs[1]
@@ -59,9 +58,6 @@ class FullConnectionKernel(Kernel):
             raise self.error(f"residual input must be {np.dtype(x.dtype).name} {list(shape)} like the output, got "
                              f"{residual.dtype.name} {list(residual.shape)}")
         self.activation = activation_fn(self.attrs.activation)
-        self.fused = (w.value is not None and (bias is None or bias.value is not None)
-                      and x.dtype == np.float32 and clamp_bounds(self.attrs.activation) is not None
-                      and compiled.enabled())
         return [TensorSpec(shape, x.dtype)]
 
     def bind(self, inputs, outputs, scratch) -> None:
@@ -71,21 +67,12 @@ class FullConnectionKernel(Kernel):
         self.x2d = x.reshape(-1, x.shape[-1])
         self.w_t = w.T                                  # a view: BLAS reads the transpose directly
         self.out2d = out.reshape(-1, w.shape[0])
-        self.macs = self.x2d.size * w.shape[0]
-        if self.fused:       # a constant weight: the compiled GEMM, bias, residual and clamp in its epilogue
-            from lite.kernels.compiled import gemm
-            self.multiply = gemm.bind(self.x2d, self.w_t, bias, *clamp_bounds(self.attrs.activation), self.out2d,
-                                      None if residual is None else residual.reshape(self.out2d.shape))
-            self.finish = None
-        elif residual is None:
-            self.multiply = functools.partial(np.matmul, self.x2d, self.w_t, out=self.out2d)
-            self.finish = epilogue(self.out2d, bias, self.attrs.activation)
-            self.blas_macs = self.macs
+        self.macs = self.blas_macs = self.x2d.size * w.shape[0]
+        self.multiply = functools.partial(np.matmul, self.x2d, self.w_t, out=self.out2d)
+        if residual is None:
+            self.finish = self.epilogue(self.out2d, bias, self.attrs.activation)
         else:
-            self.multiply = functools.partial(np.matmul, self.x2d, self.w_t, out=self.out2d)
-            self.finish = with_residual(epilogue(self.out2d, bias, 0), out, residual, self.activation)
-            self.blas_macs = self.macs
-        self.compiled = self.fused or isinstance(self.finish, compiled.Bound)
+            self.finish = with_residual(self.epilogue(self.out2d, bias, 0), out, residual, self.activation)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.multiply()

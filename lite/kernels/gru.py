@@ -11,7 +11,7 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import register
-from lite.kernels._recurrent_math import A, RecurrentKernel
+from lite.kernels._recurrent_math import RecurrentKernel
 from lite.traits import TrainMode, declare
 
 declare("GRU", train=TrainMode(outputs=("Y_h", "gates", "states")))
@@ -26,22 +26,6 @@ class GRUKernel(RecurrentKernel):
         if folded is not None and self.attrs.linear_before_reset:
             folded[:, 2 * self.H:] = b[:, 2 * self.H:3 * self.H]      # Rb_h is added inside r * (...)
         return folded
-
-    def compiled_cell_fits(self) -> bool:
-        return self.default_gates(A.SIGMOID, A.TANH)
-
-    def bind_compiled(self) -> None:
-        self.rb_h = np.zeros((self.D, self.H), np.float32)
-        super().bind_compiled()
-
-    def compiled_cell(self, d: int):
-        from lite.kernels.compiled import recurrent
-        return recurrent.gru_direction.bind(0, self.gates_buf[:, :, d], self.rt[d], self.rb_h[d], self.init[d],
-                                            self.states_buf[:, :, d], self.live, np.bool_(self.reverse(d)),
-                                            np.bool_(self.attrs.linear_before_reset))
-
-    def refresh_compiled(self, d: int, b: np.ndarray | None) -> None:
-        self.rb_h[d] = b[d, 5 * self.H:] if b is not None and self.attrs.linear_before_reset else 0
 
     def step(self, pre, prev, cur, r, b, ins, d) -> None:
         n = self.H

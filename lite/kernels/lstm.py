@@ -10,7 +10,7 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import register
-from lite.kernels._recurrent_math import A, RecurrentKernel
+from lite.kernels._recurrent_math import RecurrentKernel
 from lite.traits import TrainMode, declare
 
 declare("LSTM", train=TrainMode(outputs=("Y_h", "Y_c", "gates", "states")))
@@ -20,18 +20,6 @@ declare("LSTM", train=TrainMode(outputs=("Y_h", "Y_c", "gates", "states")))
 class LSTMKernel(RecurrentKernel):
     gates, states, functions = 4, 2, 3
     unclipped = (2,)
-
-    def bind(self, inputs, outputs, scratch) -> None:
-        self.peepholes = len(inputs) > 7 and inputs[7] is not None
-        super().bind(inputs, outputs, scratch)
-
-    def compiled_cell_fits(self) -> bool:
-        return self.default_gates(A.SIGMOID, A.TANH, A.TANH) and not (self.peepholes or self.attrs.input_forget)
-
-    def compiled_cell(self, d: int):
-        from lite.kernels.compiled import recurrent
-        return recurrent.lstm_direction.bind(0, self.gates_buf[:, :, d], self.rt[d], self.init[d],
-                                             self.states_buf[:, :, d], self.live, np.bool_(self.reverse(d)))
 
     def step(self, pre, prev, cur, r, b, ins, d) -> None:
         n = self.H

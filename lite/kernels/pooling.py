@@ -5,9 +5,7 @@ H into the output, which touches KH + KW shifted views instead of KH*KW. Average
 per-position count of taps on data (on data and declared pads with `count_include_pad`); the extra end padding
 of ceil mode never counts. Lp pooling sums |x|^p (padding is zero) and takes the p-th root.
 
-With the compiled kernels, float32 max and average pooling (windowed or global) run as one threaded pass with
-the clamp activation fused; a global pool threads over runs of channels even on a small input, whose lines sit
-in the caches of the cores that wrote them (ResNet-50's 7x7x2048 average in a run: 0.147 -> 0.043 ms).
+The compiled sibling (`compiled/pooling.py`) runs float32 max and average pooling as one threaded pass.
 
 Max pooling with a second output also gives, for each maximum, its index in the flattened NCHW input (ONNX
 MaxPool's `Indices`; column-major H, W with `storage_order`), found by one compare per kernel tap.
@@ -20,15 +18,11 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels import compiled
 from lite.kernels._conv_math import PadCopy, Window, axis_taps, finish, make_window, padded_shape, tap_view
-from lite.kernels.activation import activation_fn, clamp_bounds
+from lite.kernels.activation import activation_fn
 from lite.status import InvalidOpAttrError, NotSupportedError
 from lite.traits import declare
 from schema import fb
-
-
-REMOTE_READ = 8   # a global pool's work per input element: written by the previous conv's threads, in their caches
 
 
 def lowest(dtype: np.dtype) -> float:
@@ -108,8 +102,6 @@ class PoolingKernel(Kernel):
         self.activation = activation_fn(a.activation)
         self.x = x
         n, h, w, c = x.shape
-        self.compiled = (x.dtype == np.float32 and not (self.lp or self.indices)
-                         and clamp_bounds(a.activation) is not None and compiled.enabled())
         if a.global_pool:
             return [TensorSpec((n, 1, 1, c), x.dtype)]
         self.wh, self.ww = pooling_windows(self, h, w)
@@ -118,18 +110,13 @@ class PoolingKernel(Kernel):
         return [out, TensorSpec(out.shape, np.dtype(np.int64))] if self.indices else [out]
 
     def scratch(self) -> list[TensorSpec]:
-        if self.attrs.global_pool or self.compiled:
+        if self.attrs.global_pool:
             return []
         n, c, dtype = self.x.shape[0], self.x.shape[3], self.x.dtype
         padded = [TensorSpec(padded_shape(n, c, self.wh, self.ww), dtype)] if self.padded else []
         return padded + [TensorSpec((n, self.wh.padded, self.ww.out, c), dtype)]
 
     def bind(self, inputs, outputs, scratch) -> None:
-        if self.attrs.global_pool and not inputs[0].flags.c_contiguous:
-            self.compiled = False                   # the compiled pass reads the pixels as one [N, H x W, C] view
-        if self.compiled:
-            self.bind_compiled(inputs[0], outputs[0])
-            return
         if self.attrs.global_pool:
             return
         work = list(scratch)
@@ -149,27 +136,8 @@ class PoolingKernel(Kernel):
             self.plane = (np.arange(n)[:, None] * c + np.arange(c)[None, :])[:, None, None, :] * (h * w)
             self.position = (np.arange(self.wh.out)[:, None] * self.ww.out + np.arange(self.ww.out))[..., None]
 
-    def bind_compiled(self, x: np.ndarray, out: np.ndarray) -> None:
-        """One threaded pass over the unpadded input, the clamp activation fused."""
-        from lite.kernels.compiled import conv
-        lo, hi = (np.float32(b) for b in clamp_bounds(self.attrs.activation))
-        if self.attrs.global_pool:     # threaded from few pixels: most of its input is in the other cores' caches
-            n, h, w, c = x.shape
-            self.call = conv.global_pool_f32.bind(x.size * REMOTE_READ, x.reshape(n, h * w, c), out.reshape(n, c),
-                                                  self.average, lo, hi)
-            return
-        wh, ww = self.wh, self.ww
-        scale = (reciprocal_counts(wh, ww, self.attrs.count_include_pad)[..., 0] if self.average
-                 else np.ones((wh.out, ww.out), np.float32))
-        self.call = conv.pool_f32.bind(out.size * wh.kernel * ww.kernel, x, out, scale, wh.kernel, ww.kernel,
-                                       wh.stride, ww.stride, wh.dilation, ww.dilation, wh.pad_begin, ww.pad_begin,
-                                       self.average, lo, hi)
-
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outputs[0]
-        if self.compiled:
-            self.call()
-            return
         if self.attrs.global_pool:
             self.global_pool(x, out)
         else:

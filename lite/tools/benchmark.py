@@ -273,7 +273,7 @@ def open_session(opts: SimpleNamespace) -> lite.LiteSession:
 
 def kernel_line(session: lite.LiteSession, seconds: float) -> str:
     """Which kernels run, how many nodes bound a compiled one, and what compiling the session cost."""
-    from lite.kernels.compiled import describe
+    from lite.kernel import describe_backend as describe
     steps = session._require_compiled().steps
     count = sum(step.kernel.compiled for step in steps)
     return (f"Kernels: {describe(session.context.kernels)}; {count} of {len(steps)} nodes run compiled code; session created in "

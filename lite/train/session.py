@@ -24,7 +24,7 @@ import numpy as np
 from lite import dtypes
 from lite.compiler import ExecutionPlan, check_memory, compile_graph
 from lite.context import Context
-from lite.kernels.compiled import selection
+from lite.kernel import selection
 from lite.model import Model, SubGraphDef, TensorDef
 from lite.serialize import write_atomic
 from lite.session import KernelCallBack, LiteSession, exclusive

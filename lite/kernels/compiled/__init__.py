@@ -1,9 +1,12 @@
-"""Compiled kernels (numba): the multi-threaded siblings of the numpy kernels, chosen when numba is importable.
+"""The compiled backend (numba): multi-threaded siblings of the numpy kernels, chosen when numba is importable.
 
-The numpy kernels stay the reference and the fallback. Which family runs is decided when a session compiles:
-`Context.kernels` ("auto", "compiled" or "numpy"), overridden by the environment variable `MSLITE_KERNELS`
-(same values); "auto" takes the compiled kernels when numba and a thread-safe threading layer (OpenMP or TBB)
-load. Nothing here imports numba until a compiled kernel is bound, so `import lite` stays as fast without it.
+The numpy kernels stay the reference and the fallback. The registry (`lite.kernel`) decides which runs when a
+session compiles: `Context.kernels` ("auto", "compiled" or "numpy"), overridden by the environment variable
+`MSLITE_KERNELS` (same values); "auto" takes a compiled sibling when numba and a thread-safe threading layer
+(OpenMP or TBB) load (`usable`). The siblings live in this package's kernel modules (`conv2d`, `pooling`, ...,
+listed in `lite.kernels.MODULES`), each a subclass of its numpy kernel that overrides the algorithm choice
+(`select`) and binds the numba functions of `conv`, `gemm`, `winograd`, `recurrent`, `grad` and `int8`.
+Nothing here imports numba until a sibling is chosen, so `import lite` stays as fast without it.
 
 Functions are compiled lazily with `cache=True`: numba stores the machine code beside the module (`__pycache__`)
 or, when the package is installed read-only, in the user's cache directory (`NUMBA_CACHE_DIR` overrides both),
@@ -18,7 +21,6 @@ than a small layer, and far more on a loaded machine, where a threaded region wa
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import importlib
 import os
@@ -29,7 +31,8 @@ import types
 from typing import Any, Callable, Iterator
 
 from lite import gc_pause
-from lite.status import NotSupportedError, ParamInvalidError
+from lite.kernel import ENV, add_pool, requested, threads
+from lite.status import NotSupportedError
 
 # OpenMP's workers (read when the library loads; a user's setting wins, GOMP_SPINCOUNT=0 makes them sleep at once):
 # libgomp's default spins for milliseconds after a parallel region, taking the cores BLAS runs on next
@@ -42,43 +45,12 @@ if os.environ.get("OMP_WAIT_POLICY", "").strip().upper() != "ACTIVE":
     os.environ.setdefault("GOMP_SPINCOUNT", str(SPIN_COUNT))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-ENV = "MSLITE_KERNELS"
-MODES = ("auto", "compiled", "numpy")
 PARALLEL_WORK = 1 << 19   # inner iterations (~50 us on one core) from which a threaded form pays
 
-_mode: contextvars.ContextVar[tuple[str, int]] = contextvars.ContextVar("lite_kernel_mode", default=("auto", 1))
 _lock = threading.RLock()
 _jit_seconds = 0.0
 _numba: Any = None
 _layer_error: str | None = None
-
-
-def check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ParamInvalidError(f"kernels must be one of {', '.join(MODES)}, got {mode!r}")
-    return mode
-
-
-@contextlib.contextmanager
-def selection(mode: str, threads: int = 1) -> Iterator[None]:
-    """Kernels chosen inside the block follow `mode` (a session's `Context.kernels`, unless `MSLITE_KERNELS`
-    says otherwise) and may use up to `threads` threads."""
-    token = _mode.set((check_mode(mode), max(1, int(threads))))
-    try:
-        yield
-    finally:
-        _mode.reset(token)
-
-
-def threads() -> int:
-    """The thread count of the session whose kernels are being chosen (1 outside `selection`)."""
-    return _mode.get()[1]
-
-
-def requested() -> str:
-    """The mode in force: the environment variable first, then the compiling session's context."""
-    env = os.environ.get(ENV, "").strip().lower()
-    return check_mode(env) if env else _mode.get()[0]
 
 
 # Packages numba imports while it initialises that no compiled kernel here needs: scipy.linalg (only to decide
@@ -117,6 +89,8 @@ def _load() -> Any:
                 _numba = _initialised()
         finally:
             _jit_seconds += time.perf_counter() - start
+        if _numba is not None:
+            add_pool(ThreadPool(_numba))
         return _numba
 
 
@@ -141,8 +115,28 @@ def _initialised() -> Any:
     return None
 
 
-def enabled() -> bool:
-    """Whether kernels bound now should take their compiled form. "compiled" without numba is an error."""
+class ThreadPool:
+    """numba's pool as `lite.threads` bounds it: a thread count per launching thread."""
+
+    def __init__(self, numba: Any):
+        self.max_threads = numba.config.NUMBA_NUM_THREADS
+        self.set = numba.set_num_threads
+        self.numba = numba
+        self.count: Callable[[], int] | None = None
+
+    def get(self) -> int:
+        """The calling thread's count: numba's C getter once the pool runs (`get_num_threads` takes a
+        process-wide lock first, 2-10 us, a tenth of a small model's run)."""
+        if self.count is None:
+            self.numba.get_num_threads()                  # starts the pool
+            self.count = getattr(sys.modules.get("numba.np.ufunc.parallel"), "_get_num_threads",
+                                 None) or self.numba.get_num_threads
+        return self.count()
+
+
+def usable() -> bool:
+    """Whether kernels chosen now take their compiled sibling (the registry asks). "compiled" without numba is
+    an error."""
     mode = requested()
     if mode == "numpy":
         return False
@@ -159,7 +153,7 @@ def loaded() -> Any:
 
 
 def numba_module() -> Any:
-    """numba itself, for the compiled kernel modules (loaded by `enabled`)."""
+    """numba itself, for the compiled kernel modules (loaded by `usable`)."""
     if _load() is None:
         raise NotSupportedError(f"compiled kernels are unavailable: {_layer_error}")
     return _numba
@@ -204,7 +198,7 @@ class Compiled:
     def entry(self, work: int, *args: Any) -> Callable[..., None]:
         """The compiled entry point for arguments typed like `args` (for calls whose scalars change)."""
         global _jit_seconds
-        parallel = _mode.get()[1] > 1 and work >= PARALLEL_WORK
+        parallel = threads() > 1 and work >= PARALLEL_WORK
         dispatcher = self.form(parallel)
         signature = tuple(numba_module().typeof(a) for a in args)
         result = dispatcher.overloads.get(signature)
@@ -217,16 +211,13 @@ class Compiled:
         return result.entry_point
 
 
-def jit_seconds() -> float:
+def seconds() -> float:
     """Seconds this process has spent starting numba and compiling or loading compiled kernels so far."""
     return _jit_seconds
 
 
-def describe(mode: str = "auto") -> str:
-    """One line for tools: which kernels a session of `mode` (its `Context.kernels`) runs, and why."""
-    mode = os.environ.get(ENV, "").strip().lower() or check_mode(mode)
-    if mode == "numpy":
-        return "numpy kernels (forced)"
+def describe() -> str:
+    """One line for tools: the compiled kernels and their threading layer, or why numpy kernels run instead."""
     if _load() is None:
         return f"numpy kernels ({_layer_error})"
     return f"compiled kernels (numba {_numba.__version__}, {_numba.config.THREADING_LAYER} threading layer)"

@@ -3,9 +3,9 @@ PReLUGrad, which also gives the slope its gradient.
 
 Smooth derivatives write f'(x) into dx with whole-array numpy passes (no `np.where`), then dx *= dy; clipping
 activations multiply dy by a boolean mask of the open interval where they pass x through (1.5x faster than
-building a float 0/1 factor first), or, with the compiled kernels, select dy in one threaded pass (2x faster
-on one thread, and a NaN dy where x is clipped gives 0, as in autograd). Values at the kinks follow PyTorch
-autograd: relu'(0) = 0, hardtanh and relu6 are 0 on their clip bounds, hardswish' is 0 and 1 at -3 and 3.
+building a float 0/1 factor first); their compiled sibling (`compiled/activation_grad.py`) selects dy in one
+threaded pass. Values at the kinks follow PyTorch autograd: relu'(0) = 0, hardtanh and relu6 are 0 on their clip
+bounds, hardswish' is 0 and 1 at -3 and 3.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels import compiled
 from lite.kernels.activation import A, Activation, hard_sigmoid, sigmoid, softplus, tanh_cdf
 from lite.kernels.grad.arithmetic_grad import broadcast_axes, sum_to
 from lite.kernels.unary import erf
@@ -217,21 +216,9 @@ class ActivationGradKernel(Kernel):
             raise self.error(f"dy {list(dy.shape)} and x {list(x.shape)} differ in shape")
         params = (a.alpha, a.beta, a.min_val, a.max_val)
         self.gradient = GRADIENTS[a.type](params)
-        self.clip = CLIPS[a.type](params) if a.type in CLIPS and compiled.enabled() else None
         return [TensorSpec(x.shape, dy.dtype)]
 
-    def bind(self, inputs, outputs, scratch) -> None:
-        arrays = (inputs[0], inputs[1], outputs[0])
-        self.compiled = self.clip is not None and all(a.flags.c_contiguous for a in arrays)
-        if self.compiled:
-            from lite.kernels.compiled import grad
-            flat = [a.reshape(-1) for a in arrays]
-            self.call = grad.passed_between.bind(flat[0].size, *flat, *(np.float32(b) for b in self.clip))
-
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        if self.compiled:
-            self.call()
-            return
         self.gradient(inputs[0], inputs[1], outputs[0])
 
 

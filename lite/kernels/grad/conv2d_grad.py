@@ -16,13 +16,8 @@ With M = N*OH*OW output pixels, T = KH*KW kernel taps and K = T*C/group window c
   view. dx at unit stride is the transposed conv as one einsum: dy, padded, correlated with the flipped taps;
   at larger strides (where that correlation would multiply stride^2 times as many zeros) the tap-major columns
   are dy times each tap's weights, one broadcast multiply, scattered as above.
-With the compiled kernels (`lite.kernels.compiled.grad`), depthwise dx and dW are single threaded passes that
-skip the padding instead. A one-group conv with fewer than 8 input channels computes dx in a compiled col2im
-pass (BLAS writes [T, M, C] blocks with C under a SIMD vector 2.3x slower): when a window row has KW*C >= 8
-floats, per block of images (as dW) the columns [m, K] = dy @ W and `col2im_pixels`, which adds runs of KW*C
-floats into the block's dx (LeNet-5's second conv at batch 128, one thread: 2.1 -> 1.3 ms); shorter rows take
-columns^T = W^T @ dy^T [K, M] for the whole batch and `col2im`, which adds runs of OW floats. From 16 channels
-on the numpy adds over whole OW*C rows are faster than `col2im`.
+The compiled siblings (`compiled/conv2d_grad.py`) run depthwise dx and dW, and the dx of one-group convs of few
+input channels, as threaded passes of their own.
 """
 from __future__ import annotations
 
@@ -33,18 +28,15 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels import compiled
 from lite.kernels._conv_math import (PadCopy, PadMode, Window, grouped_columns, make_window, padded_shape, patches,
                                      pixels_per_row, tap_columns)
 from lite.kernels._reduce_math import column_sums
-from lite.kernels.conv2d import (COLUMN_BLOCK_BYTES, SHORT_RUN, Geometry, block_pixels, conv_geometry,
-                                 depthwise_taps, image_blocks)
+from lite.kernels.conv2d import COLUMN_BLOCK_BYTES, Geometry, block_pixels, conv_geometry, image_blocks
 from lite.status import InvalidOpAttrError, NotSupportedError
 from schema import fb
 
 Index = tuple[slice, slice, slice]
 NARROW_CHANNELS = 4     # dW of a dense conv with at most this many input channels uses transposed columns
-COL2IM_CHANNELS = 8     # compiled dx of one-group convs with fewer input channels (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -100,11 +92,6 @@ def is_direct(g: Geometry) -> bool:
     """A 1x1 stride-1 unpadded dense conv: the NHWC input itself is the [M, C] column matrix."""
     return (g.group == 1 and g.wh.kernel == g.ww.kernel == 1 and g.wh.stride == g.ww.stride == 1
             and not g.padded)
-
-
-def window_args(g: Geometry) -> tuple[int, ...]:
-    """Strides, dilations and leading pads, as the compiled depthwise kernels take them."""
-    return (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
 
 
 def check_dy(kernel: Kernel, dy: TensorSpec, g: Geometry) -> None:
@@ -163,42 +150,29 @@ class Conv2DGradInputKernel(_ConvGradKernel):
         g = conv_geometry(self, x, w)
         check_dy(self, dy, g)
         self.geo, self.depthwise, self.direct = g, is_depthwise(g), is_direct(g)
-        columns = g.group == 1 and g.in_channels < COL2IM_CHANNELS and not self.direct
-        self.compiled = (self.depthwise or columns) and compiled.enabled()
-        self.pixel_rows = self.compiled and columns and g.ww.kernel * g.in_channels >= SHORT_RUN
-        self.gather = self.depthwise and g.wh.stride == g.ww.stride == 1 and not self.compiled
+        return [TensorSpec(x.shape, dy.dtype)]
+
+    def select(self, inputs: Sequence[TensorSpec | None]) -> None:
+        g = self.geo
+        self.gather = self.depthwise and g.wh.stride == g.ww.stride == 1
         if self.gather:
             (self.wh, rows), (self.ww, cols) = transposed_axis(g.wh), transposed_axis(g.ww)
             self.spread = (rows, cols) if rows and cols else None
-        return [TensorSpec(x.shape, dy.dtype)]
 
     def scratch(self) -> list[TensorSpec]:
         g, f32 = self.geo, np.dtype(np.float32)
         taps = g.wh.kernel * g.ww.kernel
-        if self.compiled and self.depthwise:
-            return [TensorSpec((g.wh.kernel, g.ww.kernel, g.in_channels), f32)]
         if self.gather:
             return [TensorSpec((g.batch, self.wh.size, self.ww.size, g.in_channels), f32),
                     TensorSpec((g.wh.kernel, g.ww.kernel, g.in_channels), f32)]
         if self.depthwise:
             return [TensorSpec((taps,) + g.out_shape, f32), TensorSpec((taps, g.in_channels), f32)]
-        if self.pixel_rows:
-            return [TensorSpec((block_pixels(g, image_blocks(g)[0]) * g.depth,), f32)]
-        if self.compiled:
-            return [TensorSpec((g.depth, g.rows), f32),
-                    TensorSpec((g.batch, g.in_channels, g.wh.size, g.ww.size), f32)]
         return [] if self.direct else [TensorSpec((taps, g.group, g.rows, g.in_channels // g.group), f32)]
 
     def bind(self, inputs, outputs, scratch) -> None:
         dy, w, dx = inputs[0], inputs[1], outputs[0]
         g = self.geo
         self.tap_copy = None          # (contiguous scratch, weight view): depthwise taps copied at every run
-        if self.compiled and self.depthwise:
-            from lite.kernels.compiled import grad
-            self.tap_copy = (scratch[0], depthwise_taps(w))
-            self.call = grad.depthwise_dx.bind(dy.size * g.wh.kernel * g.ww.kernel, dy, scratch[0], dx,
-                                               *window_args(g))
-            return
         if self.gather:
             self._bind_gather(dy, w, *scratch)
             return
@@ -207,15 +181,6 @@ class Conv2DGradInputKernel(_ConvGradKernel):
             return
         cg, og, taps = g.in_channels // g.group, g.out_channels // g.group, g.wh.kernel * g.ww.kernel
         columns = scratch[0]
-        if self.pixel_rows:
-            self._bind_pixel_rows(dy, w, dx, columns)
-            return
-        if self.compiled:             # one group: columns^T [K, M], then col2im through [N, C, H, W] planes
-            from lite.kernels.compiled import grad
-            self.product = (w.reshape(g.out_channels, -1).T, dy.reshape(g.rows, -1).T, columns)
-            blocks = columns.reshape(g.wh.kernel, g.ww.kernel, g.in_channels, *g.out_shape[:3])
-            self.call = grad.col2im.bind(columns.size, blocks, scratch[1], dx, *window_args(g))
-            return
         if self.depthwise:            # columns [T, N, OH, OW, C]: dy times each tap's per-channel weight
             self.tap_copy = (scratch[1], w.reshape(g.out_channels, taps).T)    # contiguous: a 2x faster product
             self.product = (dy[None], scratch[1][:, None, None, None, :], columns)
@@ -226,21 +191,6 @@ class Conv2DGradInputKernel(_ConvGradKernel):
             blocks = np.moveaxis(columns.reshape(g.wh.kernel, g.ww.kernel, g.group, *g.out_shape[:3], cg), 2, 5)
         dx5 = dx.reshape(*dx.shape[:3], g.group, cg)
         self.scatter = [(dx5[t.src], blocks[t.i, t.j][t.out]) for t in data_taps(g.wh, g.ww)]
-
-    def _bind_pixel_rows(self, dy: np.ndarray, w: np.ndarray, dx: np.ndarray, flat: np.ndarray) -> None:
-        """One group, window rows of KW*C >= SHORT_RUN floats: per block of images, the columns [m, K] = dy @ W
-        and `col2im_pixels` into that block of dx, so the columns stay in L2."""
-        from lite.kernels.compiled import grad
-        g = self.geo
-        dy2, weight, area = dy.reshape(g.rows, g.out_channels), w.reshape(g.out_channels, -1), g.wh.out * g.ww.out
-        self.blocks = []
-        for images in image_blocks(g):
-            m = block_pixels(g, images)
-            columns = flat[:m * g.depth].reshape(m, g.depth)
-            windows = columns.reshape(images.stop - images.start, g.wh.out, g.ww.out, g.wh.kernel, g.ww.kernel,
-                                      g.in_channels)
-            self.blocks.append(((dy2[images.start * area:images.stop * area], weight, columns),
-                                grad.col2im_pixels.bind(columns.size, windows, dx[images], *window_args(g))))
 
     def _bind_gather(self, dy: np.ndarray, w: np.ndarray, buffer: np.ndarray, flipped: np.ndarray) -> None:
         """Depthwise, unit stride: dx = the correlation of `buffer` (dy with the transposed conv's padding) with
@@ -260,14 +210,6 @@ class Conv2DGradInputKernel(_ConvGradKernel):
         dx = outputs[0]
         if self.tap_copy is not None:
             np.copyto(*self.tap_copy)
-        if self.compiled and self.depthwise:
-            self.call()
-            return
-        if self.pixel_rows:
-            for product, col2im in self.blocks:
-                np.matmul(*product[:2], out=product[2])
-                col2im()
-            return
         if self.gather:
             self.buffer.fill(0.0)
             if self.spread_copy is not None:
@@ -276,9 +218,6 @@ class Conv2DGradInputKernel(_ConvGradKernel):
             return
         (np.multiply if self.depthwise else np.matmul)(*self.product[:2], out=self.product[2])
         if self.direct:
-            return
-        if self.compiled:
-            self.call()
             return
         dx.fill(0.0)
         for dst, block in self.scatter:
@@ -306,14 +245,14 @@ class Conv2DGradFilterKernel(_ConvGradKernel):
         g = conv_geometry(self, x, w)
         check_dy(self, dy, g)
         self.geo, self.depthwise, self.direct = g, is_depthwise(g), is_direct(g)
-        self.compiled = self.depthwise and compiled.enabled()
-        self.narrow = g.group == 1 and g.in_channels <= NARROW_CHANNELS and not self.direct
         return [w]
+
+    def select(self, inputs: Sequence[TensorSpec | None]) -> None:
+        g = self.geo
+        self.narrow = g.group == 1 and g.in_channels <= NARROW_CHANNELS and not self.direct
 
     def scratch(self) -> list[TensorSpec]:
         g, f32 = self.geo, np.dtype(np.float32)
-        if self.compiled:
-            return [TensorSpec((g.wh.kernel, g.ww.kernel, g.out_channels), f32)]
         padded = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), f32)] if g.padded else []
         if self.depthwise:
             return padded + [TensorSpec((g.wh.kernel, g.ww.kernel, g.out_channels), f32)]
@@ -331,12 +270,6 @@ class Conv2DGradFilterKernel(_ConvGradKernel):
         g = self.geo
         work = list(scratch)
         self.pad, self.blocks, self.total, self.unpack = None, [], None, None
-        if self.compiled:         # [KH, KW, C] sums (padding skipped), then into OHWI
-            from lite.kernels.compiled import grad
-            self.call = grad.depthwise_dw.bind(dy.size * g.wh.kernel * g.ww.kernel, dy, x, work[0],
-                                               *window_args(g))
-            self.unpack = (dw.reshape(g.out_channels, g.wh.kernel, g.ww.kernel), work[0].transpose(2, 0, 1))
-            return
         dw3 = dw.reshape(g.group, g.out_channels // g.group, g.depth)
         if self.direct:
             self.blocks = [([], (grouped_dy(dy, g).transpose(0, 2, 1)[0], x.reshape(g.rows, g.in_channels)),
@@ -372,9 +305,7 @@ class Conv2DGradFilterKernel(_ConvGradKernel):
             self.total = (parts, dw3)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        if self.compiled:
-            self.call()
-        elif self.depthwise:
+        if self.depthwise:
             if self.pad is not None:
                 self.pad()
             np.einsum("nhwc,nhwijc->ijc", *self.einsum[:2], out=self.einsum[2])

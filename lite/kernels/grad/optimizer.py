@@ -4,8 +4,8 @@ Each node updates its weight and state inputs in place and has no outputs; those
 writable variables, and `lr` is a scalar variable read at every step (so SetLearningRate needs no recompile).
 The update rules are PyTorch's (torch.optim.SGD, torch.optim.Adam / AdamW), step for step.
 
-With the compiled kernels each update is one threaded pass (`lite.kernels.compiled.grad`), the same float32
-steps in the same order, so both paths agree bit for bit.
+The compiled siblings (`compiled/optimizer.py`) run each update as one threaded pass, the same float32
+steps in the same order, so both agree bit for bit.
 
 Sgd's momentum buffer `accum` follows torch's, which is created as a copy of the first step's gradient: as in
 MindSpore's SGD, a scalar `stat` input is 1 until the first step (which then copies the gradient into the
@@ -15,13 +15,12 @@ and torch's copy give the same step.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels import compiled
 from lite.status import InvalidOpAttrError, NotSupportedError
 
 
@@ -69,7 +68,6 @@ class OptimizerKernel(Kernel):
     scalars: tuple[int, ...] = ()
     updated: tuple[int, ...] = (0,)
     work_buffers = 1
-    has_compiled = False     # the subclass has a compiled update (`compiled_update`)
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         w = inputs[0]
@@ -83,7 +81,6 @@ class OptimizerKernel(Kernel):
             if inputs[i] is None or int(np.prod(inputs[i].shape)) != 1:
                 raise self.error(f"input {i} must be a scalar")
         self.weight_shape = w.shape
-        self.compiled = self.has_compiled and compiled.enabled()
         return []
 
     def scratch(self) -> list[TensorSpec]:
@@ -96,22 +93,12 @@ class OptimizerKernel(Kernel):
             if not inputs[i].flags.writeable:
                 raise self.error(f"input {i} is updated in place and must be a writable variable",
                                  NotSupportedError)
-        if self.compiled:
-            from lite.kernels.compiled import grad
-            self.flat = [inputs[i].reshape(-1) for i in (0, *self.shaped)]     # weight-shaped, as views
-            self.update = self.compiled_update(grad)
-
-    def compiled_update(self, grad) -> Callable[..., None]:
-        """The compiled entry point of this optimizer's update (`has_compiled`)."""
-        raise NotImplementedError
 
 
 @register("Sgd", DataType.FLOAT32)
 class SgdKernel(OptimizerKernel):
     """inputs: weight, grad, lr, accum (the momentum buffer), stat (1 before the first step); torch.optim.SGD."""
     shaped, scalars, updated = (1, 3), (2, 4), (0, 3, 4)
-    has_compiled = True
-
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         a = self.attrs
         if a.nesterov and (a.momentum <= 0 or a.dampening != 0):
@@ -119,21 +106,9 @@ class SgdKernel(OptimizerKernel):
         self.work_buffers = 2 if a.weight_decay else 1
         return super().infer(inputs)
 
-    def compiled_update(self, grad) -> Callable[..., None]:
-        w, g, buf = self.flat
-        return grad.sgd.entry(w.size, w, g, buf, *self.sgd_scalars(1.0, False))
-
-    def sgd_scalars(self, lr: float, first: bool) -> tuple:
-        a, f = self.attrs, np.float32
-        return f(a.weight_decay), f(a.momentum), f(1 - a.dampening), bool(a.nesterov), first, f(lr)
-
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         w, grad, lr, accum, stat = inputs
         a = self.attrs
-        if self.compiled:
-            self.update(*self.flat, *self.sgd_scalars(lr.item(), bool(stat.item())))
-            stat[...] = 0
-            return
         sgd_step(w, grad, lr.item(), accum, a.momentum, a.dampening, a.nesterov, a.weight_decay,
                  bool(stat.item()), self.work[-1] if a.weight_decay else None, self.work[0])
         stat[...] = 0
@@ -144,27 +119,13 @@ class ApplyMomentumKernel(OptimizerKernel):
     """inputs: weight, accum, lr, grad: accum = momentum accum + grad (+ weight_decay weight);
     weight -= lr accum, or lr (grad + momentum accum) with Nesterov: torch.optim.SGD without dampening."""
     shaped, scalars, updated = (1, 3), (2,), (0, 1)
-    has_compiled = True
-
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         self.work_buffers = 2 if self.attrs.weight_decay else 1
         return super().infer(inputs)
 
-    def compiled_update(self, grad) -> Callable[..., None]:
-        w, buf, g = self.flat
-        return grad.sgd.entry(w.size, w, g, buf, *self.scalars_of(1.0))
-
-    def scalars_of(self, lr: float) -> tuple:
-        a, f = self.attrs, np.float32
-        return f(a.weight_decay), f(a.momentum), f(1.0), bool(a.use_nesterov), False, f(lr)
-
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         w, accum, lr, grad = inputs
         a = self.attrs
-        if self.compiled:
-            w_, buf, g = self.flat
-            self.update(w_, g, buf, *self.scalars_of(lr.item()))
-            return
         sgd_step(w, grad, lr.item(), accum, a.momentum, 0.0, a.use_nesterov, a.weight_decay, False,
                  self.work[-1] if a.weight_decay else None, self.work[0])
 
@@ -173,26 +134,11 @@ class ApplyMomentumKernel(OptimizerKernel):
 class AdamKernel(OptimizerKernel):
     """inputs: weight, m, v, step (float32 scalar, the number of steps taken; incremented here), lr, grad."""
     shaped, scalars, updated = (1, 2, 5), (3, 4), (0, 1, 2, 3)
-    has_compiled = True
-
-    def compiled_update(self, grad) -> Callable[..., None]:
-        return grad.adam.entry(self.flat[0].size, *self.flat, *self.adam_scalars(1.0, 1.0))
-
-    def adam_scalars(self, t: float, lr: float) -> tuple:
-        """`adam_step`'s scalars as numpy rounds them to float32 (NEP 50: a Python float meets a float32
-        array as float32)."""
-        a, f = self.attrs, np.float32
-        bias1, bias2 = 1 - a.beta1 ** t, 1 - a.beta2 ** t
-        return (f(1 - lr * a.weight_decay if a.weight_decay else 1), f(1 - a.beta1), f(a.beta1), f(1 - a.beta2),
-                f(a.beta2), f(math.sqrt(bias2)), f(a.epsilon), f(lr / bias1))
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         w, m, v, step, lr, grad = inputs
         a = self.attrs
         step += 1
-        if self.compiled:
-            self.update(*self.flat, *self.adam_scalars(step.item(), lr.item()))
-            return
         adam_step(w, m, v, step.item(), lr.item(), grad, a.beta1, a.beta2, a.epsilon, a.weight_decay, self.work[0])
 
 

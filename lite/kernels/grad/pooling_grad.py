@@ -6,9 +6,7 @@ Both walk the kernel taps clipped to the data region (`data_taps`), so padding a
 - average: dy times the forward's reciprocal tap counts (so `count_include_pad` is honoured) is added to every
   input the window read.
 When windows do not overlap (stride >= dilated extent) each input has one window, so taps write dx directly.
-With the compiled kernels a windowed gradient is one threaded pass over the windows (`compiled.grad.pool_grad`,
-same routing), on one thread: a 3x3 stride-2 max pool over 64 channels 20.5 -> 3.0 ms, LeNet-5's 2x2 average
-at batch 128 1.7 -> 1.3 ms.
+The compiled sibling (`compiled/pooling_grad.py`) runs a windowed gradient as one threaded pass.
 """
 from __future__ import annotations
 
@@ -18,7 +16,6 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels import compiled
 from lite.kernels._conv_math import make_window
 from lite.kernels.grad.conv2d_grad import data_taps
 from lite.kernels.pooling import reciprocal_counts
@@ -59,7 +56,6 @@ class PoolingGradKernel(Kernel):
             self.out_shape = (n, self.wh.out, self.ww.out, c)
             self.taps = data_taps(self.wh, self.ww)
             self.overlap = self.wh.span > self.wh.stride or self.ww.span > self.ww.stride
-            self.use_compiled = compiled.enabled()      # and, at bind, contiguous arrays (read flat)
         if dy.shape != self.out_shape or y.shape != self.out_shape:
             raise self.error(f"dy {list(dy.shape)} and y {list(y.shape)} must have the pooled shape "
                              f"{list(self.out_shape)}")
@@ -79,14 +75,6 @@ class PoolingGradKernel(Kernel):
             return
         self.work = list(scratch)
         self.scale = reciprocal_counts(self.wh, self.ww, self.attrs.count_include_pad) if self.average else None
-        self.compiled = self.use_compiled and all(a.flags.c_contiguous for a in (*inputs[:3], outputs[0]))
-        if self.compiled:
-            from lite.kernels.compiled import grad
-            wh, ww = self.wh, self.ww
-            scale = np.ascontiguousarray(self.scale[..., 0] if self.average else np.ones((1, 1), np.float32))
-            self.call = grad.pool_grad.bind(inputs[0].size * len(self.taps), *inputs[:3], outputs[0], scale,
-                                            wh.kernel, ww.kernel, wh.stride, ww.stride, wh.dilation, ww.dilation,
-                                            wh.pad_begin, ww.pad_begin, self.average)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         dy, x, y = inputs[:3]
@@ -96,9 +84,6 @@ class PoolingGradKernel(Kernel):
                 np.multiply(dy, 1.0 / (x.shape[1] * x.shape[2]), out=dx)
             else:
                 global_max_grad(dy, x, dx)
-            return
-        if self.compiled:
-            self.call()
             return
         dx.fill(0.0)
         if self.average:

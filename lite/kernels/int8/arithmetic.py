@@ -6,8 +6,8 @@ s_a * s_b / s_y. Fused RELU / RELU6 are clamps.
 
 An int8 output depends only on the pair of int8 inputs, so `infer` runs that integer arithmetic once over all
 256 x 256 pairs into a 64 KiB table, and a run is one gather: out = table[a_byte * 256 + b_byte] (bit-exact by
-construction, ~70x faster than the int64 passes); with compiled kernels, inputs of one shape run it as one
-fused pass.
+construction, ~70x faster than the int64 passes); the compiled siblings run it as one fused pass for inputs of
+one shape.
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels import compiled
 from lite.kernels.int8.common import Quant, fused_bounds, input_quant, output_quant
 from lite.kernels.int8.requantize import Requantizer, multiply_by_quantized_multiplier, quantize_multiplier
 
@@ -45,24 +44,15 @@ class BinaryInt8Kernel(Kernel):
         self.compute(grid[:, None], grid[None, :], self.table)
         self.table = np.ascontiguousarray(np.roll(self.table, (-128, -128), axis=(0, 1))).ravel()  # by byte
         self.shape = shape
-        self.compiled = a.shape == b.shape and compiled.enabled()        # one fused pass (`compiled.int8`)
         return [TensorSpec(shape, a.dtype)]
 
     def scratch(self) -> list[TensorSpec]:
-        return [] if self.compiled else [TensorSpec(self.shape, np.dtype(np.uint16))]
+        return [TensorSpec(self.shape, np.dtype(np.uint16))]
 
     def bind(self, inputs, outputs, scratch) -> None:
-        if self.compiled:
-            from lite.kernels.compiled import int8
-            flat = [v.reshape(-1) for v in (inputs[0], inputs[1], outputs[0])]
-            self.call = int8.pair_table.bind(len(flat[2]), flat[0], flat[1], self.table, flat[2])
-            return
         self.index = scratch[0]
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        if self.compiled:
-            self.call()
-            return
         np.left_shift(inputs[0].view(np.uint8), 8, out=self.index, dtype=np.uint16)
         self.index |= inputs[1].view(np.uint8)
         np.take(self.table, self.index, out=outputs[0], mode="clip")      # every index is in range: no checks

@@ -5,38 +5,26 @@ compile-time constant bias[c] - zp_x * sum_k w'_k[c] (w' = w - zp_w), with paddi
 |x_k| <= 128 bounds the products. The products run in float32 like the float kernel's (im2col GEMM, transposed
 for small M; depthwise as banded multiply-adds, `DepthwiseBands`), exact because K is split wherever a per-channel
 L1 bound could pass 2^24 (`exact_ranges`); `Requantizer` then folds the constant bias into its float64 passes and
-writes int8 straight from the float32 products, a cache-sized chunk at a time. With compiled kernels, dense
-convolutions (group 1) instead run `compiled.int8.gemm_requantize`: int16-pair products into int32 accumulators,
-requantized in the GEMM's epilogue, reading the NHWC rows (1x1) or int8 im2col columns.
+writes int8 straight from the float32 products, a cache-sized chunk at a time. The compiled sibling
+(`compiled/int8_conv2d.py`) runs integer GEMMs and direct kernels of its own where they are exact.
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels import compiled
 from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
-from lite.kernels.conv2d import (SMALL_M, DepthwiseBands, check_bias, conv_geometry, dense_taps, depthwise_band,
-                                 depthwise_taps, tiled_dense, tiled_depthwise)
-from lite.kernels.int8.common import (ExactGemm, exact_ranges, fused_bounds, input_quant, int32_gemm_fits,
-                                      output_quant)
+from lite.kernels.conv2d import SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band
+from lite.kernels.int8.common import ExactGemm, exact_ranges, fused_bounds, input_quant, output_quant
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
 from lite.status import NotSupportedError
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 MAX_ABS_X = 128
-
-
-def exact_in_float32(centred: np.ndarray, zero_point: int) -> bool:
-    """Whether every depthwise sum zsum + sum (x - zp) w' of these centred weights [O, K] is an integer below
-    2^24, so float32 holds it exactly (|x - zp| <= 255)."""
-    from lite.kernels.compiled.conv import EXACT_SUM
-    bound = 255 * np.abs(centred).sum(axis=1) + np.abs(zero_point * centred.sum(axis=1))
-    return float(bound.max()) < EXACT_SUM
 
 
 def channel_values(kernel: Kernel, values: np.ndarray, channels: int, what: str) -> np.ndarray:
@@ -81,20 +69,14 @@ class Conv2DInt8Kernel(Kernel):
         self.geo, self.qx, self.centred, self.x_dtype = g, qx, centred, x.dtype
         self.ranges = exact_ranges(centred.T, MAX_ABS_X)
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
-        bounds = acc_bounds(centred, MAX_ABS_X)
-        self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded, bounds)
-        self.compiled = self.requantize.exact and compiled.enabled()
-        self.tiled = (self.compiled and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g)
-                                         or tiled_dense(g)) and exact_in_float32(centred, qx.zero_point))
-        self.compiled_direct = self.tiled or (self.compiled and g.group > 1 and g.group == g.in_channels
-                                              and int(bounds.max()) < 1 << 30)  # int32 accumulators cannot overflow
-        self.compiled_gemm = (self.compiled and not self.tiled and g.group == 1
-                              and int32_gemm_fits(centred, MAX_ABS_X))
-        self.pointwise = not g.padded and all(w.kernel == w.stride == 1 for w in (g.wh, g.ww))
-        self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels and len(self.ranges) == 1
-                          and not self.compiled_direct)
-        self.transposed = not self.depthwise and g.group == 1 and g.rows < SMALL_M
+        self.bounds = acc_bounds(centred, MAX_ABS_X)
+        self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded, self.bounds)
         return [TensorSpec(g.out_shape, x.dtype)]
+
+    def select(self, inputs: Sequence[TensorSpec | None]) -> None:
+        g = self.geo
+        self.depthwise = g.group > 1 and g.group == g.in_channels == g.out_channels and len(self.ranges) == 1
+        self.transposed = not self.depthwise and g.group == 1 and g.rows < SMALL_M
 
     def product_shape(self) -> tuple[int, ...]:
         g = self.geo
@@ -107,11 +89,6 @@ class Conv2DInt8Kernel(Kernel):
 
     def scratch(self) -> list[TensorSpec]:
         g = self.geo
-        if self.compiled_direct or (self.compiled_gemm and self.pointwise):
-            return []
-        if self.compiled_gemm:         # the int8 columns (im2col) and padded input of `bind_compiled_gemm`
-            padded = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), self.x_dtype)] if g.padded else []
-            return padded + [TensorSpec((g.rows, g.depth), self.x_dtype)]
         if self.depthwise:
             band = DepthwiseBands.scratch(g)
             rows, width = band[1].shape[1:3]
@@ -125,12 +102,6 @@ class Conv2DInt8Kernel(Kernel):
     def bind(self, inputs, outputs, scratch) -> None:
         g, x, out, work = self.geo, inputs[0], outputs[0], list(scratch)
         zp = float(self.qx.zero_point)
-        if self.compiled_direct:
-            self.bind_compiled_direct(x, out)
-            return
-        if self.compiled_gemm:
-            self.bind_compiled_gemm(x, out, work)
-            return
         if self.depthwise:
             self.bind_depthwise(x, out, work, zp)
             return
@@ -145,61 +116,18 @@ class Conv2DInt8Kernel(Kernel):
         rq_work = work[-1]
         if self.transposed:                  # product^T [O, M] = W @ cols^T, as the float kernel does
             self.gemm = ExactGemm.build(weight[0], columns[0].T, self.ranges, product, total)
-            self.finish = (self.compiled_requantize(self.gemm.result.T, out2d) if self.compiled else
-                           self.requantize.along((g.out_channels, 1)).bind(self.gemm.result, out2d.T, rq_work))
+            self.finish = self.requantize_rows(self.gemm.result.T, out2d, self.requantize.along(
+                (g.out_channels, 1)).bind(self.gemm.result, out2d.T, rq_work))
         elif groups == 1:
             self.gemm = ExactGemm.build(columns[0], np.ascontiguousarray(weight[0].T), self.ranges, product[0],
                                         None if total is None else total[0])
-            self.finish = (self.compiled_requantize(self.gemm.result, out2d) if self.compiled else
-                           self.requantize.bind(self.gemm.result, out2d, rq_work))
+            self.finish = self.requantize_rows(self.gemm.result, out2d,
+                                               self.requantize.bind(self.gemm.result, out2d, rq_work))
         else:
-            self.compiled = False
             self.gemm = ExactGemm.build(columns, np.ascontiguousarray(weight.transpose(0, 2, 1)), self.ranges,
                                         product, total)
             self.finish = self.requantize.along((groups, 1, cog)).bind(
                 self.gemm.result, out2d.reshape(g.rows, groups, cog).transpose(1, 0, 2), rq_work)
-
-    def compiled_requantize(self, acc: np.ndarray, out: np.ndarray):
-        """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout)."""
-        from lite.kernels.compiled import conv
-        scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
-        return conv.requantize_rows.bind(acc.size, acc, scale, offset, np.int32(lo), top, out)
-
-    def bind_compiled_gemm(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray]) -> None:
-        """The compiled int8 GEMM (`compiled.int8`) on the NHWC rows (1x1, stride 1) or on int8 im2col columns
-        of the input padded with its zero point, requantized as it is written."""
-        from lite.kernels.compiled import int8
-        g = self.geo
-        self.pad, self.columns = None, None
-        if self.pointwise:
-            lhs = x.reshape(g.rows, g.depth)
-        else:
-            source = work.pop(0) if g.padded else x[None]
-            self.pad = PadCopy.build(source, x, g.wh, g.ww, self.qx.zero_point) if g.padded else None
-            self.columns = grouped_columns(source[0], g.wh, g.ww, 1, work[0])
-            lhs = work[0]
-        self.call = int8.bind(lhs, self.centred.T, self.requantize, out.reshape(g.rows, g.out_channels))
-
-    def bind_compiled_direct(self, x: np.ndarray, out: np.ndarray) -> None:
-        """The compiled direct kernels: int32 sums of centred products, skipping the padding (its share, the
-        zero point times the taps, is the constant `zsum`), requantized as they are written; as register tiles
-        (on the input centred into float32) where those sums are exact in float32, which a dense first layer
-        needs."""
-        from lite.kernels.compiled import conv
-        g, zp = self.geo, self.qx.zero_point
-        weight = self.centred.reshape(g.out_channels, g.wh.kernel, g.ww.kernel, g.in_channels // g.group)
-        taps = np.ascontiguousarray((dense_taps if g.group == 1 else depthwise_taps)(weight), np.int32)
-        zsum = (zp * self.centred.sum(axis=1)).astype(np.int32)
-        scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
-        window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
-        work = out.size * g.depth
-        if self.tiled:
-            self.call = conv.conv_tiled.bind(work, x, True, np.zeros(1, F32), np.int32(zp), taps.astype(F32),
-                                             zsum.astype(F32), scale, offset, np.int32(lo), np.float64(top), out,
-                                             *window)
-        else:
-            self.call = conv.depthwise_i8.bind(work, x, taps, zsum, np.int32(zp), scale, offset, np.int32(lo), top,
-                                               out, *window)
 
     def bind_depthwise(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray], zp: float) -> None:
         """`DepthwiseBands` over a float32 output, each band requantized into `out` while it is in cache."""
@@ -216,17 +144,12 @@ class Conv2DInt8Kernel(Kernel):
                                           rq_work)
             self.bands.append((replace(fill, fill=zp), views, band, tmp, finish))
 
+    def requantize_rows(self, acc: np.ndarray, out: np.ndarray, bound: Callable[[], None]) -> Callable[[], None]:
+        """The requantization of the dense GEMM's [M, O] accumulators `acc` (any layout) into `out`: `bound`,
+        `Requantizer`'s passes prebound by the caller (a sibling may run one pass of its own instead)."""
+        return bound
+
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        if self.compiled_direct:
-            self.call()
-            return
-        if self.compiled_gemm:
-            if self.pad is not None:
-                self.pad()
-            if self.columns is not None:
-                np.copyto(*self.columns)
-            self.call()
-            return
         if self.depthwise:
             for fill, views, band, tmp, finish in self.bands:
                 fill()

@@ -1,6 +1,6 @@
 """int8 FullConnection (x @ W^T + b, W [out, in] int8 constant, per-channel along out) and MatMul (a @ b, both
 int8; a constant b may be per-channel along its last axis), as exact float32 BLAS products (common.ExactGemm);
-with compiled kernels FullConnection runs the integer GEMM of `compiled.int8` instead, requantizing as it writes."""
+FullConnection's compiled sibling runs an integer GEMM instead, requantizing as it writes."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -9,10 +9,9 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels import compiled
 from lite.kernels.full_connection import matmul_shapes, swap_last
 from lite.kernels.int8.common import (ExactGemm, chunk_depth, even_ranges, exact_ranges, fused_bounds, input_quant,
-                                      int32_gemm_fits, output_quant)
+                                      output_quant)
 from lite.kernels.int8.conv2d import MAX_ABS_X, acc_bounds, channel_values, weight_terms
 from lite.kernels.int8.requantize import Requantizer, scales, zero_points
 from lite.status import NotSupportedError
@@ -43,25 +42,16 @@ class FullConnectionInt8Kernel(Kernel):
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
         self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded,
                                             acc_bounds(centred, MAX_ABS_X))
-        self.compiled = (self.requantize.exact and compiled.enabled() and int32_gemm_fits(centred, MAX_ABS_X))
         self.centred = centred
         return [TensorSpec(x.shape[:-1] + (out_c,), x.dtype)]
 
     def scratch(self) -> list[TensorSpec]:
-        if self.compiled:
-            return []
         k, o = self.weight.shape
         total = [TensorSpec((self.rows, o), F64)] if len(self.ranges) > 1 else []
         return [TensorSpec((self.rows, k), F32), TensorSpec((self.rows, o), F32), *total,
                 Requantizer.work((self.rows, o))]
 
     def bind(self, inputs, outputs, scratch) -> None:
-        if self.compiled:                # `compiled.int8`: int32 sums requantized as they are written
-            from lite.kernels.compiled import int8
-            k, o = self.weight.shape
-            self.call = int8.bind(inputs[0].reshape(self.rows, k), self.centred.T, self.requantize,
-                                  outputs[0].reshape(self.rows, o))
-            return
         self.lhs, product = scratch[:2]
         total = scratch[2] if len(self.ranges) > 1 else None
         self.x2d = inputs[0].reshape(self.lhs.shape)
@@ -69,9 +59,6 @@ class FullConnectionInt8Kernel(Kernel):
         self.finish = self.requantize.bind(self.gemm.result, outputs[0].reshape(product.shape), scratch[-1])
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        if self.compiled:
-            self.call()
-            return
         np.copyto(self.lhs, self.x2d)
         self.gemm()
         self.finish()

@@ -18,7 +18,6 @@ import numpy as np
 from lite import dtypes
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
-from lite.kernels import compiled
 from lite.kernels.cast import cast_into
 from lite.kernels.int8.requantize import scales, tensor_range, zero_points
 from lite.status import NotSupportedError
@@ -82,7 +81,6 @@ class QuantDTypeCastKernel(Kernel):
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, a = inputs[0], self.attrs
         src, dst = dtypes.from_numpy(x.dtype), a.dst_t
-        self.compiled = False
         if a.src_t and a.src_t != src:
             raise self.error(f"src_t is {dtypes.type_name(a.src_t)} but the input is {x.dtype}")
         self.given = len(inputs) > 1 and inputs[1] is not None
@@ -109,23 +107,9 @@ class QuantDTypeCastKernel(Kernel):
         self.scale = scales(params).reshape(layout)
         self.zero_point = zero_points(params).reshape(layout)
         self.bounds = tensor_range(params, out_dtype) if self.quantizing else None
-        self.compiled = (self.quantizing and self.scale.size == 1 and x.dtype == np.float32  # float32 holds
-                         and out_dtype.itemsize <= 2 and compiled.enabled())           # lo, hi exactly
         return [TensorSpec(x.shape, out_dtype)]
 
-    def bind(self, inputs, outputs, scratch) -> None:
-        super().bind(inputs, outputs, scratch)
-        if self.compiled:
-            from lite.kernels.compiled import int8
-            lo, hi = (np.float32(v) for v in self.bounds)
-            x, out = inputs[0].reshape(-1), outputs[0].reshape(-1)
-            self.call = int8.quantize.bind(len(out), x, np.float32(self.scale.ravel()[0]),
-                                           np.float32(self.zero_point.ravel()[0]), lo, hi, out)
-
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        if self.compiled:
-            self.call()
-            return
         if self.given:
             scale = inputs[1]
             zero_point = inputs[2] if len(inputs) > 2 and inputs[2] is not None else np.zeros(1, np.int64)

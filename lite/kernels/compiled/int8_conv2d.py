@@ -1,0 +1,117 @@
+"""The compiled sibling of int8 Conv2D, where `Requantizer`'s float form is exact:
+- direct kernels (`conv`): int32 sums of centred products that skip the padding, requantized as they are
+  written; register tiles on the input centred into float32 where those sums are exact in float32 (depthwise
+  convs of whole vectors of channels, dense first layers), the generic depthwise kernel where int32 cannot
+  overflow;
+- dense convolutions (group 1): `int8.gemm_requantize`, int16-pair products into int32 accumulators, requantized
+  in the GEMM's epilogue, reading the NHWC rows (1x1) or int8 im2col columns;
+- otherwise the numpy kernel's float32 GEMM with one threaded requantization pass (`conv.requantize_rows`).
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from lite.dtypes import DataType
+from lite.kernel import TensorSpec, register
+from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
+from lite.kernels.compiled.conv2d import dense_taps, depthwise_taps, tiled_dense, tiled_depthwise
+from lite.kernels.int8.common import int32_gemm_fits
+from lite.kernels.int8.conv2d import F32, MAX_ABS_X, Conv2DInt8Kernel
+
+
+def exact_in_float32(centred: np.ndarray, zero_point: int) -> bool:
+    """Whether every depthwise sum zsum + sum (x - zp) w' of these centred weights [O, K] is an integer below
+    2^24, so float32 holds it exactly (|x - zp| <= 255)."""
+    from lite.kernels.compiled.conv import EXACT_SUM
+    bound = 255 * np.abs(centred).sum(axis=1) + np.abs(zero_point * centred.sum(axis=1))
+    return float(bound.max()) < EXACT_SUM
+
+
+@register("Conv2D", DataType.INT8, quantized=True, backend="compiled")
+class Conv2DInt8Compiled(Conv2DInt8Kernel):
+    def select(self, inputs: Sequence[TensorSpec | None]) -> None:
+        g, exact = self.geo, self.requantize.exact
+        self.tiled = (exact and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g) or tiled_dense(g))
+                      and exact_in_float32(self.centred, self.qx.zero_point))
+        self.compiled_direct = self.tiled or (exact and g.group > 1 and g.group == g.in_channels
+                                              and int(self.bounds.max()) < 1 << 30)  # int32 sums cannot overflow
+        self.compiled_gemm = exact and not self.tiled and g.group == 1 and int32_gemm_fits(self.centred, MAX_ABS_X)
+        self.pointwise = not g.padded and all(w.kernel == w.stride == 1 for w in (g.wh, g.ww))
+        super().select(inputs)
+        self.depthwise = self.depthwise and not self.compiled_direct
+
+    def scratch(self) -> list[TensorSpec]:
+        g = self.geo
+        if self.compiled_direct or (self.compiled_gemm and self.pointwise):
+            return []
+        if self.compiled_gemm:         # the int8 columns (im2col) and padded input of `bind_gemm`
+            padded = [TensorSpec(padded_shape(g.batch, g.in_channels, g.wh, g.ww), self.x_dtype)] if g.padded else []
+            return padded + [TensorSpec((g.rows, g.depth), self.x_dtype)]
+        return super().scratch()
+
+    def bind(self, inputs, outputs, scratch) -> None:
+        if self.compiled_direct:
+            self.bind_direct(inputs[0], outputs[0])
+        elif self.compiled_gemm:
+            self.bind_gemm(inputs[0], outputs[0], list(scratch))
+        else:
+            super().bind(inputs, outputs, scratch)
+        g = self.geo
+        self.compiled = self.requantize.exact and (self.compiled_direct or self.compiled_gemm or self.depthwise
+                                                   or g.group == 1)
+
+    def requantize_rows(self, acc: np.ndarray, out: np.ndarray, bound: Callable[[], None]) -> Callable[[], None]:
+        """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout), where exact."""
+        if not self.requantize.exact:
+            return bound
+        from lite.kernels.compiled import conv
+        scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
+        return conv.requantize_rows.bind(acc.size, acc, scale, offset, np.int32(lo), top, out)
+
+    def bind_gemm(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray]) -> None:
+        """The int8 GEMM (`int8`) on the NHWC rows (1x1, stride 1) or on int8 im2col columns of the input padded
+        with its zero point, requantized as it is written."""
+        from lite.kernels.compiled import int8
+        g = self.geo
+        self.pad, self.columns = None, None
+        if self.pointwise:
+            lhs = x.reshape(g.rows, g.depth)
+        else:
+            source = work.pop(0) if g.padded else x[None]
+            self.pad = PadCopy.build(source, x, g.wh, g.ww, self.qx.zero_point) if g.padded else None
+            self.columns = grouped_columns(source[0], g.wh, g.ww, 1, work[0])
+            lhs = work[0]
+        self.call = int8.bind(lhs, self.centred.T, self.requantize, out.reshape(g.rows, g.out_channels))
+
+    def bind_direct(self, x: np.ndarray, out: np.ndarray) -> None:
+        """The direct kernels: int32 sums of centred products, skipping the padding (its share, the zero point
+        times the taps, is the constant `zsum`), requantized as they are written; as register tiles (on the
+        input centred into float32) where those sums are exact in float32, which a dense first layer needs."""
+        from lite.kernels.compiled import conv
+        g, zp = self.geo, self.qx.zero_point
+        weight = self.centred.reshape(g.out_channels, g.wh.kernel, g.ww.kernel, g.in_channels // g.group)
+        taps = np.ascontiguousarray((dense_taps if g.group == 1 else depthwise_taps)(weight), np.int32)
+        zsum = (zp * self.centred.sum(axis=1)).astype(np.int32)
+        scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
+        window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
+        work = out.size * g.depth
+        if self.tiled:
+            self.call = conv.conv_tiled.bind(work, x, True, np.zeros(1, F32), np.int32(zp), taps.astype(F32),
+                                             zsum.astype(F32), scale, offset, np.int32(lo), np.float64(top), out,
+                                             *window)
+        else:
+            self.call = conv.depthwise_i8.bind(work, x, taps, zsum, np.int32(zp), scale, offset, np.int32(lo), top,
+                                               out, *window)
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        if self.compiled_gemm:
+            if self.pad is not None:
+                self.pad()
+            if self.columns is not None:
+                np.copyto(*self.columns)
+        if self.compiled_direct or self.compiled_gemm:
+            self.call()
+        else:
+            super().run(inputs, outputs)
