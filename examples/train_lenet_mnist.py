@@ -9,6 +9,10 @@ printed. From the third epoch on, each epoch runs at half the previous learning 
 (loss, train and test accuracy per epoch) is written to `<out>/lenet_mnist.csv` and, when matplotlib is
 installed, `<out>/lenet_mnist.png`; the trained model is exported for inference to `<out>/lenet_mnist.ms` and
 checked once in a plain `LiteSession`. Exits 1 when the final test accuracy is below 99 %.
+
+`--data` is a folder holding the MNIST database's four IDX files under their usual names (MNIST_FILES, gzip-compressed
+or not); by default the workspace's `../shared/datasets/mnist` beside the checkout. Without them the example says
+in one line which file it missed and what to put where.
 """
 from __future__ import annotations
 
@@ -30,14 +34,25 @@ from converter import convert_for_training  # noqa: E402
 from converter.train import TrainParams  # noqa: E402
 from lite.serialize import write_atomic  # noqa: E402
 from lite.train import load_mnist  # noqa: E402
+from lite.train.dataset import DatasetError  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "datasets" / "mnist"
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 MEAN, STD = 0.1307, 0.3081          # of the MNIST training pixels in [0, 1]
 
 
 def prepare(images: np.ndarray) -> np.ndarray:
     """uint8 [N, 28, 28] -> normalised float32 [N, 1, 28, 28]."""
     return ((images.astype(np.float32) / 255 - MEAN) / STD)[:, None]
+
+
+def load_split(data: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """`load_mnist`, or exit with one line saying which file is missing and what to put where."""
+    try:
+        return load_mnist(data, split)
+    except DatasetError as e:
+        raise SystemExit(f"{e.args[0]}. Put the MNIST database's four IDX files ({', '.join(MNIST_FILES)}; .gz or not) in "
+                         f"one folder and pass --data FOLDER (default: ../shared/datasets/mnist beside the checkout)")
 
 
 def halve_after_second_epoch(lr: float, epoch: int) -> float:
@@ -85,11 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "examples" / "results")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        parser.error(f"MNIST not found at {args.data}: pass --data")
-
-    train_x, train_y = load_mnist(args.data, "train")
-    test_x, test_y = load_mnist(args.data, "test")
+    train_x, train_y = load_split(args.data, "train")
+    test_x, test_y = load_split(args.data, "test")
     train = lite.Dataset(prepare(train_x), train_y.astype(np.int32), batch_size=args.batch, shuffle=True, seed=0)
     test = lite.Dataset(prepare(test_x), test_y.astype(np.int32), batch_size=500)
 

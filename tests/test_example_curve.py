@@ -1,4 +1,5 @@
-"""The MNIST example's curve files: the CSV holds every epoch's numbers and the PNG is a real image."""
+"""The MNIST example: its curve files (the CSV holds every epoch's numbers, the PNG is a real image) and its
+one-line message when MNIST is missing."""
 from __future__ import annotations
 
 import csv
@@ -6,9 +7,10 @@ import sys
 from pathlib import Path
 
 import matplotlib.image
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from train_lenet_mnist import save_curve  # noqa: E402
+from train_lenet_mnist import MNIST_FILES, main, save_curve  # noqa: E402
 
 ROWS = [{"epoch": 1, "learning_rate": 0.002, "train_loss": 0.5, "train_accuracy": 0.8, "test_accuracy": 0.85,
          "seconds": 1.0},
@@ -26,3 +28,11 @@ def test_curve_is_written_as_csv_and_png(tmp_path):
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
     assert image[..., :3].std() > 0.05                                  # something is drawn
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lenet_mnist.csv", "lenet_mnist.png"]  # no temporaries
+
+
+def test_missing_mnist_is_one_line_naming_the_files_and_the_flag(tmp_path):
+    with pytest.raises(SystemExit) as stopped:
+        main(["--data", str(tmp_path / "nowhere"), "--out", str(tmp_path)])
+    message = str(stopped.value.code)
+    assert "\n" not in message and str(tmp_path / "nowhere" / "train-images-idx3-ubyte") in message
+    assert all(name in message for name in MNIST_FILES) and "--data" in message

@@ -19,6 +19,7 @@ import models
 from converter import convert, convert_for_training
 from converter.train import TrainParams
 from lite.train import load_mnist
+from models.imagenet import class_names, load_photo, preprocess
 from tests.util import MNIST, REPO, small_cnn
 
 pytestmark = pytest.mark.skipif(shutil.which("javac") is None or shutil.which("java") is None,
@@ -35,16 +36,20 @@ class Build:
         self.jar = root / "mindspore-lite-java.jar"
         self.library = root / "libmindspore-lite-jni.so"
 
-    def java(self, main: str, *args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None,
-             python: str | None = sys.executable) -> str:
+    def run(self, main: str, *args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None,
+            python: str | None = sys.executable) -> subprocess.CompletedProcess:
         """Run a Java program with this checkout's Python package (by default; `env` replaces the environment,
-        `python` names the interpreter by system property); its stdout (fails with its stderr)."""
+        `python` names the interpreter by system property)."""
         classpath = os.pathsep.join(str(p) for p in (self.jar, self.root / "examples", self.root / "tests"))
         prop = [f"-Dmindspore.lite.python={python}"] if python else []
         command = ["java", *prop, "-cp", classpath, main, *map(str, args)]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=cwd,
+        return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=cwd,
                               env=env if env is not None else {**os.environ, "PYTHONPATH": str(REPO)})
-        assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
+
+    def java(self, main: str, *args: str | Path, **kwargs) -> str:
+        """`run`'s stdout (fails with its stderr)."""
+        done = self.run(main, *args, **kwargs)
+        assert done.returncode == 0, f"{' '.join(done.args)} failed:\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
 
@@ -182,19 +187,83 @@ def test_truncated_model_is_a_graph_file_error(build, zoo, tmp_path):
     assert re.search(r"^corrupt-file -200 ", out, re.M) and re.search(r"^corrupt-buffer -200 ", out, re.M)
 
 
+LABELS = REPO / "models" / "imagenet_classes.txt"
+
+
 def test_classify_image_example_prints_the_python_top5(build, zoo, tmp_path):
     folder, cases = zoo
     model = folder / "mobilenet_v2.ms"
-    out = build.java("ClassifyImage", model, folder / "mobilenet_v2.in0.bin")
+    out = build.java("ClassifyImage", model, folder / "mobilenet_v2.in0.bin", LABELS)
     logits = python_outputs(model, cases["mobilenet_v2"])["logits"][0]
-    top = re.findall(r"^top\d class (\d+) score (\S+)$", out, re.M)
-    assert [int(c) for c, _ in top] == list(np.argsort(-logits, kind="stable")[:5])
-    assert [np.float32(s) for _, s in top] == list(logits[np.argsort(-logits, kind="stable")[:5]])
+    top = re.findall(r"^top\d class (\d+) score (\S+) (.+)$", out, re.M)
+    order = np.argsort(-logits, kind="stable")[:5]
+    assert [int(c) for c, _, _ in top] == list(order)
+    assert [np.float32(s) for _, s, _ in top] == list(logits[order])
+    assert [name for _, _, name in top] == [class_names()[c] for c in order]
 
     from PIL import Image
     photo = tmp_path / "photo.png"
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (80, 100, 3), dtype=np.uint8)).save(photo)
     assert len(re.findall(r"^top\d class \d+ score ", build.java("ClassifyImage", model, photo), re.M)) == 5
+
+
+def test_classify_image_finds_the_default_labels_from_the_checkout_root(build, zoo):
+    folder, _ = zoo
+    out = build.java("ClassifyImage", folder / "mobilenet_v2.ms", folder / "mobilenet_v2.in0.bin", cwd=REPO)
+    assert len(re.findall(r"^top\d class (\d+) score \S+ \S.*$", out, re.M)) == 5
+
+
+def test_classify_image_names_the_real_photo_with_the_real_efficientnet_lite0(build, tmp_path):
+    """The real EfficientNet-Lite0 (as the quickstart makes it) names the coffee photo's class in Java as the
+    Python session does."""
+    try:
+        from models.pretrained import PretrainedUnavailable, pretrained
+        onnx_model = pretrained("efficientnet_lite0")
+    except (ImportError, PretrainedUnavailable) as e:
+        pytest.skip(f"EfficientNet-Lite0's published weights are not installed: {e}")
+    from PIL import Image
+    model = tmp_path / "efficientnet_lite0.ms"
+    model.write_bytes(convert(onnx_model))
+    photo = tmp_path / "coffee.png"
+    Image.fromarray(load_photo("coffee")).save(photo)
+    top1 = re.search(r"^top1 class (\d+) score \S+ (.+)$", build.java("ClassifyImage", model, photo, LABELS), re.M)
+    logits = python_outputs(model, [preprocess(load_photo("coffee"))])["logits"][0]
+    assert int(top1.group(1)) == int(np.argmax(logits)) and top1.group(2) == class_names()[int(np.argmax(logits))]
+    assert top1.group(2) in ("espresso", "cup", "coffee mug")
+
+
+def test_classify_image_without_the_model_says_how_to_make_it(build, tmp_path):
+    done = build.run("ClassifyImage", tmp_path / "efficientnet_lite0.ms", tmp_path / "photo.png")
+    assert done.returncode == 2 and "examples/quickstart.py --keep" in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "Exception" not in done.stderr
+
+
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """A plain (not compressed) uint8 IDX file: magic 0x0000 08 rank, big-endian dims, the bytes."""
+    header = bytes([0, 0, 8, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
+    path.write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+def test_train_example_without_mnist_says_what_to_put_where_in_one_line(build, tmp_path):
+    done = build.run("TrainLeNet", tmp_path / "lenet_train.ms", tmp_path / "no_mnist", tmp_path / "lenet.ms")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "train-images-idx3-ubyte" in done.stderr and "t10k-labels-idx1-ubyte" in done.stderr
+    assert str(tmp_path / "no_mnist") in done.stderr and "Exception" not in done.stderr
+
+
+def test_train_example_reads_plain_idx_files(build, tmp_path):
+    """IDX files need not be gzip-compressed (as the Python reader takes them): a small synthetic set trains."""
+    rng = np.random.default_rng(0)
+    data = tmp_path / "mnist"
+    data.mkdir()
+    for prefix, n in (("train", 64), ("t10k", 1000)):
+        write_idx(data / f"{prefix}-images-idx3-ubyte", rng.integers(0, 256, (n, 28, 28)))
+        write_idx(data / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
+    onnx_model = models.build("lenet5", num_classes=10, input_size=28, batch=32)
+    train_model = tmp_path / "lenet_train.ms"
+    train_model.write_bytes(convert_for_training(onnx_model, TrainParams(optimizer="adam", learning_rate=2e-3)))
+    out = build.java("TrainLeNet", train_model, data, tmp_path / "lenet.ms")
+    assert re.search(r"^step 2 loss \S+$", out, re.M) and re.search(r"^test accuracy 0\.\d+$", out, re.M)
 
 
 def mnist_input(images: np.ndarray) -> np.ndarray:

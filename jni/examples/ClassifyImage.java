@@ -13,33 +13,48 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.List;
 import javax.imageio.ImageIO;
 
 /**
- * Image classification with a converted .ms model (e.g. MobileNetV2): prints the top-5 classes.
+ * Image classification with a converted ImageNet .ms model: prints the top-5 classes with their names.
  *
- * <pre>java -cp mindspore-lite-java.jar:examples ClassifyImage model.ms image.png|photo.jpg|input.bin [threads]</pre>
+ * <pre>
+ * java -cp mindspore-lite-java.jar:examples ClassifyImage model.ms image.png|photo.jpg|input.bin [labels.txt] [threads]
+ * </pre>
  *
- * An image is scaled so that its shorter side is 256/224 of the model's input size, centre-cropped to the input
- * size and normalised with the ImageNet mean and deviation, NCHW. A .bin file is the raw float32 input tensor in
- * native byte order; it is handed over as a direct ByteBuffer.
+ * The model to use is the real EfficientNet-Lite0 with its ImageNet weights: {@code python examples/quickstart.py
+ * --keep DIR} writes it as {@code DIR/efficientnet_lite0.ms} (float32) and {@code DIR/efficientnet_lite0_int8.ms}.
+ * {@code labels.txt} holds one class name per line in class-index order, lines starting with '#' skipped (default:
+ * {@code models/imagenet_classes.txt}, found when run from the checkout's root; without it only class numbers are
+ * printed). An image is scaled so that its shorter side is 256/224 of the model's input size, centre-cropped to
+ * the input size and normalised with the ImageNet mean and deviation, NCHW. A .bin file is the raw float32 input
+ * tensor in native byte order; it is handed over as a direct ByteBuffer.
  */
 public final class ClassifyImage {
     private static final float[] MEAN = {0.485f, 0.456f, 0.406f};
     private static final float[] STD = {0.229f, 0.224f, 0.225f};
+    private static final String DEFAULT_LABELS = "models/imagenet_classes.txt";
 
     private ClassifyImage() {
     }
 
     public static void main(String[] args) throws IOException {
         if (args.length < 2) {
-            System.err.println("usage: ClassifyImage model.ms image|input.bin [threads]");
+            System.err.println("usage: ClassifyImage model.ms image|input.bin [labels.txt] [threads]");
             System.exit(2);
         }
-        int threads = args.length > 2 ? Integer.parseInt(args[2]) : 2;
+        if (!Files.isRegularFile(Paths.get(args[0]))) {
+            fail(args[0] + " not found: make the real EfficientNet-Lite0 with"
+                    + " `python examples/quickstart.py --keep DIR` (it writes DIR/efficientnet_lite0.ms)");
+        }
+        List<String> labels = labels(args.length > 2 ? args[2] : null);
+        int threads = args.length > 3 ? Integer.parseInt(args[3]) : 2;
         try (MSConfig config = new MSConfig(); Model model = new Model()) {
             config.init(DeviceType.DT_CPU, threads, CpuBindMode.MID_CPU);
             model.loadModel(args[0]);
@@ -58,15 +73,46 @@ public final class ClassifyImage {
                 session.runGraph();
                 MSTensor output = session.getOutputMapByTensor().values().iterator().next();
                 float[] scores = output.getFloatData();
+                if (labels != null && labels.size() != scores.length) {
+                    fail("the labels file names " + labels.size() + " classes, the model scores " + scores.length);
+                }
                 Integer[] order = new Integer[scores.length];
                 Arrays.setAll(order, i -> i);
                 Arrays.sort(order, Comparator.comparingDouble((Integer i) -> -scores[i]));
                 System.out.println("output '" + output.tensorName() + "' " + Arrays.toString(output.getShape()));
                 for (int rank = 0; rank < Math.min(5, scores.length); rank++) {
-                    System.out.println("top" + (rank + 1) + " class " + order[rank] + " score " + scores[order[rank]]);
+                    int c = order[rank];
+                    System.out.println("top" + (rank + 1) + " class " + c + " score " + scores[c]
+                            + (labels != null ? " " + labels.get(c) : ""));
                 }
             }
         }
+    }
+
+    /** The class names of {@code path} (the default file, when null and present), or null: numbers only. */
+    static List<String> labels(String path) throws IOException {
+        Path file = Paths.get(path != null ? path : DEFAULT_LABELS);
+        if (!Files.isRegularFile(file)) {
+            if (path != null) {
+                fail("labels file " + path + " not found");
+            }
+            System.err.println("no " + DEFAULT_LABELS + " here (run from the checkout's root or pass labels.txt):"
+                    + " printing class numbers only");
+            return null;
+        }
+        List<String> names = new ArrayList<>();
+        for (String line : Files.readAllLines(file)) {
+            if (!line.isEmpty() && !line.startsWith("#")) {
+                names.add(line);
+            }
+        }
+        return names;
+    }
+
+    /** One line on stderr and exit status 2: a usage problem, not a stack trace. */
+    static void fail(String message) {
+        System.err.println("ClassifyImage: " + message);
+        System.exit(2);
     }
 
     /** RGB image -> normalised float NCHW [1, 3, height, width]. */

@@ -6,10 +6,12 @@ import com.mindspore.lite.config.CpuBindMode;
 import com.mindspore.lite.config.DeviceType;
 import com.mindspore.lite.config.MSConfig;
 
+import java.io.BufferedInputStream;
 import java.io.DataInputStream;
 import java.io.FileInputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.List;
@@ -24,13 +26,17 @@ import java.util.zip.GZIPInputStream;
  *
  * The training model is LeNet-5 for 28x28 inputs converted with {@code --trainModel=true} (its batch size is
  * taken from the model); {@code steps} limits the epoch (default: all of it). Prints the mean loss of every 100
- * steps, then the test accuracy of the exported model.
+ * steps, then the test accuracy of the exported model. {@code mnist_dir} holds the MNIST database's four IDX files
+ * under their usual names ({@code train-images-idx3-ubyte.gz} ..., gzip-compressed or not); when one is missing the
+ * program says which and where it looked, in one line.
  */
 public final class TrainLeNet {
     private static final float MEAN = 0.1307f;
     private static final float STD = 0.3081f;
     private static final int PIXELS = 28 * 28;
     private static final int TEST_BATCH = 1000;
+    private static final String[] MNIST_FILES = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
 
     private TrainLeNet() {
     }
@@ -40,11 +46,11 @@ public final class TrainLeNet {
             System.err.println("usage: TrainLeNet lenet_train.ms mnist_dir lenet.ms [steps] [threads]");
             System.exit(2);
         }
-        Path data = Paths.get(args[1]);
-        float[] trainImages = images(data.resolve("train-images-idx3-ubyte.gz"));
-        int[] trainLabels = labels(data.resolve("train-labels-idx1-ubyte.gz"));
-        float[] testImages = images(data.resolve("t10k-images-idx3-ubyte.gz"));
-        int[] testLabels = labels(data.resolve("t10k-labels-idx1-ubyte.gz"));
+        Path[] files = mnistFiles(Paths.get(args[1]));
+        float[] trainImages = images(files[0]);
+        int[] trainLabels = labels(files[1]);
+        float[] testImages = images(files[2]);
+        int[] testLabels = labels(files[3]);
         int threads = args.length > 4 ? Integer.parseInt(args[4]) : 2;
 
         try (MSConfig config = new MSConfig()) {
@@ -157,9 +163,28 @@ public final class TrainLeNet {
         }
     }
 
+    /** The four MNIST files in {@code dir} (NAME.gz or NAME); exits with a one-line message when one is missing. */
+    static Path[] mnistFiles(Path dir) {
+        Path[] found = new Path[MNIST_FILES.length];
+        for (int i = 0; i < found.length; i++) {
+            Path gz = dir.resolve(MNIST_FILES[i] + ".gz");
+            found[i] = Files.isRegularFile(gz) ? gz : dir.resolve(MNIST_FILES[i]);
+            if (!Files.isRegularFile(found[i])) {
+                System.err.println("TrainLeNet: MNIST not found: no " + gz + " (or without .gz); put the four IDX files"
+                        + " of the MNIST database (" + String.join(", ", MNIST_FILES) + ", .gz or not) in " + dir);
+                System.exit(2);
+            }
+        }
+        return found;
+    }
+
+    /** An IDX file (gzip-compressed or plain) positioned after its magic number, which must be {@code magic}. */
     private static DataInputStream idx(Path path, int magic) throws IOException {
-        InputStream file = new FileInputStream(path.toFile());
-        DataInputStream in = new DataInputStream(new GZIPInputStream(file, 1 << 16));
+        InputStream file = new BufferedInputStream(new FileInputStream(path.toFile()), 1 << 16);
+        file.mark(2);
+        boolean gzip = file.read() == 0x1f && file.read() == 0x8b;
+        file.reset();
+        DataInputStream in = new DataInputStream(gzip ? new GZIPInputStream(file, 1 << 16) : file);
         if (in.readInt() != magic) {
             in.close();
             throw new IOException(path + " is not an IDX file of magic " + magic);
