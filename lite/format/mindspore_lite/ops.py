@@ -280,8 +280,9 @@ def _gather(graph: Graph, node: Node) -> None:
 
 def _with_axes(op: str) -> Callable[[Graph, Node], None]:
     def rule(graph: Graph, node: Node) -> None:
-        """Squeeze/Unsqueeze: the axis attribute becomes our axes input (no axes: Squeeze drops every 1)."""
-        axes = node.ints("Axis")
+        """Squeeze/Unsqueeze: axes from the attribute or a const second input become our axes input (none:
+        Squeeze drops every 1)."""
+        axes = graph.const(node, 1, "axes").reshape(-1).tolist() if len(node.inputs) > 1 else node.ints("Axis")
         extra = [graph.add_const(f"{node.name}/axes", np.array(axes, np.int64))] if axes or op == "Unsqueeze" else []
         graph.add(node, op, {}, [node.inputs[0], *extra])
     return rule
@@ -298,9 +299,13 @@ def _strided_slice(graph: Graph, node: Node) -> None:
         if node.attr(mask):
             raise node.refuse(f"{mask} {node.attr(mask)} is not supported")
     begin, end = (graph.const(node, k, what).astype(np.int64) for k, what in ((1, "begin"), (2, "end")))
-    strides = graph.const(node, 3, "strides").astype(np.int64) if len(node.inputs) > 3 else np.ones_like(begin)
-    if not begin.shape == end.shape == strides.shape or begin.ndim != 1:
-        raise node.fail(f"begin, end and strides differ in shape ({begin.shape}, {end.shape}, {strides.shape})")
+    # four inputs: x, begin, end, strides over the leading axes; five (from ONNX Slice): x, begin, end, axes, strides
+    axes = graph.const(node, 3, "axes").astype(np.int64) if len(node.inputs) == 5 else np.arange(begin.size)
+    strides = graph.const(node, len(node.inputs) - 1, "strides").astype(np.int64) if len(node.inputs) > 3 \
+        else np.ones_like(begin)
+    if not begin.shape == end.shape == strides.shape == axes.shape or begin.ndim != 1:
+        raise node.fail(f"begin, end, axes and strides differ in shape ({begin.shape}, {end.shape}, {axes.shape}, "
+                        f"{strides.shape})")
     begin, end = begin.copy(), end.copy()
     for k in range(begin.size):
         backwards = strides[k] < 0
@@ -309,8 +314,7 @@ def _strided_slice(graph: Graph, node: Node) -> None:
         if node.attr("EndMask") >> k & 1:
             end[k] = -_END if backwards else _END
     consts = [graph.add_const(f"{node.name}/{what}", v)
-              for what, v in (("starts", begin), ("ends", end), ("axes", np.arange(begin.size, dtype=np.int64)),
-                              ("steps", strides))]
+              for what, v in (("starts", begin), ("ends", end), ("axes", axes), ("steps", strides))]
     graph.add(node, "Slice", {}, [node.inputs[0], *consts])
 
 
@@ -323,6 +327,22 @@ def _lrn(graph: Graph, node: Node) -> None:
     size = 2 * node.attr("DepthRadius") + 1
     graph.add(node, "LRN", dict(size=size, alpha=node.attr("Alpha") * size, beta=node.attr("Beta"),
                                 bias=node.attr("Bias")), node.inputs)
+
+
+def _lstm(graph: Graph, node: Node) -> None:
+    """LSTM: x [T, B, I], weights [D, 4H, I] and [D, 4H, H], bias [D, 8H], h0, c0 [D, B, H] -> y [T, D, B, H],
+    h, c: ONNX's LSTM, gates in ONNX's order (i, o, f, c), as the converter keeps them from ONNX."""
+    if node.attr("ProjSize") or node.attr("ZoneoutCell") or node.attr("ZoneoutHidden"):
+        raise node.refuse("projection and zoneout are not supported")
+    if node.attr("NumLayers") > 1:
+        raise node.refuse(f"{node.attr('NumLayers')} stacked layers are not supported")
+    directions = 2 if node.attr("Bidirectional") else 1
+    acts = [ours.RnnActivation.SIGMOID, ours.RnnActivation.TANH, ours.RnnActivation.TANH] * directions
+    graph.add(node, "LSTM", dict(hidden_size=node.attr("HiddenSize"), activations=acts,
+                                 activation_alpha=[0.0] * len(acts), activation_beta=[0.0] * len(acts),
+                                 direction=ours.RnnDirection.BIDIRECTIONAL if directions == 2
+                                 else ours.RnnDirection.FORWARD),
+              [*node.inputs[:4], -1, *node.inputs[4:6]])
 
 
 def _reshape(graph: Graph, node: Node) -> None:
@@ -343,6 +363,7 @@ _RULES: dict[str, Callable[[Graph, Node], None]] = {
     "Activation": _activation,
     "Reshape": _reshape,
     "LRN": _lrn,
+    "LSTM": _lstm,
     "Transpose": _transpose,
     "Concat": lambda g, n: g.add(n, "Concat", {"axis": n.attr("Axis")}, n.inputs),
     "Softmax": lambda g, n: g.add(n, "Softmax", {"axis": _one_axis(n, "Axis")}, n.inputs[:1]),
@@ -357,6 +378,6 @@ _ARITY = {  # (fewest, most) inputs of the official node
     "Conv2DFusion": (2, 3), "MaxPoolFusion": (1, 1), "AvgPoolFusion": (1, 1), "AddFusion": (2, 2),
     "SubFusion": (2, 2), "MulFusion": (2, 2), "DivFusion": (2, 2), "RealDiv": (2, 2), "FullConnection": (2, 3),
     "MatMulFusion": (2, 3), "Activation": (1, 1), "Reshape": (2, 2), "Transpose": (2, 2), "Concat": (1, 1 << 16),
-    "Softmax": (1, 1), "Flatten": (1, 1), "Squeeze": (1, 1), "Unsqueeze": (1, 1), "ExpandDims": (2, 2),
-    "Gather": (3, 3), "StridedSlice": (3, 4), "LRN": (1, 1),
+    "Softmax": (1, 1), "Flatten": (1, 1), "Squeeze": (1, 2), "Unsqueeze": (1, 2), "ExpandDims": (2, 2),
+    "Gather": (3, 3), "StridedSlice": (3, 5), "LRN": (1, 1), "LSTM": (6, 6),
 }
