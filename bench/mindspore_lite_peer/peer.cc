@@ -10,7 +10,8 @@
 // `run` reads the raw float32 input, resizes the model's input to the shape when it differs, runs once (the cold
 // start's end), then WARMUP untimed and RUNS timed calls — each call copies the input in, predicts and copies the
 // output out, as the Python runners do — and prints one JSON line like bench/harness.py's workers:
-// {"first_output": <epoch seconds>, "times": [<ms>...]}. It writes the first output as raw float32 to OUTPUT.bin.
+// {"first_output": <epoch seconds>, "times": [<ms>...]}. It writes the first call's outputs, raw and one after
+// the other in the model's output order, to OUTPUT.bin.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -110,9 +111,12 @@ int run(const std::string &mindir, const std::string &input_path, const std::vec
   auto call = [&]() {
     std::memcpy(inputs[0].MutableData(), x.data(), x.size());
     std::vector<mindspore::MSTensor> outputs;
-    if (model.Predict(inputs, &outputs) != mindspore::kSuccess || outputs.size() != 1) return false;
-    auto data = static_cast<const char *>(outputs[0].Data().get());
-    y.assign(data, data + outputs[0].DataSize());
+    if (model.Predict(inputs, &outputs) != mindspore::kSuccess || outputs.empty()) return false;
+    y.clear();
+    for (auto &output : outputs) {
+      auto data = static_cast<const char *>(output.Data().get());
+      y.insert(y.end(), data, data + output.DataSize());
+    }
     return true;
   };
   if (!call()) return fail("predict failed");

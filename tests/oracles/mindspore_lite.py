@@ -74,8 +74,9 @@ def convert(onnx_path: Path, input_name: str, shape: tuple[int, ...], input_form
     return out
 
 
-def run(ms_path: Path, x: np.ndarray) -> np.ndarray:
-    """The official runtime's first output (float32, flat) for the one float32 input `x` of an `.ms` model."""
+def run(ms_path: Path, x: np.ndarray) -> bytes:
+    """The official runtime's outputs for the one float32 input `x` of an `.ms` model: their raw bytes, one after
+    the other in the model's output order (`as_arrays` splits them)."""
     program = peer.binary()
     x = np.ascontiguousarray(x, dtype=np.float32)
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,4 +86,14 @@ def run(ms_path: Path, x: np.ndarray) -> np.ndarray:
                                 capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
             raise RuntimeError(f"official runtime failed on {ms_path}: {peer.last_line(result.stderr)}")
-        return np.fromfile(y_path, dtype=np.float32)
+        return y_path.read_bytes()
+
+
+def as_arrays(raw: bytes, like: list[np.ndarray]) -> list[np.ndarray]:
+    """`run`'s bytes as arrays of the shapes and types of `like` (the same model's outputs from elsewhere)."""
+    sizes = [a.nbytes for a in like]
+    if sum(sizes) != len(raw):
+        raise ValueError(f"the official outputs hold {len(raw)} bytes, {sum(sizes)} expected")
+    starts = np.cumsum([0, *sizes])
+    return [np.frombuffer(raw[a:b], like_k.dtype).reshape(like_k.shape)
+            for a, b, like_k in zip(starts[:-1], starts[1:], like)]
