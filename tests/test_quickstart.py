@@ -47,6 +47,17 @@ def test_quickstart_classifies_coffee_as_onnxruntime_does(tmp_path: Path) -> Non
     assert top1 == [class_names()[ESPRESSO]] * 2, run.stdout
     assert re.search(r"efficientnet_lite0_int8\.ms \((\d\.\d) MB, 0\.2\dx\)", run.stdout), run.stdout
     assert "ours float32" in run.stdout and "ours int8" in run.stdout and "onnxruntime float32" in run.stdout
+    assert re.search(r"^load average \d+\.\d\d over the minute before the run, \d+ cores$", run.stdout, re.M)
+
+
+def test_the_load_note_warns_above_half_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    from quickstart import load_note
+    quiet, busy = load_note(0.9, 2), load_note(1.1, 2)
+    assert quiet == "load average 0.90 over the minute before the run, 2 cores"
+    assert busy.startswith(f"{quiet.replace('0.90', '1.10')}\nWARNING: the machine is busy (load 1.10 is above half")
+    assert "rerun when it is idle" in busy and "\n" not in busy.split("\n", 1)[1]
+    assert load_note(None, 2) == "load average: not available on this system"
 
 
 def test_published_weights_match_the_reference_pytorch_model() -> None:
