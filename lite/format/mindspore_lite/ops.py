@@ -345,6 +345,63 @@ def _lstm(graph: Graph, node: Node) -> None:
               [*node.inputs[:4], -1, *node.inputs[4:6]])
 
 
+def _instance_norm(graph: Graph, node: Node) -> None:
+    """InstanceNorm of an NHWC x, scale and bias per channel: our GroupNorm with one group per channel."""
+    x, scale = graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]
+    if len(x.dims) < 3 or len(scale.dims) != 1:
+        raise node.refuse(f"input dims {list(x.dims)} and scale dims {list(scale.dims)}: only a known-rank "
+                          f"channels-last input and per-channel scale are supported")
+    graph.add(node, "GroupNorm", dict(num_groups=scale.dims[0], epsilon=node.attr("Epsilon"), axis=len(x.dims) - 1),
+              node.inputs)
+
+
+_RESIZE_METHODS = {fb.ResizeMethod.LINEAR: ours.ResizeMode.LINEAR, fb.ResizeMethod.NEAREST: ours.ResizeMode.NEAREST,
+                   fb.ResizeMethod.CUBIC: ours.ResizeMode.CUBIC}
+_COORDINATES = {fb.CoordinateTransformMode.ASYMMETRIC: ours.CoordinateTransform.ASYMMETRIC,
+                fb.CoordinateTransformMode.ALIGN_CORNERS: ours.CoordinateTransform.ALIGN_CORNERS,
+                fb.CoordinateTransformMode.HALF_PIXEL: ours.CoordinateTransform.HALF_PIXEL}
+_ROUNDINGS = {fb.NearestMode.ROUND_HALF_DOWN: ours.NearestRounding.ROUND_PREFER_FLOOR,
+              fb.NearestMode.ROUND_HALF_UP: ours.NearestRounding.ROUND_PREFER_CEIL,
+              fb.NearestMode.FLOOR: ours.NearestRounding.FLOOR, fb.NearestMode.CEIL: ours.NearestRounding.CEIL}
+
+
+def _resize(graph: Graph, node: Node) -> None:
+    """Resize of an NHWC x over H and W: by the float scales or int sizes of a const second input, else to
+    new_height x new_width."""
+    _nhwc(node)
+    method, coordinates = node.attr("Method"), node.attr("CoordinateTransformMode")
+    if method not in _RESIZE_METHODS or coordinates not in _COORDINATES:
+        raise node.refuse(f"method {method} with coordinate transform {coordinates} is not supported")
+    rounding = _ROUNDINGS.get(node.attr("NearestMode"), ours.NearestRounding.ROUND_PREFER_FLOOR)
+    if method == fb.ResizeMethod.NEAREST and node.attr("NearestMode") not in _ROUNDINGS:
+        raise node.refuse(f"nearest mode {node.attr('NearestMode')} is not supported")
+    if len(node.inputs) > 1:
+        values = graph.const(node, 1, "scales or sizes", integer=False).reshape(-1)
+        target = graph.tensors[node.inputs[1]]
+        integer = target.data_type in _INT_TYPES
+    else:
+        values, integer = np.array([node.attr("NewHeight"), node.attr("NewWidth")]), True
+    if values.size != 2:
+        raise node.refuse(f"{values.size} scales or sizes: only H and W (2) are supported")
+    given = graph.add_const(f"{node.name}/{'sizes' if integer else 'scales'}",
+                            values.astype(np.int64 if integer else np.float32))
+    graph.add(node, "Resize", dict(mode=_RESIZE_METHODS[method], coordinate_transform=_COORDINATES[coordinates],
+                                   nearest_rounding=rounding, cubic_coeff_a=node.attr("CubicCoeff"),
+                                   exclude_outside=bool(node.attr("ExcludeOutside")),
+                                   extrapolation_value=node.attr("ExtrapolationValue"), axes=[1, 2]),
+              [node.inputs[0], -1, *([-1, given] if integer else [given])])
+
+
+def _arg_max(graph: Graph, node: Node) -> None:
+    """ArgMaxFusion: indices of the maxima along one axis (top_k 1, no values output)."""
+    if node.attr("TopK") != 1 or node.attr("OutMaxValue") or len(node.outputs) != 1:
+        raise node.refuse("only top_k 1 without the max values is supported")
+    indices = graph.add_tensor(f"{node.name}/int64", DataType.INT64)     # ours gives int64, the file says
+    graph.add(node, "ArgMinMax", dict(mode=ours.ArgMode.MAX, axis=node.attr("Axis"),
+                                      keep_dims=bool(node.attr("KeepDims"))), node.inputs, [indices])
+    graph.add(node, "Cast", {"to": graph.tensors[node.outputs[0]].data_type}, [indices])
+
+
 def _reshape(graph: Graph, node: Node) -> None:
     graph.add(node, "Reshape", {}, node.inputs[:2])
 
@@ -364,6 +421,9 @@ _RULES: dict[str, Callable[[Graph, Node], None]] = {
     "Reshape": _reshape,
     "LRN": _lrn,
     "LSTM": _lstm,
+    "InstanceNorm": _instance_norm,
+    "Resize": _resize,
+    "ArgMaxFusion": _arg_max,
     "Transpose": _transpose,
     "Concat": lambda g, n: g.add(n, "Concat", {"axis": n.attr("Axis")}, n.inputs),
     "Softmax": lambda g, n: g.add(n, "Softmax", {"axis": _one_axis(n, "Axis")}, n.inputs[:1]),
@@ -380,4 +440,5 @@ _ARITY = {  # (fewest, most) inputs of the official node
     "MatMulFusion": (2, 3), "Activation": (1, 1), "Reshape": (2, 2), "Transpose": (2, 2), "Concat": (1, 1 << 16),
     "Softmax": (1, 1), "Flatten": (1, 1), "Squeeze": (1, 2), "Unsqueeze": (1, 2), "ExpandDims": (2, 2),
     "Gather": (3, 3), "StridedSlice": (3, 5), "LRN": (1, 1), "LSTM": (6, 6),
+    "InstanceNorm": (3, 3), "Resize": (1, 2), "ArgMaxFusion": (1, 1),
 }

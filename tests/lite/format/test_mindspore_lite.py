@@ -15,7 +15,8 @@ from tests.oracles import mindspore_lite as official
 
 SHAPES = {"lenet5": (1, 1, 32, 32), "mobilenet_v2": (1, 3, 224, 224), "resnet18": (1, 3, 224, 224),
           "alexnet": (1, 3, 224, 224), "mobilenet_v3_small": (1, 3, 224, 224), "resnet50": (1, 3, 224, 224),
-          "efficientnet_lite0": (1, 3, 224, 224), "crnn": (1, 1, 32, 64), "kws_lstm": (1, 49, 40)}
+          "efficientnet_lite0": (1, 3, 224, 224), "crnn": (1, 1, 32, 64), "kws_lstm": (1, 49, 40),
+          "tiny_unet": (1, 3, 32, 32)}
 # the zoo models' ONNX input shapes
 SLOW = {"resnet50", "efficientnet_lite0", "alexnet"}
 MUTATIONS = 300
