@@ -110,7 +110,8 @@ def _aligned(data: bytes, alignment: int = 64) -> memoryview:
 
 def unwrap(view: memoryview, key: str | bytes | None) -> memoryview:
     """The plain `.ms` bytes inside a model buffer: decrypted when it is encrypted, its integrity footer checked
-    and removed when it has one. A key given for a plain model is refused rather than ignored."""
+    and removed when it has one; their format (`lite.format`) is found only then. A key given for a plain model
+    is refused rather than ignored."""
     if is_encrypted(view):
         view = _aligned(decrypt(view, key))
     elif key is not None:

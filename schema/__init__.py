@@ -1,4 +1,5 @@
-"""The `.ms` model format: `model.fbs` and the Python code flatc generates from it."""
+"""Our `.ms` model format (file identifier MSPY; read and written by `lite.format.mspy`): `model.fbs` and the
+Python code flatc generates from it."""
 from schema import model_generated as fb
 
 FILE_IDENTIFIER = b"MSPY"
