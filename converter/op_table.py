@@ -1,14 +1,18 @@
 """Write `docs/ops.md`, the op table, from the registries: `python -m converter.op_table` (`--check` only
-compares). For every op of ours: its kernel module, fp32 and int8 kernels, the ONNX ops and TFLite builtins whose
-importer rules emit it, its bprop rule and the gradient kernels that rule emits, and its traits; then every ONNX
-op and every TFLite builtin with its rule, and the TFLite builtins that are refused, with the reason. Which ops a rule (or bprop rule) emits is read from the rule's source: the op-name strings in it and in the
-module-level helpers and tables it uses, so the table follows the code without a second list to maintain.
+compares). For every op of ours: its kernel module, fp32 and int8 kernels, their compiled siblings, the test files
+that exercise it, the ONNX ops and TFLite builtins whose importer rules emit it, its bprop rule and the gradient
+kernels that rule emits, and its traits; then every ONNX op and every TFLite builtin with its rule, and the TFLite
+builtins that are refused, with the reason. Which ops a rule (or bprop rule) emits is read from the rule's source:
+the op-name strings in it and in the module-level helpers and tables it uses, so the table follows the code without
+a second list to maintain. The test files are found by scanning `tests/` (every depth) for the op's name in quotes
+or its kernel modules' names.
 """
 from __future__ import annotations
 
 import argparse
 import ast
 import inspect
+import re
 import sys
 import textwrap
 from functools import lru_cache
@@ -24,11 +28,12 @@ from converter.frontends.tflite.registry import IMPORTERS as TFLITE_IMPORTERS
 from converter.frontends.tflite.registry import QUANT as TFLITE_QUANT
 from converter.train.bprop import RULES
 from lite import dtypes
-from lite.kernel import ANY, registered
+from lite.kernel import ANY, REFERENCE, registered
 from lite.traits import non_default, traits
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "ops.md"
+TESTS = ROOT / "tests"
 COMMAND = "python -m converter.op_table"
 GRAD_PACKAGE = "lite.kernels.grad"
 
@@ -117,17 +122,44 @@ def _emitted(fn: Callable[..., Any], source_op: str, ops: set[str]) -> list[str]
 
 
 def _kernels() -> dict[str, dict[str, Any]]:
-    """op -> its kernel module, fp32 kernel's data types and int8 kernel, from the kernel registry."""
+    """op -> its kernel module, fp32 kernel's data types, int8 kernel and compiled siblings, from the kernel
+    registry."""
     table: dict[str, dict[str, Any]] = {}
-    for (op, type_id, quantized), cls in sorted(registered().items(), key=lambda kv: (kv[0][0], kv[0][2],
-                                                                                      kv[0][1])):
-        row = table.setdefault(op, {"module": None, "types": [], "int8": None})
-        if quantized:
+    for (op, type_id, quantized, backend), cls in sorted(registered().items(),
+                                                         key=lambda kv: (kv[0][0], kv[0][3] != REFERENCE,
+                                                                         kv[0][2], kv[0][1])):
+        row = table.setdefault(op, {"module": None, "types": [], "int8": None, "siblings": {}})
+        if backend != REFERENCE:
+            kind = "int8" if quantized else "any" if type_id == ANY else dtypes.type_name(type_id).lower()
+            row["siblings"].setdefault(_module_path(cls), []).append(kind)
+        elif quantized:
             row["int8"] = _module_path(cls)
         else:
             row["module"] = row["module"] or _module_path(cls)
             row["types"].append("any" if type_id == ANY else dtypes.type_name(type_id).lower())
     return table
+
+
+def _siblings_cell(row: dict[str, Any]) -> str:
+    return _cell(f"`{path}` ({', '.join(kinds)})" for path, kinds in row["siblings"].items())
+
+
+@lru_cache(maxsize=None)
+def _test_texts() -> dict[str, str]:
+    """Every test file under `tests/`, at any depth, by its path relative to `tests/`."""
+    return {p.relative_to(TESTS).as_posix(): p.read_text() for p in sorted(TESTS.rglob("test_*.py"))}
+
+
+def _tests(op: str, row: dict[str, Any]) -> list[str]:
+    """The test files that exercise `op`'s kernels: they name the op in quotes, import or name one of its kernel
+    modules, or are named after one (`test_<module>.py`)."""
+    paths = [p for p in (row["module"], row["int8"], *row["siblings"]) if p]
+    dotted = [p.removesuffix(".py").replace("/", ".") for p in paths]
+    names = [rf"""["']{re.escape(op)}["']"""] + [re.escape(p) for p in paths + dotted] + [
+        rf"from {re.escape(d.rpartition('.')[0])} import [^\n]*\b{d.rpartition('.')[2]}\b" for d in dotted]
+    found = re.compile("|".join(names))
+    stems = {f"test_{Path(p).stem}.py" for p in paths}
+    return [name for name, text in _test_texts().items() if Path(name).name in stems or found.search(text)]
 
 
 def _cell(items: Iterable[str]) -> str:
@@ -184,9 +216,9 @@ def render() -> str:
         "",
         "## Our ops",
         "",
-        "| op | kernel module | fp32 / generic kernel | int8 kernel | ONNX sources | TFLite sources | bprop rule "
-        "| gradient kernels | traits |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| op | kernel module | fp32 / generic kernel | int8 kernel | compiled | tests | ONNX sources | TFLite sources "
+        "| bprop rule | gradient kernels | traits |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for op in forward:
         k = kernels[op]
@@ -194,15 +226,18 @@ def render() -> str:
         grads = _emitted(rule, op, ops) if rule else []
         lines.append(" | ".join([
             f"| `{op}`", f"`{k['module']}`" if k["module"] else "—", _cell(k["types"]),
-            f"`{k['int8']}`" if k["int8"] else "—", _cell(sources.get(op, [])), _cell(tflite_sources.get(op, [])),
+            f"`{k['int8']}`" if k["int8"] else "—", _siblings_cell(k), _cell(_tests(op, k)),
+            _cell(sources.get(op, [])), _cell(tflite_sources.get(op, [])),
             f"`{_module_path(rule)}:{rule.__name__}`" if rule else "—",
             _cell(f"{g} (`{kernels[g]['module']}`)" for g in grads if g != op), _traits_cell(op)]) + " |")
     training = sorted(op for op in kernels if op not in forward)
-    lines += ["", "## Training kernels (gradients, losses, optimizers)", "", "| op | module | read by bprop of |",
-              "|---|---|---|"]
+    lines += ["", "## Training kernels (gradients, losses, optimizers)", "",
+              "| op | module | compiled | tests | read by bprop of |", "|---|---|---|---|---|"]
     users = {g: [op for op in sorted(RULES) if g in _emitted(RULES[op], op, ops)] for g in training}
     for op in training:
-        lines.append(f"| `{op}` | `{kernels[op]['module']}` | {_cell(users[op])} |")
+        k = kernels[op]
+        lines.append(f"| `{op}` | `{k['module']}` | {_siblings_cell(k)} | {_cell(_tests(op, k))} | "
+                     f"{_cell(users[op])} |")
     lines += ["", "## ONNX ops", "", "| ONNX op | importer rule | emits |", "|---|---|---|"]
     for onnx_op, rule in sorted(IMPORTERS.items()):
         lines.append(f"| `{onnx_op}` | `{_module_path(rule)}:{rule.__name__}` | "
