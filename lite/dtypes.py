@@ -102,14 +102,6 @@ def from_numpy(dtype: np.dtype | type) -> int:
         raise NotSupportedError(f"unsupported numpy dtype {dtype}") from None
 
 
-def computes_in_float32(dtype: np.dtype) -> bool:
-    """float16, bfloat16, float8 and float4: kernels that compute (not only move data) widen them to float32."""
-    try:
-        return from_numpy(dtype) in NARROW_FLOATS
-    except NotSupportedError:
-        return False
-
-
 def type_name(type_id: int) -> str:
     return _NAMES.get(type_id, f"type{type_id}")
 
