@@ -112,6 +112,36 @@ class Graph:
                                                   [i], [self.dequantized[i]]))
                     nd.inputs[k] = self.dequantized[i]
 
+    def int64_input(self, node: Node, position: int) -> int:
+        """Input `position` of `node` as int64, which some of our ops require where MindSpore Lite uses int32: a
+        converted copy of a const, a Cast of a computed tensor."""
+        i = node.inputs[position]
+        t = self.tensors[i]
+        if t.data_type == DataType.INT64:
+            return i
+        if t.is_const:
+            return self.add_const(f"{t.name}/int64", t.data.astype(np.int64))
+        cast = self.add_tensor(f"{t.name}/int64", DataType.INT64)
+        self.nodes.append(NodeDef(f"{node.name}/{t.name}/int64", "Cast",
+                                  op_attrs.build("Cast", {"to": DataType.INT64}), [i], [cast]))
+        return cast
+
+    def add_narrowing(self, node: Node, op: str, attrs: dict[str, Any], inputs: list[int],
+                      int64_outputs: tuple[int, ...]) -> None:
+        """Our `op`, whose outputs at `int64_outputs` are int64, each cast to the type the file declares."""
+        outputs = list(node.outputs)
+        casts = []
+        for k in int64_outputs:
+            if k < len(outputs) and self.tensors[outputs[k]].data_type != DataType.INT64:
+                wide = self.add_tensor(f"{self.tensors[outputs[k]].name}/int64", DataType.INT64)
+                casts.append((wide, outputs[k]))
+                outputs[k] = wide
+        self.add(node, op, attrs, inputs, outputs)
+        for wide, declared in casts:
+            self.nodes.append(NodeDef(f"{node.name}/{self.tensors[declared].name}/cast", "Cast",
+                                      op_attrs.build("Cast", {"to": self.tensors[declared].data_type}), [wide],
+                                      [declared]))
+
     def const(self, node: Node, position: int, what: str, integer: bool = True) -> np.ndarray:
         """The values of the node's input `position`, which must be a const tensor (of ints when `integer`)."""
         if position >= len(node.inputs):
@@ -396,10 +426,57 @@ def _arg_max(graph: Graph, node: Node) -> None:
     """ArgMaxFusion: indices of the maxima along one axis (top_k 1, no values output)."""
     if node.attr("TopK") != 1 or node.attr("OutMaxValue") or len(node.outputs) != 1:
         raise node.refuse("only top_k 1 without the max values is supported")
-    indices = graph.add_tensor(f"{node.name}/int64", DataType.INT64)     # ours gives int64, the file says
-    graph.add(node, "ArgMinMax", dict(mode=ours.ArgMode.MAX, axis=node.attr("Axis"),
-                                      keep_dims=bool(node.attr("KeepDims"))), node.inputs, [indices])
-    graph.add(node, "Cast", {"to": graph.tensors[node.outputs[0]].data_type}, [indices])
+    graph.add_narrowing(node, "ArgMinMax", dict(mode=ours.ArgMode.MAX, axis=node.attr("Axis"),
+                                                keep_dims=bool(node.attr("KeepDims"))), node.inputs, (0,))
+
+
+def _top_k(graph: Graph, node: Node) -> None:
+    graph.add_narrowing(node, "TopK", dict(axis=node.attr("Axis"), largest=bool(node.attr("Largest")),
+                                           sorted=bool(node.attr("Sorted"))),
+                        [node.inputs[0], graph.int64_input(node, 1)], (1,))
+
+
+_R, _OR = fb.ReduceMode, ours.ReduceMode
+_REDUCE_MODES = {_R.ReduceMean: _OR.MEAN, _R.ReduceMax: _OR.MAX, _R.ReduceMin: _OR.MIN, _R.ReduceProd: _OR.PROD,
+                 _R.ReduceSum: _OR.SUM, _R.ReduceSumSquare: _OR.SUM_SQUARE, _R.ReduceASum: _OR.L1, _R.ReduceL2: _OR.L2}
+
+
+def _reduce(graph: Graph, node: Node) -> None:
+    """ReduceFusion over the axes of its second input."""
+    mode = node.attr("Mode")
+    if mode not in _REDUCE_MODES or node.attr("ReduceToEnd") or node.attr("Coeff") not in (0.0, 1.0):
+        raise node.refuse(f"mode {mode} (reduce_to_end {node.attr('ReduceToEnd')}, coeff {node.attr('Coeff')}) "
+                          f"is not supported")
+    axes = [graph.int64_input(node, 1)] if len(node.inputs) > 1 else []
+    graph.add(node, "Reduce", dict(mode=_REDUCE_MODES[mode], keep_dims=bool(node.attr("KeepDims"))),
+              [node.inputs[0], *axes])
+
+
+def _exp(graph: Graph, node: Node) -> None:
+    if (node.attr("Base"), node.attr("Scale"), node.attr("Shift")) != (-1.0, 1.0, 0.0):
+        raise node.refuse("only the natural exponential (base e, scale 1, shift 0) is supported")
+    graph.add(node, "Exp", {}, node.inputs)
+
+
+def _gather_elements(graph: Graph, node: Node) -> None:
+    """GatherD: data, dim (const), index."""
+    dim = graph.const(node, 1, "dim").reshape(-1)
+    if dim.size != 1:
+        raise node.fail(f"its dim has {dim.size} values")
+    graph.add(node, "GatherElements", {"axis": int(dim[0])}, [node.inputs[0], node.inputs[2]])
+
+
+def _constant_of_shape(graph: Graph, node: Node) -> None:
+    values = node.ints("Value")
+    if len(values) > 1:
+        raise node.refuse(f"{len(values)} fill values: one is supported")
+    graph.add(node, "ConstantOfShape", dict(data_type=graph.tensors[node.outputs[0]].data_type,
+                                            value=float(values[0]) if values else 0.0),
+              [graph.int64_input(node, 0)])
+
+
+def _compare(mode: int) -> Callable[[Graph, Node], None]:
+    return lambda graph, node: graph.add(node, "Compare", {"mode": mode}, node.inputs)
 
 
 def _reshape(graph: Graph, node: Node) -> None:
@@ -424,6 +501,23 @@ _RULES: dict[str, Callable[[Graph, Node], None]] = {
     "InstanceNorm": _instance_norm,
     "Resize": _resize,
     "ArgMaxFusion": _arg_max,
+    "TopKFusion": _top_k,
+    "ReduceFusion": _reduce,
+    "ExpFusion": _exp,
+    "GatherD": _gather_elements,
+    "ConstantOfShape": _constant_of_shape,
+    "Equal": _compare(ours.CompareMode.EQUAL),
+    "Greater": _compare(ours.CompareMode.GREATER),
+    "GreaterEqual": _compare(ours.CompareMode.GREATER_EQUAL),
+    "Less": _compare(ours.CompareMode.LESS),
+    "LessEqual": _compare(ours.CompareMode.LESS_EQUAL),
+    "Where": lambda g, n: g.add(n, "Where", {}, n.inputs),
+    "Range": lambda g, n: g.add(n, "Range", {}, n.inputs),
+    "BroadcastTo": lambda g, n: g.add(n, "Expand", {}, [n.inputs[0], g.int64_input(n, 1)]),
+    "Shape": lambda g, n: g.add_narrowing(n, "Shape", {}, n.inputs, (0,)),
+    "NonMaxSuppression": lambda g, n: g.add_narrowing(n, "NonMaxSuppression", {
+        "center_point_box": n.attr("CenterPointBox")}, [n.inputs[0], n.inputs[1], *(
+            [g.int64_input(n, 2)] if len(n.inputs) > 2 else []), *n.inputs[3:]], (0,)),
     "Transpose": _transpose,
     "Concat": lambda g, n: g.add(n, "Concat", {"axis": n.attr("Axis")}, n.inputs),
     "Softmax": lambda g, n: g.add(n, "Softmax", {"axis": _one_axis(n, "Axis")}, n.inputs[:1]),
@@ -440,5 +534,8 @@ _ARITY = {  # (fewest, most) inputs of the official node
     "MatMulFusion": (2, 3), "Activation": (1, 1), "Reshape": (2, 2), "Transpose": (2, 2), "Concat": (1, 1 << 16),
     "Softmax": (1, 1), "Flatten": (1, 1), "Squeeze": (1, 2), "Unsqueeze": (1, 2), "ExpandDims": (2, 2),
     "Gather": (3, 3), "StridedSlice": (3, 5), "LRN": (1, 1), "LSTM": (6, 6),
-    "InstanceNorm": (3, 3), "Resize": (1, 2), "ArgMaxFusion": (1, 1),
+    "InstanceNorm": (3, 3), "Resize": (1, 2), "ArgMaxFusion": (1, 1), "TopKFusion": (2, 2), "ReduceFusion": (1, 2),
+    "ExpFusion": (1, 1), "GatherD": (3, 3), "ConstantOfShape": (1, 1), "Equal": (2, 2), "Greater": (2, 2),
+    "GreaterEqual": (2, 2), "Less": (2, 2), "LessEqual": (2, 2), "Where": (3, 3), "Range": (3, 3),
+    "BroadcastTo": (2, 2), "Shape": (1, 1), "NonMaxSuppression": (2, 5),
 }

@@ -16,9 +16,12 @@ from tests.oracles import mindspore_lite as official
 SHAPES = {"lenet5": (1, 1, 32, 32), "mobilenet_v2": (1, 3, 224, 224), "resnet18": (1, 3, 224, 224),
           "alexnet": (1, 3, 224, 224), "mobilenet_v3_small": (1, 3, 224, 224), "resnet50": (1, 3, 224, 224),
           "efficientnet_lite0": (1, 3, 224, 224), "crnn": (1, 1, 32, 64), "kws_lstm": (1, 49, 40),
-          "tiny_unet": (1, 3, 32, 32)}
+          "tiny_unet": (1, 3, 32, 32), "tiny_yolo": (1, 3, 64, 64)}
 # the zoo models' ONNX input shapes
-SLOW = {"resnet50", "efficientnet_lite0", "alexnet"}
+MARKS = {name: pytest.mark.slow for name in ("resnet50", "efficientnet_lite0", "alexnet")}
+# NonMaxSuppressionKernel.select(boxes, scores) shadows the Kernel.select(inputs) step the compiler now calls
+MARKS["tiny_yolo"] = pytest.mark.xfail(strict=True, raises=lite.status.InferShapeError,
+                                       reason="NonMaxSuppressionKernel.select clashes with Kernel.select")
 MUTATIONS = 300
 
 
@@ -77,7 +80,7 @@ def assert_close(got: list[np.ndarray], raw: bytes, tolerance: float) -> None:
 
 
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in SHAPES])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=MARKS[n]) if n in MARKS else n for n in SHAPES])
 def test_official_file_matches_official_runtime(official_files, name: str, layout: str) -> None:
     path = official_files(name, layout)
     x = np.random.default_rng(7).standard_normal(SHAPES[name]).astype(np.float32)
