@@ -5,25 +5,16 @@ The files are read from an installed `mediapipe` wheel without importing it (`pi
 mediapipe==0.10.14` gives them); the tests skip when it is absent."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.tflite_models import litert_interpreter, run_litert, run_ours
-from tests.util import relative_to_range
-
 pytest.importorskip("tflite", reason="the TFLite frontend reads files with the 'tflite' package")
+from tests.tflite_models import litert_interpreter, mediapipe_model, run_litert, run_ours  # noqa: E402
+from tests.util import relative_to_range  # noqa: E402
+
 litert_interpreter()
-
-
-def mediapipe_models() -> Path | None:
-    spec = importlib.util.find_spec("mediapipe")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(list(spec.submodule_search_locations)[0]) / "modules"
-    return root if root.is_dir() else None
 
 
 MODELS = ["face_detection/face_detection_short_range.tflite", "hand_landmark/hand_landmark_lite.tflite",
@@ -34,10 +25,7 @@ MODELS = ["face_detection/face_detection_short_range.tflite", "hand_landmark/han
 @pytest.mark.slow
 @pytest.mark.parametrize("path", MODELS, ids=[Path(p).stem for p in MODELS])
 def test_mediapipe_model_matches_litert(path):
-    root = mediapipe_models()
-    if root is None or not (root / path).exists():
-        pytest.skip(f"{path} needs the model files of mediapipe 0.10 (pip install --no-deps mediapipe==0.10.14)")
-    data = (root / path).read_bytes()
+    data = mediapipe_model(path)
     interpreter = litert_interpreter().Interpreter(model_content=data)
     rng = np.random.default_rng(0)
     feeds = [rng.uniform(-1, 1, d["shape"]).astype(d["dtype"]) for d in interpreter.get_input_details()]

@@ -3,7 +3,9 @@ them through LiteRT's Interpreter (the oracle) and through our converter and run
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import flatbuffers
@@ -180,6 +182,19 @@ class TFLiteModel:
             fields["SignatureDefs"] = offsets(b, [sig])
         b.Finish(table(b, "Model", **fields), file_identifier=b"TFL3")
         return bytes(b.Output())
+
+
+# ---- real models ------------------------------------------------------------------------------------------------
+def mediapipe_model(path: str) -> bytes:
+    """A `.tflite` file of MediaPipe 0.10's solutions (`path` under its `modules/`), read from an installed
+    `mediapipe` wheel without importing it (`pip install --no-deps mediapipe==0.10.14` gives them); the test is
+    skipped when it is absent."""
+    spec = importlib.util.find_spec("mediapipe")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    file = Path(roots[0]) / "modules" / path if roots else None
+    if file is None or not file.is_file():
+        pytest.skip(f"{path} needs the model files of mediapipe 0.10 (pip install --no-deps mediapipe==0.10.14)")
+    return file.read_bytes()
 
 
 # ---- running ----------------------------------------------------------------------------------------------------
