@@ -37,6 +37,7 @@ TIMEOUT = 300.0
 FENCE = re.compile(r"^(\s*)```\s*([\w+-]*)\s*$")
 ANNOTATION = re.compile(r"^\s*<!--\s*test:\s*(skip|file|excerpt|timeout)\b\s*(.*?)\s*-->\s*$")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+PROJECT_PATH = re.compile(r"`((?:bench|converter|docs|examples|jni|lite|models|schema|tests)/[\w./-]*)`")
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,13 @@ def test_relative_links_resolve(page: Path) -> None:
     missing = [target for target in LINK.findall(page.read_text())
                if "://" not in target and not (page.parent / target).exists()]
     assert not missing, f"{label(page)} links to files that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=label)
+def test_project_paths_named_exist(page: Path) -> None:
+    """A file or folder a page names in backticks (`tests/test_jni.py`) is there: moving one moves its mentions."""
+    missing = [path for path in PROJECT_PATH.findall(page.read_text()) if not (REPO / path).exists()]
+    assert not missing, f"{label(page)} names paths that do not exist: {missing}"
 
 
 def test_readme_is_a_front_page() -> None:
