@@ -15,6 +15,8 @@ it, which this test reads:
 
 Any other fenced block (```java, ```ini, ...) without one of these fails the test, as does a failing block (the
 page, its line and the error). `<!-- test-page: slow -->` anywhere in a page puts its test behind the slow marker.
+The pages' relative links and the project paths they name in backticks must exist, and the README stays a front
+page (at most 300 lines).
 """
 from __future__ import annotations
 
