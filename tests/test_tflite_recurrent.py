@@ -1,4 +1,4 @@
-"""UNIDIRECTIONAL_ / BIDIRECTIONAL_SEQUENCE_LSTM against LiteRT: batch- and time-major, with and without
+"""UNIDIRECTIONAL_ / BIDIRECTIONAL_SEQUENCE_LSTM (and UNIDIRECTIONAL_SEQUENCE_RNN) against LiteRT: batch- and time-major, with and without
 peepholes, CIFG, each fused activation we map, merged and separate bidirectional outputs, within 1e-4 of the
 output range; what has no exact counterpart is refused naming the node."""
 from __future__ import annotations
@@ -144,4 +144,30 @@ def test_bidirectional_peephole_cifg_matches_litert() -> None:
 def test_bidirectional_auxiliary_input_refused() -> None:
     data, _ = bidirectional_model(True, True, extra={39: rand(T, B, I)})
     with pytest.raises(NotSupportedError, match="BIDIRECTIONAL_SEQUENCE_LSTM.*node.*auxiliary input"):
+        convert_tflite(data)
+
+
+def rnn_model(time_major: bool, activation: int) -> tuple[bytes, list[np.ndarray]]:
+    """One UNIDIRECTIONAL_SEQUENCE_RNN: input, weights [H, I], recurrent weights [H, H], bias [H], and the
+    hidden state, a variable tensor."""
+    m = TFLiteModel()
+    shape = (T, B, I) if time_major else (B, T, I)
+    x = m.tensor(shape, name="x")
+    inputs = [x, m.const(rand(H, I) * 0.7), m.const(rand(H, H) * 0.7), m.const(rand(H) * 0.5),
+              m.tensor((B, H), variable=True)]
+    y = m.tensor((*shape[:2], H), name="y")
+    m.op("UNIDIRECTIONAL_SEQUENCE_RNN", inputs, [y], "SequenceRNNOptions", TimeMajor=time_major,
+         FusedActivationFunction=activation)
+    return m.build([x], [y]), [rand(*shape)]
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+@pytest.mark.parametrize("activation", [TANH, RELU, NONE])
+def test_unidirectional_sequence_rnn_matches_litert(time_major, activation):
+    check(*rnn_model(time_major, activation))
+
+
+def test_unidirectional_sequence_rnn_with_relu6_is_refused():
+    data, _ = rnn_model(False, RELU6)
+    with pytest.raises(NotSupportedError, match="fused activation RELU6 is not supported"):
         convert_tflite(data)

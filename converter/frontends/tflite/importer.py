@@ -26,8 +26,8 @@ REFUSED = {
     **dict.fromkeys(("LSTM", "RNN", "SVDF"), "this one-step recurrent op keeps its state in variable tensors from "
                     "one invocation to the next, and state kept across invocations is not supported (the sequence "
                     "LSTMs, UNIDIRECTIONAL_/BIDIRECTIONAL_SEQUENCE_LSTM, are)"),
-    **dict.fromkeys(("UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN"),
-                    "the basic (non-LSTM) sequence RNN has no importer rule (the sequence LSTMs have one)"),
+    "BIDIRECTIONAL_SEQUENCE_RNN": "the bidirectional basic RNN has no importer rule (UNIDIRECTIONAL_SEQUENCE_RNN "
+                                  "and both sequence LSTMs have one)",
     "CALL": "CALL, the legacy call of a subgraph, is not supported (LiteRT has no kernel for it either)",
     **dict.fromkeys(("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"),
                     "resource variables (state kept across invocations) are not supported"),

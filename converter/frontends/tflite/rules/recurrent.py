@@ -1,5 +1,5 @@
 """TFLite UNIDIRECTIONAL_ / BIDIRECTIONAL_SEQUENCE_LSTM -> our (ONNX) LSTM, the per-gate tensors stacked into
-W, R, B and P (one row per direction).
+W, R, B and P (one row per direction); UNIDIRECTIONAL_SEQUENCE_RNN -> our (ONNX) RNN.
 
 TFLite keeps one tensor per gate in the order i, f, c, o; ONNX stacks them as i, o, f, c. The fused activation
 is the cell-input and cell-output function (ONNX's g and h; the gates stay sigmoid). A coupled input gate (CIFG,
@@ -45,7 +45,8 @@ def _gates(ctx: ImportContext, indices: tuple[int | None, ...], what: str, cifg:
     return gates
 
 
-def _check(ctx: ImportContext, unsupported: dict[int, str], states: tuple[int, ...]) -> int:
+def _check(ctx: ImportContext, unsupported: dict[int, str], states: tuple[int, ...],
+           activations: dict[int, int] = _ACTIVATIONS) -> int:
     """Refuse what has no exact counterpart; the activation as ours."""
     for index in states:
         if ctx.input(index):     # the importer passes a variable tensor nothing wrote as omitted (zeros)
@@ -59,9 +60,10 @@ def _check(ctx: ImportContext, unsupported: dict[int, str], states: tuple[int, .
     if ctx.opt("DiagonalRecurrentTensors", False):
         raise ctx.error("diagonal recurrent weights are not supported")
     fused = int(ctx.opt("FusedActivationFunction", 0))
-    if fused not in _ACTIVATIONS:
-        raise ctx.error(f"fused activation {FUSED_NAMES.get(fused, fused)} is not supported (RELU or TANH)")
-    return _ACTIVATIONS[fused]
+    if fused not in activations:
+        names = " or ".join(FUSED_NAMES[k] for k in sorted(activations))
+        raise ctx.error(f"fused activation {FUSED_NAMES.get(fused, fused)} is not supported ({names})")
+    return activations[fused]
 
 
 def _direction(ctx: ImportContext, offset: int) -> tuple[bool, list[np.ndarray]]:
@@ -125,3 +127,20 @@ def bidirectional_sequence_lstm(ctx: ImportContext) -> None:
         return
     for k, out in enumerate(ctx.outputs[:2]):
         ctx.emit("Gather", [y, ctx.add_const(np.array(k, np.int64), "direction")], [out], axis=axis)
+
+
+@tflite_op("UNIDIRECTIONAL_SEQUENCE_RNN")
+def unidirectional_sequence_rnn(ctx: ImportContext) -> None:
+    """h_t = act(W x_t + R h_(t-1) + b) from a zero state (input 4, a variable tensor), TFLite's fused
+    activation as ONNX's f: NONE, which LiteRT's basic RNN applies as the identity, is Affine(1, 0)."""
+    activation = _check(ctx, {}, (4,), {**_ACTIVATIONS, 0: RA.AFFINE})
+    w, r, bias = (ctx.require_const(ctx.input(k), what).astype(np.float32) for k, what in
+                  ((1, "input weights"), (2, "recurrent weights"), (3, "bias")))
+    time_major = bool(ctx.opt("TimeMajor", False))
+    y = ctx.graph.fresh(f"{ctx.name}/Y")
+    ctx.emit("RNN", [ctx.input(0), ctx.add_const(w[None], "W"), ctx.add_const(r[None], "R"),
+                     ctx.add_const(np.concatenate([bias, np.zeros_like(bias)])[None], "B")],
+             [y, ctx.graph.fresh(f"{ctx.name}/Y_h")], hidden_size=w.shape[0], clip=0.0,
+             layout=0 if time_major else 1, direction=fb.RnnDirection.FORWARD, activations=[activation],
+             activation_alpha=[1.0 if activation == RA.AFFINE else 0.0], activation_beta=[0.0])
+    ctx.emit("Squeeze", [y, ctx.add_const(np.array([1 if time_major else 2], np.int64), "axes")], ctx.outputs[:1])
