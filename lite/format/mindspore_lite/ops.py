@@ -479,6 +479,89 @@ def _compare(mode: int) -> Callable[[Graph, Node], None]:
     return lambda graph, node: graph.add(node, "Compare", {"mode": mode}, node.inputs)
 
 
+def _pad(graph: Graph, node: Node) -> None:
+    """PadFusion: paddings as (begin, end) pairs per axis (the second input, else the attribute) -> our Pad's
+    begins then ends."""
+    mode = node.attr("PaddingMode")
+    modes = {fb.PaddingMode.CONSTANT: ours.PaddingFill.CONSTANT, fb.PaddingMode.REFLECT: ours.PaddingFill.REFLECT}
+    if mode not in modes:
+        raise node.refuse(f"padding mode {mode} is not supported")
+    if len(node.inputs) > 1:
+        pairs = graph.const(node, 1, "paddings").reshape(-1).astype(np.int64)
+    else:
+        table = node.attr("Paddings")
+        rows = [table.Data(k) for k in range(table.DataLength())] if table is not None else []
+        pairs = np.array([v for row in rows for v in (row.DataAsNumpy().tolist() if row.DataLength() else [])],
+                         np.int64)
+    if pairs.size % 2:
+        raise node.fail(f"has {pairs.size} padding values, not (begin, end) pairs")
+    pads = graph.add_const(f"{node.name}/pads", np.concatenate([pairs[0::2], pairs[1::2]]))
+    value = graph.add_const(f"{node.name}/value", np.array(node.attr("ConstantValue"), np.float32))
+    graph.add(node, "Pad", {"mode": modes[mode]}, [node.inputs[0], pads, value])
+
+
+def _split(graph: Graph, node: Node) -> None:
+    """Split along one axis into the sizes of the second input or attribute (equal parts without either)."""
+    sizes = graph.const(node, 1, "sizes").reshape(-1) if len(node.inputs) > 1 else np.array(node.ints("SizeSplits"))
+    extra = [graph.add_const(f"{node.name}/sizes", sizes.astype(np.int64))] if sizes.size else []
+    graph.add(node, "Split", {"axis": node.attr("Axis")}, [node.inputs[0], *extra])
+
+
+def _tile(graph: Graph, node: Node) -> None:
+    if len(node.inputs) > 1:
+        repeats = graph.int64_input(node, 1)
+    else:
+        repeats = graph.add_const(f"{node.name}/repeats", np.array(node.ints("Dims"), np.int64))
+    graph.add(node, "Tile", {}, [node.inputs[0], repeats])
+
+
+def _prelu(graph: Graph, node: Node) -> None:
+    """PReLUFusion: one slope per channel (the last axis of the NHWC input) whatever the slope's stored shape, or
+    one shared slope."""
+    slope = graph.const(node, 1, "slope", integer=False).reshape(-1)
+    graph.add(node, "PReLU", {}, [node.inputs[0], graph.add_const(f"{node.name}/slope", slope.astype(np.float32))])
+
+
+def _layer_norm(graph: Graph, node: Node) -> None:
+    """LayerNormFusion: normalise over [begin_norm_axis, rank); gamma and beta over the same axes."""
+    if node.attr("BeginParamsAxis") != node.attr("BeginNormAxis"):
+        raise node.refuse("params and normalised axes that differ are not supported")
+    graph.add(node, "LayerNorm", dict(axis=node.attr("BeginNormAxis"), epsilon=node.attr("Epsilon")), node.inputs)
+
+
+def _scale(graph: Graph, node: Node) -> None:
+    """ScaleFusion: x * scale (+ bias), scale and bias running along `axis` (const ones reshaped to broadcast
+    there), then the fused activation."""
+    x = graph.tensors[node.inputs[0]]
+    rank, axis = len(x.dims), node.attr("Axis")
+    axis = axis + rank if axis < 0 else axis
+    operands = list(node.inputs[1:])
+    if axis != rank - 1:
+        if not 0 <= axis < rank or not all(graph.tensors[i].is_const for i in operands):
+            raise node.refuse(f"a computed scale along axis {node.attr('Axis')} is not supported (only the last)")
+        trailing = (1,) * (rank - 1 - axis)
+        operands = [graph.add_const(f"{graph.tensors[i].name}/along_{axis}",
+                                    graph.tensors[i].data.reshape(graph.tensors[i].data.shape + trailing))
+                    for i in operands]
+    activation = _fused(node)
+    if len(operands) < 2:
+        graph.add(node, "Mul", {"activation": activation}, [node.inputs[0], *operands])
+        return
+    scaled = graph.add_tensor(f"{node.name}/scaled", x.data_type)
+    graph.add(node, "Mul", {}, [node.inputs[0], operands[0]], [scaled])
+    graph.add(node, "Add", {"activation": activation}, [scaled, operands[1]])
+
+
+def _pow(graph: Graph, node: Node) -> None:
+    if (node.attr("Scale"), node.attr("Shift")) != (1.0, 0.0):
+        raise node.refuse("only scale 1 and shift 0 are supported")
+    graph.add(node, "Pow", {}, node.inputs)
+
+
+def _unary(op: str, mode: int | None = None) -> Callable[[Graph, Node], None]:
+    return lambda graph, node: graph.add(node, op, {} if mode is None else {"mode": mode}, node.inputs[:1])
+
+
 def _reshape(graph: Graph, node: Node) -> None:
     graph.add(node, "Reshape", {}, node.inputs[:2])
 
@@ -512,6 +595,18 @@ _RULES: dict[str, Callable[[Graph, Node], None]] = {
     "Less": _compare(ours.CompareMode.LESS),
     "LessEqual": _compare(ours.CompareMode.LESS_EQUAL),
     "Where": lambda g, n: g.add(n, "Where", {}, n.inputs),
+    "PadFusion": _pad,
+    "Split": _split,
+    "TileFusion": _tile,
+    "PReLUFusion": _prelu,
+    "LayerNormFusion": _layer_norm,
+    "ScaleFusion": _scale,
+    "PowFusion": _pow,
+    "Maximum": _arithmetic("Maximum", fused=False),
+    "Minimum": _arithmetic("Minimum", fused=False),
+    "Abs": _unary("Abs"), "Sqrt": _unary("Sqrt"), "Neg": _unary("Neg"), "Log": _unary("Log"), "Erf": _unary("Erf"),
+    **{op: _unary("UnaryMath", getattr(ours.UnaryMathMode, op.upper()))
+       for op in ("Floor", "Ceil", "Round", "Reciprocal", "Sin", "Cos")},
     "Range": lambda g, n: g.add(n, "Range", {}, n.inputs),
     "BroadcastTo": lambda g, n: g.add(n, "Expand", {}, [n.inputs[0], g.int64_input(n, 1)]),
     "Shape": lambda g, n: g.add_narrowing(n, "Shape", {}, n.inputs, (0,)),
@@ -537,5 +632,8 @@ _ARITY = {  # (fewest, most) inputs of the official node
     "InstanceNorm": (3, 3), "Resize": (1, 2), "ArgMaxFusion": (1, 1), "TopKFusion": (2, 2), "ReduceFusion": (1, 2),
     "ExpFusion": (1, 1), "GatherD": (3, 3), "ConstantOfShape": (1, 1), "Equal": (2, 2), "Greater": (2, 2),
     "GreaterEqual": (2, 2), "Less": (2, 2), "LessEqual": (2, 2), "Where": (3, 3), "Range": (3, 3),
-    "BroadcastTo": (2, 2), "Shape": (1, 1), "NonMaxSuppression": (2, 5),
+    "BroadcastTo": (2, 2), "Shape": (1, 1), "NonMaxSuppression": (2, 5), "PadFusion": (1, 2), "Split": (1, 2),
+    "TileFusion": (1, 2), "PReLUFusion": (2, 2), "LayerNormFusion": (3, 3), "ScaleFusion": (2, 3),
+    "PowFusion": (2, 2), "Maximum": (2, 2), "Minimum": (2, 2),
+    **{op: (1, 1) for op in ("Abs", "Sqrt", "Neg", "Log", "Erf", "Floor", "Ceil", "Round", "Reciprocal", "Sin", "Cos")},
 }

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 
 import lite
 import models
@@ -85,6 +87,70 @@ def test_official_file_matches_official_runtime(official_files, name: str, layou
     path = official_files(name, layout)
     x = np.random.default_rng(7).standard_normal(SHAPES[name]).astype(np.float32)
     if layout == "NHWC" and x.ndim == 4:
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    assert_close(run_ours(path, x), official.run(path, x), 1e-4)
+
+
+def _op_cases() -> dict[str, tuple[list, dict[str, np.ndarray], int]]:
+    """One-op (or few-op) ONNX graphs over a [1, 8, 16, 16] input whose official conversion exercises one
+    MindSpore Lite primitive each: name -> (nodes, initializers, opset)."""
+    rng = np.random.default_rng(5)
+    f = lambda *shape: rng.standard_normal(shape).astype(np.float32)     # noqa: E731
+    i64 = lambda *values: np.array(values, np.int64)                   # noqa: E731
+    n = helper.make_node
+    pads = i64(0, 0, 1, 2, 0, 0, 2, 1)
+    return {
+        "avgpool_pad": ([n("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1] * 4, strides=[2, 2])], {}, 13),
+        "maxpool_ceil": ([n("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)], {}, 13),
+        "globalmaxpool": ([n("GlobalMaxPool", ["x"], ["y"])], {}, 13),
+        "conv_same": ([n("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")],
+                      {"w": f(6, 8, 3, 3)}, 13),
+        "batchnorm": ([n("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])],
+                      {"s": f(8), "b": f(8), "m": f(8), "v": np.abs(f(8)) + 0.5}, 13),
+        "layernorm": ([n("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)], {"g": f(16), "b": f(16)}, 17),
+        "prelu": ([n("PRelu", ["x", "s"], ["y"])], {"s": f(8, 1, 1)}, 13),
+        "clip": ([n("Clip", ["x", "lo", "hi"], ["y"])],
+                 {"lo": np.array(-0.5, np.float32), "hi": np.array(0.7, np.float32)}, 13),
+        "leakyrelu": ([n("LeakyRelu", ["x"], ["y"], alpha=0.1)], {}, 13),
+        "hardsigmoid": ([n("HardSigmoid", ["x"], ["y"], alpha=0.2, beta=0.5)], {}, 13),
+        "sigmoid_tanh": ([n("Sigmoid", ["x"], ["a"]), n("Tanh", ["a"], ["y"])], {}, 13),
+        "unary": ([n("Abs", ["x"], ["a"]), n("Sqrt", ["a"], ["b"]), n("Neg", ["b"], ["c"]), n("Erf", ["c"], ["d"]),
+                   n("Exp", ["d"], ["e"]), n("Log", ["e"], ["y"])], {}, 13),
+        "floor": ([n("Mul", ["x", "k"], ["a"]), n("Floor", ["a"], ["y"])], {"k": np.array(3.0, np.float32)}, 13),
+        "pow": ([n("Abs", ["x"], ["a"]), n("Pow", ["a", "e"], ["y"])], {"e": np.array(1.5, np.float32)}, 13),
+        "max_min": ([n("Max", ["x", "c"], ["a"]), n("Min", ["a", "d"], ["y"])], {"c": f(1, 8, 1, 1), "d": f(16, 16)},
+                    13),
+        "matmul": ([n("Transpose", ["x"], ["t"], perm=[0, 1, 3, 2]), n("MatMul", ["x", "t"], ["y"])], {}, 13),
+        "softmax_channels": ([n("Softmax", ["x"], ["y"], axis=1)], {}, 13),
+        "reducemean": ([n("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=1)], {}, 13),
+        "resize_nearest": ([n("Resize", ["x", "", "s"], ["y"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
+                           {"s": np.array([1, 1, 2, 2], np.float32)}, 13),
+        "pad": ([n("Pad", ["x", "p"], ["y"], mode="constant")], {"p": pads}, 13),
+        "pad_reflect": ([n("Pad", ["x", "p"], ["y"], mode="reflect")], {"p": pads}, 13),
+        "split": ([n("Split", ["x", "s"], ["a", "b"], axis=1), n("Mul", ["a", "b"], ["y"])], {"s": i64(4, 4)}, 13),
+        "slice": ([n("Slice", ["x", "s", "e", "a"], ["y"])], {"s": i64(1, 2), "e": i64(7, 14), "a": i64(1, 3)}, 13),
+        "tile": ([n("Tile", ["x", "r"], ["y"])], {"r": i64(1, 1, 2, 1)}, 13),
+    }
+
+
+OP_CASES = _op_cases()
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("case", list(OP_CASES))
+def test_official_primitive_matches_official_runtime(tmp_path: Path, case: str, layout: str) -> None:
+    official.require()
+    nodes, initializers, opset = OP_CASES[case]
+    graph = helper.make_graph(nodes, case, [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8, 16, 16])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in initializers.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(onnx.shape_inference.infer_shapes(model), tmp_path / f"{case}.onnx")
+    path = official.convert(tmp_path / f"{case}.onnx", "x", (1, 8, 16, 16), layout)
+    x = np.random.default_rng(1).standard_normal((1, 8, 16, 16)).astype(np.float32)
+    if layout == "NHWC":
         x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
     assert_close(run_ours(path, x), official.run(path, x), 1e-4)
 
