@@ -21,7 +21,7 @@ from converter.frontends import frontend  # noqa: E402
 from converter.train import TrainParams, to_training_graph  # noqa: E402
 from lite.train.session import named  # noqa: E402
 from tests.converter.frontends.test_tflite_quantization import MODEL, photo  # noqa: E402
-from tests.tflite_models import litert_interpreter, mediapipe_model, run_litert  # noqa: E402
+from tests.tflite_models import TFLiteModel, litert_interpreter, mediapipe_model, run_litert  # noqa: E402
 from tests.util import relative_to_range  # noqa: E402
 
 litert_interpreter()
@@ -48,8 +48,37 @@ def test_every_weight_reaching_the_loss_trains_under_its_tensor_name(blazeface):
         np.testing.assert_array_equal(stored, model.float_weights()[name])
 
 
-def first_step(session: lite.TrainSession, x: np.ndarray, target: np.ndarray) -> float:
-    session.GetInputsByTensorName("input").set_data(x)
+def test_weights_folded_together_train_through_the_op_that_combines_them():
+    """y = x @ (w1 * w2).T + b, with w1 float16 behind DEQUANTIZE: folding merges w1 and w2 into one constant, so
+    they are imported as graph inputs, kept as the Mul computing from them and made constants again; the first
+    step's loss and gradients are numpy's."""
+    rng = np.random.default_rng(0)
+    x, target = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 4)).astype(np.float32)
+    w1, w2, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((4, 3), (4, 3), (4,)))
+    w1 = w1.astype(np.float16).astype(np.float32)
+    m = TFLiteModel()
+    xi, y = m.tensor((2, 3), name="x"), m.tensor((2, 4), name="y")
+    half, w1i, w2i, wi = m.const(w1, np.float16, name="w1_half"), m.tensor((4, 3), name="w1"), m.const(w2, name="w2"), \
+        m.tensor((4, 3), name="w")
+    m.op("DEQUANTIZE", [half], [w1i])
+    m.op("MUL", [w1i, w2i], [wi], "MulOptions")
+    m.op("FULLY_CONNECTED", [xi, wi, m.const(b, name="b")], [y], "FullyConnectedOptions")
+    model = frontend("TFLITE").load(m.build([xi], [y]))
+    assert list(model.float_weights()) == ["w1", "w2", "b"]
+    buf = convert_for_training(model, TrainParams(loss="mse", learning_rate=0.1))
+    session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(thread_num=1), True)
+    loss = first_step(session, x, target, "x")
+    dy = 2 * (x @ (w1 * w2).T + b - target) / target.size
+    dw = dy.T @ x
+    assert loss == pytest.approx(float(((x @ (w1 * w2).T + b - target) ** 2).mean()), rel=1e-5)
+    grads = named(session.GetGradients())
+    for name, want in (("w1", dw * w2), ("w2", dw * w1), ("b", dy.sum(0))):
+        np.testing.assert_allclose(grads[name], want, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def first_step(session: lite.TrainSession, x: np.ndarray, target: np.ndarray, input_name: str = "input") \
+        -> float:
+    session.GetInputsByTensorName(input_name).set_data(x)
     session.GetInputsByTensorName("labels").set_data(target)
     session.RunGraph()
     return float(session.GetOutputByTensorName("loss").numpy())
