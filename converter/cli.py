@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from converter import convert_file
 from converter.export import DEFAULT_SAVE_TYPE, SAVE_TYPES
-from lite import protect
 from converter.frontends import FRONTENDS, frontend
+from lite import protect
 from converter.train import TrainParams, parse_train_flags
 from converter.train.config import LOSSES, OPTIMIZERS
 from lite.status import RET_ERROR, RET_OK, GetErrorInfo, LiteError
@@ -142,7 +142,7 @@ def parse_input_shapes(text: str | None) -> dict[str, list[int]] | None:
 def run(opts: SimpleNamespace) -> str:
     """Convert as the flags say; returns the written `.ms` path."""
     _require(opts, "fmk", "modelFile", "outputFile")
-    frontend(opts.fmk)
+    frontend(opts.fmk)         # an unknown --fmk is refused before any other flag is read
     shapes = parse_input_shapes(opts.inputShape)
     train_params, quant_config = _train_params(opts), _quant_config(opts)
     key = _encrypt_key(opts)
