@@ -394,8 +394,8 @@ def float16_compute(enabled: bool) -> Iterator[None]:
 
 
 def create_kernel(node: NodeDef, input_type: int, quantized: bool = False) -> Kernel:
-    """The kernel for `node` given the data type of its first input and whether that input is quantized.
-    Narrow floats (float16, bfloat16, float8) run the float32 kernel through `Float32Compute`, except in
+    """The kernel for `node` given the data type of its first input and whether that input is quantized: the
+    numpy kernel or the sibling the selection in force allows (`kernel_to_run`). Narrow floats (float16, bfloat16, float8) run the float32 kernel through `Float32Compute`, except in
     kernels that only move data (`native_dtypes`); float32 nodes of `float16_compute` kernels run through
     `Float16Compute` inside a `float16_compute(True)` block."""
     cls = kernel_to_run(node.op, input_type, quantized)

@@ -14,9 +14,8 @@ import pytest
 
 import lite
 from converter import convert
-from lite.kernel import create_kernel, kernels_of
+from lite.kernel import ENV, create_kernel, kernels_of
 from lite.kernels import MODULES
-from lite.kernels.compiled import ENV
 from lite.model import Model
 from lite.status import NotSupportedError
 from tests.util import small_cnn

@@ -175,6 +175,35 @@ class Bound(functools.partial):
     """A compiled kernel call prebound on its arrays (so a kernel can tell it runs compiled code)."""
 
 
+class CompiledCall:
+    """Mixin of a sibling that runs one compiled call where `compiled` (set by its `select`, or in `bind` before
+    this one runs) and the numpy kernel's path elsewhere: `call_scratch` are the call's work buffers and
+    `bind_call` binds it."""
+    compiled: bool
+    call: Callable[[], None]
+
+    def call_scratch(self) -> list[Any]:
+        return []
+
+    def bind_call(self, inputs: Any, outputs: Any, scratch: Any) -> Callable[[], None]:
+        raise NotImplementedError
+
+    def scratch(self) -> list[Any]:
+        return self.call_scratch() if self.compiled else super().scratch()         # type: ignore[misc]
+
+    def bind(self, inputs: Any, outputs: Any, scratch: Any) -> None:
+        if self.compiled:
+            self.call = self.bind_call(inputs, outputs, scratch)
+        else:
+            super().bind(inputs, outputs, scratch)                                   # type: ignore[misc]
+
+    def run(self, inputs: Any, outputs: Any) -> None:
+        if self.compiled:
+            self.call()
+        else:
+            super().run(inputs, outputs)                                             # type: ignore[misc]
+
+
 class Compiled:
     """A kernel function (written with `prange` over its independent work) in a serial and a threaded form,
     each compiled on first use."""

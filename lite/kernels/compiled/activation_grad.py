@@ -3,32 +3,27 @@ threaded pass where x lies inside the clip (2x faster than the numpy mask on one
 clipped gives 0, as in autograd)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import TensorSpec, register
+from lite.kernels.compiled import CompiledCall
 from lite.kernels.grad.activation_grad import CLIPS, ActivationGradKernel
 
 
 @register("ActivationGrad", DataType.FLOAT32, backend="compiled")
-class ActivationGradCompiled(ActivationGradKernel):
+class ActivationGradCompiled(CompiledCall, ActivationGradKernel):
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
         a = self.attrs
         self.clip = CLIPS[a.type]((a.alpha, a.beta, a.min_val, a.max_val)) if a.type in CLIPS else None
 
     def bind(self, inputs, outputs, scratch) -> None:
+        self.compiled = self.clip is not None and all(a.flags.c_contiguous for a in (*inputs[:2], outputs[0]))
         super().bind(inputs, outputs, scratch)
-        arrays = (inputs[0], inputs[1], outputs[0])
-        self.compiled = self.clip is not None and all(a.flags.c_contiguous for a in arrays)
-        if self.compiled:
-            from lite.kernels.compiled import grad
-            flat = [a.reshape(-1) for a in arrays]
-            self.call = grad.passed_between.bind(flat[0].size, *flat, *(np.float32(b) for b in self.clip))
 
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        if self.compiled:
-            self.call()
-        else:
-            super().run(inputs, outputs)
+    def bind_call(self, inputs, outputs, scratch) -> Callable[[], None]:
+        from lite.kernels.compiled import grad
+        flat = [a.reshape(-1) for a in (inputs[0], inputs[1], outputs[0])]
+        return grad.passed_between.bind(flat[0].size, *flat, *(np.float32(b) for b in self.clip))

@@ -2,33 +2,26 @@
 bits (whose bounds float32 holds exactly) is one threaded pass (`int8.quantize`)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from lite import dtypes
 from lite.dtypes import DataType
 from lite.kernel import TensorSpec, register
+from lite.kernels.compiled import CompiledCall
 from lite.kernels.int8.quant_cast import QuantDTypeCastKernel
 
 
 @register("QuantDTypeCast", DataType.FLOAT32, backend="compiled")
-class QuantDTypeCastCompiled(QuantDTypeCastKernel):
+class QuantDTypeCastCompiled(CompiledCall, QuantDTypeCastKernel):
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
         self.compiled = (not self.given and self.quantizing and self.scale.size == 1
                          and inputs[0].dtype == np.float32 and dtypes.to_numpy(self.attrs.dst_t).itemsize <= 2)
 
-    def bind(self, inputs, outputs, scratch) -> None:
-        super().bind(inputs, outputs, scratch)
-        if self.compiled:
-            from lite.kernels.compiled import int8
-            lo, hi = (np.float32(v) for v in self.bounds)
-            x, out = inputs[0].reshape(-1), outputs[0].reshape(-1)
-            self.call = int8.quantize.bind(len(out), x, np.float32(self.scale.ravel()[0]),
-                                           np.float32(self.zero_point.ravel()[0]), lo, hi, out)
-
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        if self.compiled:
-            self.call()
-        else:
-            super().run(inputs, outputs)
+    def bind_call(self, inputs, outputs, scratch) -> Callable[[], None]:
+        from lite.kernels.compiled import int8
+        lo, hi = (np.float32(v) for v in self.bounds)
+        x, out = inputs[0].reshape(-1), outputs[0].reshape(-1)
+        return int8.quantize.bind(len(out), x, np.float32(self.scale.ravel()[0]),
+                                  np.float32(self.zero_point.ravel()[0]), lo, hi, out)

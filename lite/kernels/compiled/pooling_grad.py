@@ -3,32 +3,32 @@
 20.5 -> 3.0 ms, LeNet-5's 2x2 average at batch 128 1.7 -> 1.3 ms. Global pools take the numpy kernel's path."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from lite.dtypes import DataType
-from lite.kernel import register
+from lite.kernel import TensorSpec, register
+from lite.kernels.compiled import CompiledCall
 from lite.kernels.grad.pooling_grad import PoolingGradKernel
 
 
 @register("PoolingGrad", DataType.FLOAT32, backend="compiled")
-class PoolingGradCompiled(PoolingGradKernel):
-    def bind(self, inputs, outputs, scratch) -> None:
-        super().bind(inputs, outputs, scratch)
-        if self.attrs.global_pool:
-            return
-        self.compiled = all(a.flags.c_contiguous for a in (*inputs[:3], outputs[0]))     # read flat
-        if self.compiled:
-            from lite.kernels.compiled import grad
-            wh, ww = self.wh, self.ww
-            scale = np.ascontiguousarray(self.scale[..., 0] if self.average else np.ones((1, 1), np.float32))
-            self.call = grad.pool_grad.bind(inputs[0].size * len(self.taps), *inputs[:3], outputs[0], scale,
-                                            wh.kernel, ww.kernel, wh.stride, ww.stride, wh.dilation, ww.dilation,
-                                            wh.pad_begin, ww.pad_begin, self.average)
+class PoolingGradCompiled(CompiledCall, PoolingGradKernel):
+    def select(self, inputs: Sequence[TensorSpec | None]) -> None:
+        self.compiled = False           # decided in `bind`, from the arrays' layout; the numpy kernel's scratch
 
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+    def bind(self, inputs, outputs, scratch) -> None:
+        super().bind(inputs, outputs, scratch)        # the numpy kernel's bind: windows, taps and the scale
+        if not self.attrs.global_pool:
+            self.compiled = all(a.flags.c_contiguous for a in (*inputs[:3], outputs[0]))     # read flat
         if self.compiled:
-            self.call()
-        else:
-            super().run(inputs, outputs)
+            self.call = self.bind_call(inputs, outputs, scratch)
+
+    def bind_call(self, inputs, outputs, scratch) -> Callable[[], None]:
+        from lite.kernels.compiled import grad
+        wh, ww = self.wh, self.ww
+        scale = np.ascontiguousarray(self.scale[..., 0] if self.average else np.ones((1, 1), np.float32))
+        return grad.pool_grad.bind(inputs[0].size * len(self.taps), *inputs[:3], outputs[0], scale, wh.kernel,
+                                   ww.kernel, wh.stride, ww.stride, wh.dilation, ww.dilation, wh.pad_begin,
+                                   ww.pad_begin, self.average)
