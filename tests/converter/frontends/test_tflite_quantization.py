@@ -1,7 +1,7 @@
 """A float `.tflite` model quantizes like an ONNX one: MediaPipe's BlazeFace (face_detection_short_range: float16
 weights behind DEQUANTIZE) converted by `converter_lite --fmk=TFLITE --quantType=PostTraining` with a calibration
-config, and with `--quantType=WeightQuant`, against LiteRT running the float file on photos the calibration never
-saw.
+config, with `--quantType=WeightQuant` and with `--fp16=on`, against LiteRT running the float file on photos the
+calibration never saw.
 
 Measured (astronaut / camera): PostTraining A8W8 with cross-layer equalization and bias correction, regressors
 24.5 / 20.3 dB SQNR, classificators 16.9 / 19.4 dB; faces found (anchors scoring over 0.5) 8 of LiteRT's 8 / 5 of
@@ -20,6 +20,7 @@ import lite  # noqa: E402
 from converter.cli import main as converter_lite  # noqa: E402
 from models.imagenet import load_photo  # noqa: E402
 from tests.tflite_models import litert_interpreter, mediapipe_model, run_litert  # noqa: E402
+from tests.util import relative_to_range  # noqa: E402
 
 litert_interpreter()
 
@@ -122,3 +123,19 @@ def test_weight_quant_finds_the_faces_litert_finds_in_float(blazeface, tmp_path)
         (regressors, scores), (want_regressors, want_scores) = run(session, x), run_litert(blazeface, [x])
         assert sqnr(regressors, want_regressors) > 25 and sqnr(scores, want_scores) > 18, name
         assert set(np.flatnonzero(scores > 0)) == set(np.flatnonzero(want_scores > 0)), name
+
+
+@pytest.mark.slow
+def test_fp16_storage_keeps_the_files_float16_weights_exactly(blazeface, tmp_path):
+    """BlazeFace's weights are float16 in the file: `--fp16=on` stores them so again, losing nothing."""
+    source = tmp_path / "model.tflite"
+    source.write_bytes(blazeface)
+    for name, flags in (("half", ["--fp16=on"]), ("full", [])):
+        assert converter_lite(["--fmk=TFLITE", f"--modelFile={source}", f"--outputFile={tmp_path / name}",
+                               *flags]) == lite.RET_OK
+    assert (tmp_path / "half.ms").stat().st_size < 0.6 * (tmp_path / "full.ms").stat().st_size
+    session = lite.LiteSession.CreateSession(lite.Context(thread_num=2))
+    session.CompileGraph(lite.Model.Load(tmp_path / "half.ms"))
+    x = photo("astronaut")
+    for got, want in zip(run(session, x), run_litert(blazeface, [x])):
+        assert relative_to_range(got, want) <= 1e-4
