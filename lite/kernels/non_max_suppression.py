@@ -80,7 +80,7 @@ class NonMaxSuppressionKernel(Kernel):
             raise self.error(f"center_point_box must be 0 or 1, got {self.attrs.center_point_box}",
                              InvalidOpAttrError)
         self.params = self.parameters(inputs)
-        value = self.select(self.known(boxes, "boxes"), self.known(scores, "scores"))
+        value = self.selected(self.known(boxes, "boxes"), self.known(scores, "scores"))
         return [TensorSpec(value.shape, value.dtype, value)]
 
     def parameters(self, inputs: Sequence[TensorSpec | None]) -> tuple[int, float, float | None]:
@@ -99,8 +99,8 @@ class NonMaxSuppressionKernel(Kernel):
             raise self.error(f"iou_threshold must lie in [0, 1], got {iou}", InvalidOpAttrError)
         return int(max_per_class or 0), float(iou or 0.0), scalar(4, "score_threshold")
 
-    def select(self, boxes: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    def selected(self, boxes: np.ndarray, scores: np.ndarray) -> np.ndarray:
         return select_boxes(boxes, scores, *self.params, int(self.attrs.center_point_box))
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        np.copyto(outputs[0], self.select(inputs[0], inputs[1]))
+        np.copyto(outputs[0], self.selected(inputs[0], inputs[1]))
