@@ -118,7 +118,7 @@ def test_unsupported_fmk(lenet_file, tmp_path, capsys):
     args = ["--fmk=CAFFE", f"--modelFile={lenet_file}", f"--outputFile={tmp_path / 'out'}"]
     assert main(args) == lite.RET_NOT_SUPPORT
     captured = capsys.readouterr()
-    assert "CONVERT RESULT FAILED:-7" in captured.out and "fmk must be ONNX|TFLITE" in captured.err
+    assert "CONVERT RESULT FAILED:-7" in captured.out and "fmk must be ONNX|TFLITE|MINDIR" in captured.err
 
 
 @pytest.mark.parametrize("flag", ["--trainModel=false", "--fp16=off", "--inputDataType=FLOAT32",

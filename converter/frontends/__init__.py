@@ -58,6 +58,7 @@ class Frontend:
 FRONTENDS = {f.fmk: f for f in (
     Frontend("ONNX", "onnx", ""),
     Frontend("TFLITE", "tflite", "tflite"),
+    Frontend("MINDIR", "mindir", ""),
 )}
 
 

@@ -65,11 +65,11 @@ def dense(monkeypatch, tmp_path):
 
 
 def test_unknown_fmk_names_the_known_ones(tmp_path, capsys):
-    with pytest.raises(lite.NotSupportedError, match=r"--fmk=CAFFE is not supported: fmk must be ONNX\|TFLITE"):
+    with pytest.raises(lite.NotSupportedError, match=r"--fmk=CAFFE is not supported: fmk must be ONNX\|TFLITE\|MINDIR"):
         frontend("CAFFE")
-    assert converter_lite(["--fmk=MINDIR", f"--modelFile={tmp_path / 'm.mindir'}",
+    assert converter_lite(["--fmk=TF", f"--modelFile={tmp_path / 'm.pb'}",
                            f"--outputFile={tmp_path / 'out'}"]) == lite.RET_NOT_SUPPORT
-    assert "fmk must be ONNX|TFLITE" in capsys.readouterr().err
+    assert "fmk must be ONNX|TFLITE|MINDIR" in capsys.readouterr().err
 
 
 def test_a_missing_optional_package_is_named_with_its_install_command(monkeypatch):
