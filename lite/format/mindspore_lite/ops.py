@@ -28,6 +28,7 @@ _PAD_MODES = {fb.PadMode.PAD: ours.PadMode.PAD, fb.PadMode.SAME: ours.PadMode.SA
               fb.PadMode.VALID: ours.PadMode.VALID}
 _INT_TYPES = (DataType.INT32, DataType.INT64)
 _END = np.iinfo(np.int64).max      # "to the end of the axis" in our Slice
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def primitive_name(code: int) -> str:
@@ -73,6 +74,11 @@ class Graph:
 
     def add(self, node: Node, op: str, attrs: dict[str, Any], inputs: list[int], outputs: list[int] | None = None
             ) -> None:
+        """Our `op` with `attrs`; integers must fit our schema's 32 bits (the official file stores 64)."""
+        for key, value in attrs.items():
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, (int, np.integer)) and not _INT32_MIN <= v <= _INT32_MAX:
+                    raise node.fail(f"attribute {key} = {v} is out of range")
         self.nodes.append(NodeDef(node.name, op, op_attrs.build(op, attrs), inputs,
                                   node.outputs if outputs is None else outputs))
 
