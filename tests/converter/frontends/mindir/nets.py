@@ -1,0 +1,97 @@
+"""The MindSpore networks the MINDIR tests export (needs `mindspore`): LeNet, a small ResNet with BatchNorm and a
+MobileNetV2-style net (depthwise convolutions, ReLU6, inverted residuals, global average pooling)."""
+from __future__ import annotations
+
+import numpy as np
+from mindspore import nn, ops
+
+
+class LeNet(nn.Cell):
+    def __init__(self, classes: int = 10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, pad_mode="valid")
+        self.conv2 = nn.Conv2d(6, 16, 5, pad_mode="valid")
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(2, 2)
+        self.flatten = nn.Flatten()
+        self.fc1, self.fc2, self.fc3 = nn.Dense(400, 120), nn.Dense(120, 84), nn.Dense(84, classes)
+
+    def construct(self, x):
+        x = self.pool(self.relu(self.conv1(x)))
+        x = self.pool(self.relu(self.conv2(x)))
+        x = self.flatten(x)
+        return self.fc3(self.relu(self.fc2(self.relu(self.fc1(x)))))
+
+
+class Residual(nn.Cell):
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.body = nn.SequentialCell(
+            nn.Conv2d(cin, cout, 3, stride, pad_mode="pad", padding=1), nn.BatchNorm2d(cout), nn.ReLU(),
+            nn.Conv2d(cout, cout, 3, 1, pad_mode="same"), nn.BatchNorm2d(cout))
+        self.skip = (nn.SequentialCell(nn.Conv2d(cin, cout, 1, stride), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else None)
+        self.relu = nn.ReLU()
+
+    def construct(self, x):
+        skip = x if self.skip is None else self.skip(x)
+        return self.relu(self.body(x) + skip)
+
+
+class SmallResNet(nn.Cell):
+    def __init__(self, classes: int = 10):
+        super().__init__()
+        self.stem = nn.SequentialCell(nn.Conv2d(3, 16, 3, pad_mode="pad", padding=1, has_bias=True),
+                                      nn.BatchNorm2d(16), nn.ReLU(),
+                                      nn.MaxPool2d(3, 2, pad_mode="same"))
+        self.stages = nn.SequentialCell(Residual(16, 16, 1), Residual(16, 32, 2))
+        self.mean = ops.ReduceMean(keep_dims=False)
+        self.fc = nn.Dense(32, classes)
+
+    def construct(self, x):
+        return self.fc(self.mean(self.stages(self.stem(x)), (2, 3)))
+
+
+class InvertedResidual(nn.Cell):
+    def __init__(self, cin: int, cout: int, stride: int, expand: int):
+        super().__init__()
+        hidden = cin * expand
+        self.block = nn.SequentialCell(
+            nn.Conv2d(cin, hidden, 1), nn.BatchNorm2d(hidden), nn.ReLU6(),
+            nn.Conv2d(hidden, hidden, 3, stride, pad_mode="pad", padding=1, group=hidden), nn.BatchNorm2d(hidden),
+            nn.ReLU6(),
+            nn.Conv2d(hidden, cout, 1), nn.BatchNorm2d(cout))
+        self.residual = stride == 1 and cin == cout
+
+    def construct(self, x):
+        y = self.block(x)
+        return x + y if self.residual else y
+
+
+class MobileNetV2Like(nn.Cell):
+    def __init__(self, classes: int = 10):
+        super().__init__()
+        self.features = nn.SequentialCell(
+            nn.Conv2d(3, 16, 3, 2, pad_mode="pad", padding=1), nn.BatchNorm2d(16), nn.ReLU6(),
+            InvertedResidual(16, 16, 1, 1), InvertedResidual(16, 24, 2, 4), InvertedResidual(24, 24, 1, 4),
+            nn.Conv2d(24, 64, 1), nn.BatchNorm2d(64), nn.HSwish())
+        self.pool = nn.AvgPool2d(8, 8)
+        self.head = nn.SequentialCell(nn.Flatten(), nn.Dropout(p=0.2), nn.Dense(64, classes), nn.Softmax())
+
+    def construct(self, x):
+        return self.head(self.pool(self.features(x)))
+
+
+NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)),
+        "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32))}
+
+
+def randomized(net: nn.Cell, seed: int) -> nn.Cell:
+    """`net` with BatchNorm statistics and affine parameters drawn at random, so that inference exercises them."""
+    rng = np.random.default_rng(seed)
+    for name, p in net.parameters_and_names():
+        if "moving_variance" in name or "gamma" in name:
+            p.set_data(type(p)(rng.uniform(0.5, 1.5, p.shape).astype(np.float32)))
+        elif "moving_mean" in name or "beta" in name:
+            p.set_data(type(p)(rng.uniform(-0.5, 0.5, p.shape).astype(np.float32)))
+    return net

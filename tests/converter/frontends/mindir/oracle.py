@@ -1,0 +1,63 @@
+"""MindSpore as the oracle of the MINDIR tests (needs `mindspore`): export a network of `nets` with a seeded
+input, MindSpore's inference output, and the losses of its own training steps.
+
+``python -m tests.converter.frontends.mindir.oracle`` rewrites the committed fixtures (LeNet's .mindir and its
+input and MindSpore's output), which let CI check the import without MindSpore.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import mindspore as ms
+import numpy as np
+from mindspore import nn
+
+from tests.converter.frontends.mindir.nets import NETS, randomized
+
+FIXTURES = Path(__file__).resolve().with_name("fixtures")
+
+
+def network(key: str) -> nn.Cell:
+    """A fresh network of `nets.NETS`, seeded, in inference mode."""
+    ms.set_seed(0)
+    net = randomized(NETS[key][0](), 0)
+    net.set_train(False)
+    return net
+
+
+def batch(key: str, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(NETS[key][1]).astype(np.float32)
+
+
+def export(key: str, directory: Path) -> tuple[Path, np.ndarray, np.ndarray]:
+    """(the .mindir of network `key` in `directory`, an input, MindSpore's output for it)."""
+    net, x = network(key), batch(key, 1)
+    ms.export(net, ms.Tensor(x), file_name=str(directory / key), file_format="MINDIR")
+    path = directory / f"{key}.mindir"
+    path.chmod(0o644)           # MindSpore writes it owner-read-only
+    return path, x, net(ms.Tensor(x)).asnumpy()
+
+
+def training_losses(key: str, batches: list[tuple[np.ndarray, np.ndarray]], learning_rate: float = 0.01,
+                    momentum: float = 0.9) -> list[float]:
+    """The losses of MindSpore's own training steps of network `key` from its initial weights:
+    TrainOneStepCell(WithLossCell(net, sparse softmax cross entropy, mean), Momentum)."""
+    net = network(key)
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, loss), nn.Momentum(net.trainable_params(), learning_rate,
+                                                                       momentum))
+    step.set_train(True)
+    return [float(step(ms.Tensor(x), ms.Tensor(y)).asnumpy()) for x, y in batches]
+
+
+def main() -> int:
+    FIXTURES.mkdir(exist_ok=True)
+    path, x, expected = export("lenet", FIXTURES)
+    np.savez(FIXTURES / "lenet.npz", x=x, expected=expected)
+    print(f"wrote {path.name} ({path.stat().st_size} bytes) and lenet.npz")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The MINDIR frontend without MindSpore: a LeNet exported by MindSpore 2.10 (committed with MindSpore's output)
+converts with `converter_lite --fmk=MINDIR` and runs as MindSpore ran it; external weight files are read; bad
+files are refused with a status naming the file (and the node)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lite
+from converter.cli import main as converter_lite
+from converter.frontends import frontend, read_model
+from converter.frontends.mindir import mind_ir_pb2 as pb
+from tests.util import relative_to_range, run_lite, session_for
+
+FIXTURES = Path(__file__).resolve().with_name("fixtures")
+LENET = FIXTURES / "lenet.mindir"
+
+
+def lenet_proto() -> pb.ModelProto:
+    model = pb.ModelProto()
+    model.ParseFromString(LENET.read_bytes())
+    return model
+
+
+def write(model: pb.ModelProto, path: Path) -> Path:
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def lenet_output(session: lite.LiteSession) -> tuple[np.ndarray, np.ndarray]:
+    """(our output, MindSpore's) for the committed input."""
+    data = np.load(FIXTURES / "lenet.npz")
+    return next(iter(run_lite(session, {"x": data["x"]}).values())), data["expected"]
+
+
+def test_lenet_converted_by_the_command_runs_as_mindspore_ran_it(tmp_path, capsys):
+    assert converter_lite(["--fmk=MINDIR", f"--modelFile={LENET}", f"--outputFile={tmp_path / 'lenet'}"]) == 0
+    assert "CONVERT RESULT SUCCESS:0" in capsys.readouterr().out
+    buf = (tmp_path / "lenet.ms").read_bytes()
+    got, want = lenet_output(lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=1)))
+    assert relative_to_range(got, want) <= 1e-4
+
+
+def test_weights_keep_the_names_of_the_network_parameters():
+    model = read_model("MINDIR", LENET)
+    assert list(model.float_weights()) == ["conv1.weight", "conv2.weight", "fc1.weight", "fc1.bias", "fc2.weight",
+                                           "fc2.bias", "fc3.weight", "fc3.bias"]
+    readers = {name: weights for name, weights in model.weight_readers() if weights}
+    assert sorted(w for ws in readers.values() for w in ws) == sorted(model.float_weights())
+
+
+def test_external_weights_are_read_from_beside_the_file(tmp_path):
+    """Weights past MindSpore's 1 GB limit live in `<name>_variables/data_<n>`: the same LeNet with two of its
+    weights moved there computes the same output."""
+    model = lenet_proto()
+    (tmp_path / "lenet_variables").mkdir()
+    blob, offset = bytearray(), {}
+    for p in model.graph.parameter:
+        if p.name.endswith(("fc1.weight", "conv2.weight")):
+            offset[p.name] = len(blob)
+            blob += p.raw_data
+            p.external_data.location, p.external_data.offset = "lenet_variables/data_0", offset[p.name]
+            p.external_data.length = len(p.raw_data)
+            p.ClearField("raw_data")
+    assert len(offset) == 2
+    (tmp_path / "lenet_variables" / "data_0").write_bytes(bytes(blob))
+    got, want = lenet_output(session_for(read_model("MINDIR", write(model, tmp_path / "lenet.mindir"))))
+    assert relative_to_range(got, want) <= 1e-4
+
+    (tmp_path / "lenet_variables" / "data_0").unlink()
+    with pytest.raises(lite.GraphFileError, match=r"lenet\.mindir'.*external data file '.*data_0'.*fc1\.weight|"
+                                                   r"lenet\.mindir'.*external data file '.*data_0'.*conv2\.weight"):
+        read_model("MINDIR", tmp_path / "lenet.mindir")
+
+
+def test_malformed_protobuf_names_the_file(tmp_path):
+    bad = tmp_path / "bad.mindir"
+    bad.write_bytes(LENET.read_bytes()[:1000])
+    with pytest.raises(lite.GraphFileError, match=r"'.*bad\.mindir' is not a readable MINDIR model"):
+        read_model("MINDIR", bad)
+
+
+def test_an_unknown_format_version_is_refused_naming_file_and_version(tmp_path):
+    model = lenet_proto()
+    model.mind_ir_version = 9
+    with pytest.raises(lite.NotSupportedError, match=r"'.*future\.mindir' has mind_ir_version 9; versions up to 3"):
+        read_model("MINDIR", write(model, tmp_path / "future.mindir"))
+
+
+def test_an_unsupported_primitive_is_refused_naming_primitive_and_node(tmp_path, capsys):
+    model = lenet_proto()
+    next(p for p in model.primitives if p.op_type == "ReLU").op_type = "CeLU"
+    path = write(model, tmp_path / "celu.mindir")
+    with pytest.raises(lite.NotSupportedError, match=r"unsupported MindSpore primitive 'CeLU' at node 'CNode_18:5'"):
+        read_model("MINDIR", path).to_ir()
+    assert converter_lite(["--fmk=MINDIR", f"--modelFile={path}", f"--outputFile={tmp_path / 'out'}"]) \
+        == lite.RET_NOT_SUPPORT
+    assert "'CeLU' at node 'CNode_18:5'" in capsys.readouterr().err
+
+
+def test_attributes_on_the_primitive_read_as_attributes_given_as_inputs(tmp_path):
+    """MindSpore up to 2.2 keeps MatMul's transpose flags on the primitive; 2.3+ passes them as Constant inputs.
+    The same LeNet with the flags moved onto its MatMul primitive computes the same output."""
+    model = lenet_proto()
+    matmul = next(p for p in model.primitives if p.op_type == "MatMul")
+    flags = {}
+    for node in model.graph.node:
+        if node.op_type == f"REF::{matmul.name}":
+            for name, constant in zip(("transpose_a", "transpose_b"), node.input[2:]):
+                value = next(n for n in model.graph.node if n.output[0] == constant).attribute[0]
+                flags[name] = value.i
+            del node.input[2:]
+    for name, value in flags.items():
+        matmul.attribute.add(name=name, i=value, type=pb.AttributeProto.BOOL)
+    assert flags == {"transpose_a": 0, "transpose_b": 1}
+    got, want = lenet_output(session_for(read_model("MINDIR", write(model, tmp_path / "old_style.mindir"))))
+    assert relative_to_range(got, want) <= 1e-4
+
+
+def test_the_frontend_is_registered_without_an_optional_package():
+    assert frontend("MINDIR").requires == ""
