@@ -21,9 +21,6 @@ SHAPES = {"lenet5": (1, 1, 32, 32), "mobilenet_v2": (1, 3, 224, 224), "resnet18"
           "tiny_unet": (1, 3, 32, 32), "tiny_yolo": (1, 3, 64, 64)}
 # the zoo models' ONNX input shapes
 MARKS = {name: pytest.mark.slow for name in ("resnet50", "efficientnet_lite0", "alexnet")}
-# NonMaxSuppressionKernel.select(boxes, scores) shadows the Kernel.select(inputs) step the compiler now calls
-MARKS["tiny_yolo"] = pytest.mark.xfail(strict=True, raises=lite.status.InferShapeError,
-                                       reason="NonMaxSuppressionKernel.select clashes with Kernel.select")
 MUTATIONS = 300
 
 
