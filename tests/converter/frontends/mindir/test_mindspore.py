@@ -1,0 +1,74 @@
+"""MindSpore as the oracle (skipped without it): networks exported by MindSpore convert with
+`converter_lite --fmk=MINDIR`, run as MindSpore runs them and train as MindSpore trains them; the committed
+fixture is what MindSpore computes; our mind_ir.proto has MindSpore's fields."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ms = pytest.importorskip("mindspore", reason="MindSpore is the oracle (pip install mindspore==2.10.0)")
+import lite  # noqa: E402
+from converter.cli import main as converter_lite  # noqa: E402
+from converter.frontends.mindir import mind_ir_pb2  # noqa: E402
+from tests.converter.frontends.mindir.oracle import FIXTURES, batch, export, network, training_losses  # noqa: E402
+from tests.converter.frontends.mindir.nets import NETS  # noqa: E402
+from tests.util import relative_to_range, run_lite  # noqa: E402
+
+
+def converted(tmp_path, source, *flags: str) -> bytes:
+    assert converter_lite(["--fmk=MINDIR", f"--modelFile={source}", f"--outputFile={tmp_path / 'model'}",
+                           *flags]) == lite.RET_OK
+    return (tmp_path / "model.ms").read_bytes()
+
+
+@pytest.mark.parametrize("key", ["lenet", "resnet", "mobilenetv2"])
+def test_inference_matches_mindspore(key, tmp_path):
+    source, x, want = export(key, tmp_path)
+    buf = converted(tmp_path, source)
+    session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=2))
+    got = next(iter(run_lite(session, {"x": x}).values()))
+    assert got.shape == want.shape and relative_to_range(got, want) <= 1e-4
+
+
+def test_the_committed_fixture_is_what_mindspore_computes():
+    """MindSpore loads the committed file and computes the committed output from the committed input."""
+    data = np.load(FIXTURES / "lenet.npz")
+    graph = ms.nn.GraphCell(ms.load(str(FIXTURES / "lenet.mindir")))
+    np.testing.assert_allclose(graph(ms.Tensor(data["x"])).asnumpy(), data["expected"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("key", ["lenet", "resnet"])
+def test_first_training_losses_are_mindspores(key, tmp_path):
+    """`--trainModel=true --optimizer=momentum --learningRate=0.01` against MindSpore's TrainOneStepCell with
+    Momentum(0.01, 0.9) and sparse softmax cross entropy, over three batches (ResNet: BatchNorm on batch
+    statistics, its running statistics updated)."""
+    rng = np.random.default_rng(2)
+    batches = [(batch(key, 10 + k), rng.integers(0, 10, NETS[key][1][0]).astype(np.int32)) for k in range(3)]
+    source = tmp_path / f"{key}.mindir"
+    ms.export(network(key), ms.Tensor(batches[0][0]), file_name=str(source.with_suffix("")), file_format="MINDIR")
+    buf = converted(tmp_path, source, "--trainModel=true", "--optimizer=momentum", "--learningRate=0.01")
+    session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(thread_num=2), True)
+    losses = []
+    for x, labels in batches:
+        session.GetInputsByTensorName("x").set_data(x)
+        session.GetInputsByTensorName("labels").set_data(labels)
+        session.RunGraph()
+        losses.append(float(session.GetOutputByTensorName("loss").numpy()))
+    np.testing.assert_allclose(losses, training_losses(key, batches), rtol=1e-4)
+
+
+def _fields(file) -> dict[str, list[tuple[str, int, int, bool]]]:
+    """Every message of a generated module by its name inside the package: its fields' names, numbers, types
+    and whether they repeat."""
+    found, stack = {}, list(file.message_types_by_name.values())
+    while stack:
+        message = stack.pop()
+        stack += message.nested_types
+        found[message.full_name.removeprefix(file.package + ".")] = sorted(
+            (f.name, f.number, f.type, f.is_repeated) for f in message.fields)
+    return found
+
+
+def test_our_proto_has_mindspores_fields():
+    from mindspore.train import mind_ir_pb2 as theirs
+    assert _fields(mind_ir_pb2.DESCRIPTOR) == _fields(theirs.DESCRIPTOR)
