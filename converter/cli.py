@@ -1,8 +1,9 @@
-"""`converter_lite`: convert an ONNX or TFLite model (`converter.frontends`) to `.ms` with MindSpore Lite's
-converter flags; either kind quantizes and trains alike.
+"""`converter_lite`: convert an ONNX, TFLite or MINDIR model (`converter.frontends`) to `.ms` with MindSpore Lite's
+converter flags; every kind quantizes and trains alike.
 
     converter_lite --fmk=ONNX --modelFile=model.onnx --outputFile=model [--inputShape="input:1,3,224,224"]
     converter_lite --fmk=TFLITE --modelFile=model.tflite --outputFile=model [--inputShape="input:1,224,224,3"]
+    converter_lite --fmk=MINDIR --modelFile=model.mindir --outputFile=model [--inputShape="x:1,3,224,224"]
                    [--trainModel=true [--configFile=train.cfg] [--loss=... --optimizer=... --learningRate=...]]
                    [--quantType=PostTraining|WeightQuant [--bitNum=8] [--configFile=quant.cfg]]
                    [--encryptKey=<hex key> [--encryption=true] | --integrity=true] [--saveType=MSPY]
@@ -38,7 +39,7 @@ FLOAT_TYPES = ("FLOAT32", "FLOAT", "DEFAULT")
 
 FLAGS = (
     Flag("fmk", "framework of the input model: " + "|".join(FRONTENDS)),
-    Flag("modelFile", "input model file (.onnx or .tflite)"),
+    Flag("modelFile", "input model file (.onnx, .tflite or .mindir)"),
     Flag("outputFile", "output model path; '.ms' is appended unless present"),
     Flag("inputShape", "graph input shapes, e.g. \"input:1,3,224,224;mask:1,10\""),
     Flag("inputDataType", "graph input data type of a quantized model", choices=DATA_TYPES),

@@ -2,6 +2,7 @@
 MobileNetV2-style net (depthwise convolutions, ReLU6, inverted residuals, global average pooling)."""
 from __future__ import annotations
 
+import mindspore as ms
 import numpy as np
 from mindspore import nn, ops
 
@@ -82,8 +83,31 @@ class MobileNetV2Like(nn.Cell):
         return self.head(self.pool(self.features(x)))
 
 
+class Primitives(nn.Cell):
+    """One of each shape, indexing and elementwise primitive the CNN nets do not use, on [2, 4, 6, 8] inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm((8,), begin_norm_axis=-1, begin_params_axis=-1)
+        self.pool = nn.AvgPool2d(3, 2, pad_mode="same")
+        self.gelu, self.sigmoid, self.tanh = nn.GELU(), nn.Sigmoid(), nn.Tanh()
+        self.indices = ms.Tensor(np.array([2, 0, 1], np.int32))
+        self.scale = ms.Parameter(ms.Tensor(np.linspace(0.5, 1.5, 8).astype(np.float32)), name="scale")
+
+    def construct(self, x):
+        a = self.norm(x) * self.scale                                   # LayerNorm, Mul
+        b = ops.transpose(self.pool(x), (0, 1, 3, 2))                   # AvgPool (same), Transpose: [2, 4, 4, 3]
+        c = ops.reshape(b, (2, 4, 12))[:, 1:3, ::2]                     # Reshape, StridedSlice: [2, 2, 6]
+        d = ops.gather(a, self.indices, 1)[:, :, 0, :]                  # Gather, StridedSlice (shrink): [2, 3, 8]
+        e = ops.concat((ops.sigmoid(c), self.tanh(c) - 0.5), axis=2)    # Concat, Sigmoid, Tanh, Sub: [2, 2, 12]
+        f = ops.bmm(d.transpose(0, 2, 1), ops.ones((2, 3, 12), ms.float32) / 3.0)   # BatchMatMul, RealDiv
+        g = ops.expand_dims(ops.squeeze(f[:, :2, :1], 2), 2) * e[:, :, :1].astype(ms.float16).astype(ms.float32)
+        h = ops.softmax(self.gelu(f), -1) + ops.log_softmax(f, 1)        # GeLU, Softmax, LogSoftmax, Add
+        return ops.concat((h[:, :2, :] + g, e), 1)                       # [2, 4, 12]
+
+
 NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)),
-        "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32))}
+        "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32)), "primitives": (Primitives, (2, 4, 6, 8))}
 
 
 def randomized(net: nn.Cell, seed: int) -> nn.Cell:

@@ -3,6 +3,8 @@ converts with `converter_lite --fmk=MINDIR` and runs as MindSpore ran it; extern
 files are refused with a status naming the file (and the node)."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -121,3 +123,23 @@ def test_attributes_on_the_primitive_read_as_attributes_given_as_inputs(tmp_path
 
 def test_the_frontend_is_registered_without_an_optional_package():
     assert frontend("MINDIR").requires == ""
+
+
+def test_the_generated_module_describes_the_proto(tmp_path):
+    """The committed mind_ir_pb2.py is regenerated from mind_ir.proto: protoc's descriptor of the .proto is the
+    module's (skipped without grpcio-tools, which only regeneration needs)."""
+    pytest.importorskip("grpc_tools", reason="protoc comes with grpcio-tools (pip install 'grpcio-tools==1.62.3')")
+    from google.protobuf import descriptor_pb2
+
+    from converter.frontends.mindir.regenerate import PROTO, ROOT
+    out = tmp_path / "mind_ir.desc"
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT}", f"--descriptor_set_out={out}",
+                    str(PROTO.relative_to(ROOT))], check=True)
+    compiled = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
+    messages = list(compiled.message_type)
+    while messages:                 # protoc adds JSON names, which the generated module leaves out
+        message = messages.pop()
+        messages += message.nested_type
+        for field in message.field:
+            field.ClearField("json_name")
+    assert compiled == descriptor_pb2.FileDescriptorProto.FromString(pb.DESCRIPTOR.serialized_pb)
