@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from lite.dtypes import DataType
+from lite.dtypes import DataType, from_numpy
 from lite.model import NodeDef, TensorDef
 from lite.status import GraphFileError, NotSupportedError
 from schema import attrs as op_attrs
@@ -72,14 +72,15 @@ class Graph:
             raise GraphFileError(f"{where} refers to tensor {index}, but the model has {self.files_tensors} tensors")
         return index
 
-    def add(self, node: Node, op: str, attrs: dict[str, Any], inputs: list[int], outputs: list[int] | None = None
-            ) -> None:
-        """Our `op` with `attrs`; integers must fit our schema's 32 bits (the official file stores 64)."""
+    def add(self, node: Node, op: str, attrs: dict[str, Any], inputs: list[int], outputs: list[int] | None = None,
+            part: str = "") -> None:
+        """Our `op` with `attrs`, named after the official node (+ `part` when one node becomes several);
+        integers must fit our schema's 32 bits (the official file stores 64)."""
         for key, value in attrs.items():
             for v in value if isinstance(value, list) else [value]:
                 if isinstance(v, (int, np.integer)) and not _INT32_MIN <= v <= _INT32_MAX:
                     raise node.fail(f"attribute {key} = {v} is out of range")
-        self.nodes.append(NodeDef(node.name, op, op_attrs.build(op, attrs), inputs,
+        self.nodes.append(NodeDef(node.name + part, op, op_attrs.build(op, attrs), inputs,
                                   node.outputs if outputs is None else outputs))
 
     def add_tensor(self, name: str, data_type: int, data: np.ndarray | None = None) -> int:
@@ -90,10 +91,10 @@ class Graph:
         return len(self.tensors) - 1
 
     def add_const(self, name: str, values: np.ndarray) -> int:
-        """A new const tensor of int64 or float32 `values` and its index."""
+        """A new const tensor of `values` and its index."""
         data = np.ascontiguousarray(values)
         data.flags.writeable = False
-        return self.add_tensor(name, DataType.INT64 if data.dtype == np.int64 else DataType.FLOAT32, data)
+        return self.add_tensor(name, from_numpy(data.dtype), data)
 
     def transposed(self, index: int) -> int:
         """A new const tensor: the 2-D const `index` transposed, with its quant params (channel axis swapped)."""
@@ -108,8 +109,8 @@ class Graph:
         for nd in self.nodes[first:]:
             nd.quant_type = quant_type
             for k, i in enumerate(nd.inputs):
-                t = self.tensors[i]
-                if t.is_const and t.quant_params and t.data_type in (DataType.INT8, DataType.INT16):
+                t = self.tensors[i] if i >= 0 else None
+                if t is not None and t.is_const and t.quant_params and t.data_type in (DataType.INT8, DataType.INT16):
                     if i not in self.dequantized:
                         self.dequantized[i] = self.add_tensor(f"{t.name}/dequant", DataType.FLOAT32)
                         self.nodes.append(NodeDef(f"{nd.name}/weight_dequant", "QuantDTypeCast",
@@ -128,9 +129,13 @@ class Graph:
         if t.is_const:
             return self.add_const(f"{t.name}/int64", t.data.astype(np.int64))
         cast = self.add_tensor(f"{t.name}/int64", DataType.INT64)
-        self.nodes.append(NodeDef(f"{node.name}/{t.name}/int64", "Cast",
-                                  op_attrs.build("Cast", {"to": DataType.INT64}), [i], [cast]))
+        self.add_cast(f"{node.name}/{t.name}/int64", i, cast)
         return cast
+
+    def add_cast(self, name: str, source: int, target: int) -> None:
+        """A Cast of tensor `source` to the type of tensor `target`."""
+        self.nodes.append(NodeDef(name, "Cast", op_attrs.build("Cast", {"to": self.tensors[target].data_type}),
+                                  [source], [target]))
 
     def add_narrowing(self, node: Node, op: str, attrs: dict[str, Any], inputs: list[int],
                       int64_outputs: tuple[int, ...]) -> None:
@@ -144,9 +149,7 @@ class Graph:
                 outputs[k] = wide
         self.add(node, op, attrs, inputs, outputs)
         for wide, declared in casts:
-            self.nodes.append(NodeDef(f"{node.name}/{self.tensors[declared].name}/cast", "Cast",
-                                      op_attrs.build("Cast", {"to": self.tensors[declared].data_type}), [wide],
-                                      [declared]))
+            self.add_cast(f"{node.name}/{self.tensors[declared].name}/cast", wide, declared)
 
     def const(self, node: Node, position: int, what: str, integer: bool = True) -> np.ndarray:
         """The values of the node's input `position`, which must be a const tensor (of ints when `integer`)."""
@@ -267,7 +270,8 @@ def _matmul(graph: Graph, node: Node) -> None:
                   node.inputs)
         return
     product = graph.add_tensor(f"{node.name}/product", a.data_type)
-    graph.add(node, "MatMul", dict(transpose_a=transpose_a, transpose_b=transpose_b), node.inputs[:2], [product])
+    graph.add(node, "MatMul", dict(transpose_a=transpose_a, transpose_b=transpose_b), node.inputs[:2], [product],
+              "/matmul")
     graph.add(node, "Add", {"activation": activation}, [product, node.inputs[2]])
 
 
@@ -554,7 +558,7 @@ def _scale(graph: Graph, node: Node) -> None:
         graph.add(node, "Mul", {"activation": activation}, [node.inputs[0], *operands])
         return
     scaled = graph.add_tensor(f"{node.name}/scaled", x.data_type)
-    graph.add(node, "Mul", {}, [node.inputs[0], operands[0]], [scaled])
+    graph.add(node, "Mul", {}, [node.inputs[0], operands[0]], [scaled], "/scale")
     graph.add(node, "Add", {"activation": activation}, [scaled, operands[1]])
 
 
