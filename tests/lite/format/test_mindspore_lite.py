@@ -187,10 +187,11 @@ def _structure(buf: bytes) -> np.ndarray:
     return np.flatnonzero(keep)
 
 
-def test_mutated_official_files_raise_only_lite_errors(official_files) -> None:
-    """Truncations, random bytes and overwritten runs in the structure of an official file: imported and
-    compiled, each either works or raises a LiteError."""
-    buf = official_files("lenet5", "NHWC").read_bytes()
+@pytest.mark.parametrize("name, layout", [("lenet5", "NHWC"), ("tiny_yolo", "NCHW")])
+def test_mutated_official_files_raise_only_lite_errors(official_files, name: str, layout: str) -> None:
+    """Truncations, random bytes and overwritten runs in the structure of an official file (LeNet; tiny YOLO for
+    its many primitives): imported and compiled, each either works or raises a LiteError."""
+    buf = official_files(name, layout).read_bytes()
     where = _structure(buf)
     rng = np.random.default_rng(41)
     refused = 0
