@@ -227,6 +227,21 @@ def _conv(graph: Graph, node: Node) -> None:
                                    activation=_fused(node)), node.inputs)
 
 
+def _conv_transpose(graph: Graph, node: Node) -> None:
+    """Conv2dTransposeFusion: x NHWC, weight [in, kh, kw, out / group] (our IHWO), bias?; output padding as
+    ONNX's."""
+    _nhwc(node)
+    kh, kw = _pair(node, "KernelSize", 0)
+    sh, sw = _pair(node, "Stride", 1)
+    dh, dw = _pair(node, "Dilation", 1)
+    oh, ow = _pair(node, "OutputPaddings", 0)
+    graph.add(node, "Conv2DTranspose", dict(kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, dilation_h=dh,
+                                            dilation_w=dw, pad_mode=_pad_mode(node), **_pads(node, "PadList"),
+                                            output_pad_h=oh, output_pad_w=ow, group=node.attr("Group") or 1,
+                                            in_channel=node.attr("InChannel"), out_channel=node.attr("OutChannel"),
+                                            activation=_fused(node)), node.inputs)
+
+
 def _pool(mode: int) -> Callable[[Graph, Node], None]:
     def rule(graph: Graph, node: Node) -> None:
         """Max/AvgPoolFusion: NHWC; the average counts only the taps inside the input (MindSpore Lite's rule)."""
@@ -578,6 +593,7 @@ def _reshape(graph: Graph, node: Node) -> None:
 
 _RULES: dict[str, Callable[[Graph, Node], None]] = {
     "Conv2DFusion": _conv,
+    "Conv2dTransposeFusion": _conv_transpose,
     "MaxPoolFusion": _pool(ours.PoolMode.MAX),
     "AvgPoolFusion": _pool(ours.PoolMode.AVG),
     "AddFusion": _arithmetic("Add"),
@@ -634,7 +650,8 @@ _RULES: dict[str, Callable[[Graph, Node], None]] = {
     "StridedSlice": _strided_slice,
 }
 _ARITY = {  # (fewest, most) inputs of the official node
-    "Conv2DFusion": (2, 3), "MaxPoolFusion": (1, 1), "AvgPoolFusion": (1, 1), "AddFusion": (2, 2),
+    "Conv2DFusion": (2, 3), "Conv2dTransposeFusion": (2, 3), "MaxPoolFusion": (1, 1), "AvgPoolFusion": (1, 1),
+    "AddFusion": (2, 2),
     "SubFusion": (2, 2), "MulFusion": (2, 2), "DivFusion": (2, 2), "RealDiv": (2, 2), "FullConnection": (2, 3),
     "MatMulFusion": (2, 3), "Activation": (1, 1), "Reshape": (2, 2), "Transpose": (2, 2), "Concat": (1, 1 << 16),
     "Softmax": (1, 1), "Flatten": (1, 1), "Squeeze": (1, 2), "Unsqueeze": (1, 2), "ExpandDims": (2, 2),

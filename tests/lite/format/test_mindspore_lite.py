@@ -102,6 +102,10 @@ def _op_cases() -> dict[str, tuple[list, dict[str, np.ndarray], int]]:
         "globalmaxpool": ([n("GlobalMaxPool", ["x"], ["y"])], {}, 13),
         "conv_same": ([n("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")],
                       {"w": f(6, 8, 3, 3)}, 13),
+        # the 2.0.0 converter needs every ConvTranspose attribute spelled out; its runtime fails on grouped ones
+        "conv_transpose": ([n("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], kernel_shape=[3, 3],
+                              pads=[1] * 4, dilations=[1, 1], group=1, output_padding=[1, 1])],
+                           {"w": f(8, 4, 3, 3), "b": f(4)}, 13),
         "batchnorm": ([n("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])],
                       {"s": f(8), "b": f(8), "m": f(8), "v": np.abs(f(8)) + 0.5}, 13),
         "layernorm": ([n("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)], {"g": f(16), "b": f(16)}, 17),
