@@ -121,6 +121,9 @@ class _Importer:
             if t.data is not None and self.names[t.index] not in self.as_inputs:
                 self.graph.values[self.names[t.index]] = _value(t, self.names[t.index])
         for i in model.inputs:
+            if model.tensors[i].opaque:
+                raise NotSupportedError(f"TFLite graph input '{self.names[i]}' has type {model.tensors[i].type_name}, "
+                                        f"which this runtime holds no tensor of")
             name, value = self.names[i], _value(model.tensors[i], self.names[i], keep_uint8=True)
             if name in input_shapes:
                 value.shape = tuple(int(d) for d in input_shapes.pop(name))
@@ -184,6 +187,11 @@ class _Importer:
         if op.op not in IMPORTERS:
             raise NotSupportedError(f"Unsupported TFLite op '{op.op}' at node '{ctx.name}' (operator {op.index}): "
                                     f"{refusal(op.op)}")
+        tensors = self.model.tensors
+        opaque = next((tensors[i] for i in (*op.inputs, *op.outputs) if i >= 0 and tensors[i].opaque), None)
+        if opaque is not None:
+            raise ctx.error(f"tensor '{self.names[opaque.index]}' has type {opaque.type_name}, which this runtime holds "
+                            f"no tensor of")
         # a variable tensor that no op writes before holds its reset value, zeros: rules see an omitted input
         inputs = ["" if i >= 0 and self.model.tensors[i].variable and self.names[i] not in self.graph.values
                   else self.name_of(i) for i in op.inputs]

@@ -39,6 +39,7 @@ DTYPES = {
     tflite.TensorType.INT64: np.int64, tflite.TensorType.BOOL: np.bool_,
 }
 _TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
+OPAQUE = np.dtype(object)    # the dtype of a tensor whose type has no array here (RESOURCE, STRING, VARIANT, INT4, ...)
 
 
 @dataclass
@@ -59,6 +60,12 @@ class TensorRecord:
     quant: Quantization | None
     sparse: bool = False
     variable: bool = False           # state an op keeps across invocations (LSTM's), zeros when first read
+    type_name: str = ""              # the schema's name of the type ("FLOAT32", "RESOURCE", ...)
+
+    @property
+    def opaque(self) -> bool:
+        """A type the runtime holds no array of (RESOURCE, STRING, ...): the importer refuses the ops using it."""
+        return self.dtype == OPAQUE
 
 
 @dataclass
@@ -186,30 +193,36 @@ def _index_vector(table: Any, kind: int) -> np.ndarray:
 
 
 def _tensor(model: Any, t: Any, index: int, data: bytes, bounded: _Bounded) -> TensorRecord:
+    """A tensor of any type the schema defines; types without an array here are opaque (no data read). A
+    constant holding no element (a 0-element shape `[]`) is stored with an empty buffer: it is an empty constant
+    when its shape is fully known, not a tensor waiting for a producer (an operator writing it overrides it)."""
     name = (t.Name() or b"").decode(errors="replace") or f"tensor_{index}"
-    if t.Type() not in DTYPES:
-        raise GraphFileError(f"tensor '{name}' has type {_TYPE_NAMES.get(t.Type(), t.Type())}, which is not "
-                             f"supported")
-    dtype = np.dtype(DTYPES[t.Type()])
+    type_name = _TYPE_NAMES.get(t.Type(), f"TYPE_{t.Type()}")
+    dtype = np.dtype(DTYPES[t.Type()]) if t.Type() in DTYPES else OPAQUE
     shape = tuple(int(d) for d in _vector(t, "Shape"))
     signature = tuple(int(d) for d in _vector(t, "ShapeSignature"))
     if len(signature) == len(shape):
         shape = tuple(-1 if s < 0 else d for d, s in zip(shape, signature))
     if not 0 <= t.Buffer() < model.BuffersLength():
         raise GraphFileError(f"tensor '{name}' refers to buffer {t.Buffer()} of {model.BuffersLength()}")
+    record = TensorRecord(index, name, shape, dtype, None, _quantization(t), t.Sparsity() is not None,
+                          bool(t.IsVariable()), type_name)
+    if record.opaque:
+        return record
     raw = _buffer_bytes(model, t.Buffer(), data, bounded)
-    array, sparse = None, t.Sparsity() is not None
-    if raw is not None:
-        if sparse:
-            values = np.frombuffer(raw.tobytes(), dtype)
-            array = densify(values, shape, _sparsity(t.Sparsity(), bounded), name)
-        else:
-            expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            if min(shape, default=0) < 0 or raw.size != expected:
-                raise GraphFileError(f"tensor '{name}' has {raw.size} bytes of data for shape {list(shape)} "
-                                     f"{dtype} ({expected} bytes)")
-            array = np.frombuffer(raw.tobytes(), dtype).reshape(shape)
-    return TensorRecord(index, name, shape, dtype, array, _quantization(t), sparse, bool(t.IsVariable()))
+    if raw is None:
+        if t.Buffer() > 0 and 0 in shape and min(shape) >= 0 and not record.variable:
+            record.data = np.zeros(shape, dtype)
+    elif record.sparse:
+        values = np.frombuffer(raw.tobytes(), dtype)
+        record.data = densify(values, shape, _sparsity(t.Sparsity(), bounded), name)
+    else:
+        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if min(shape, default=0) < 0 or raw.size != expected:
+            raise GraphFileError(f"tensor '{name}' has {raw.size} bytes of data for shape {list(shape)} "
+                                 f"{dtype} ({expected} bytes)")
+        record.data = np.frombuffer(raw.tobytes(), dtype).reshape(shape)
+    return record
 
 
 def _operator(op: Any, index: int, codes: list[tuple[str, int]], bounded: _Bounded) -> OperatorRecord:

@@ -1,0 +1,62 @@
+"""`.tflite` files shaped like those found in the wild, beyond what `tests.tflite_models.TFLiteModel` writes:
+tensors of every schema type (RESOURCE, STRING, ...), custom ops with their raw option bytes, and several
+signature defs over several subgraphs."""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import flatbuffers
+import numpy as np
+import tflite
+
+from tests.tflite_models import TFLiteModel, table, vector
+
+
+def int_struct(*values: int) -> bytes:
+    """A C struct of int32 fields, as MediaPipe's custom ops keep their options (TfLitePoolParams, ...)."""
+    return struct.pack(f"<{len(values)}i", *values)
+
+
+class WildModel(TFLiteModel):
+    """`TFLiteModel` plus `typed` tensors of any schema type name and `custom` options bytes."""
+
+    def typed(self, shape: list[int], type_name: str, name: str, data: bytes | None = None) -> int:
+        """A tensor of the schema type `type_name` ("RESOURCE", "STRING", ...), with raw buffer bytes."""
+        buffer = 0
+        if data is not None:
+            self.buffers.append(np.frombuffer(data, np.uint8))
+            buffer = len(self.buffers) - 1
+        self.tensors.append(dict(shape=list(shape), dtype=type_name, name=name, buffer=buffer, scale=None,
+                                 zero_point=None, axis=0, sparse=None, signature=None, variable=False))
+        return len(self.tensors) - 1
+
+    def custom(self, name: str, inputs: list[int], outputs: list[int], options: bytes = b"") -> None:
+        self.op("CUSTOM", inputs, outputs, custom=name)
+        self.operators[-1]["custom_options"] = options
+
+    def _tensor(self, b: flatbuffers.Builder, t: dict) -> int:
+        if not isinstance(t["dtype"], str):
+            return super()._tensor(b, t)
+        return table(b, "Tensor", Shape=vector(b, t["shape"]), Name=b.CreateString(t["name"]),
+                     Type=getattr(tflite.TensorType, t["dtype"]), Buffer=t["buffer"])
+
+    def _operator(self, b: flatbuffers.Builder, op: dict) -> int:
+        if "custom_options" not in op:
+            return super()._operator(b, op)
+        options = vector(b, np.frombuffer(op["custom_options"], np.uint8), np.uint8)
+        return table(b, "Operator", OpcodeIndex=op["code"], Inputs=vector(b, op["inputs"]),
+                     Outputs=vector(b, op["outputs"]), CustomOptions=options)
+
+
+def run_litert_delegated(data: bytes, feeds: list[np.ndarray]) -> list[np.ndarray]:
+    """LiteRT's outputs with its default delegate (XNNPACK), which has MediaPipe's custom ops
+    (Convolution2DTransposeBias, MaxPoolingWithArgmax2D, MaxUnpooling2D) built in."""
+    import pytest
+    module: Any = pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is the oracle")
+    interpreter = module.Interpreter(model_content=data, num_threads=1)
+    interpreter.allocate_tensors()
+    for detail, x in zip(interpreter.get_input_details(), feeds):
+        interpreter.set_tensor(detail["index"], x)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
