@@ -119,7 +119,8 @@ def import_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | No
         raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
                                f"(inputs: {graph.inputs})")
     graph.source_types = _source_types(model)
-    ImportContext(graph, opset).import_nodes(g)
+    domain_opsets = {o.domain: o.version for o in model.opset_import if o.domain not in DEFAULT_DOMAINS}
+    ImportContext(graph, opset, domain_opsets=domain_opsets).import_nodes(g)
     graph.outputs = [o.name for o in g.output]
     missing = [o for o in graph.outputs if o not in graph.values]
     if missing:

@@ -1,4 +1,5 @@
-"""The ONNX importer registry: one rule per ONNX op type, found by name (`IMPORTERS["Conv"]`)."""
+"""The ONNX importer registry: one rule per ONNX op type, found by name (`IMPORTERS["Conv"]`); an op of another
+domain by its qualified name (`IMPORTERS["com.microsoft.Gelu"]`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +18,12 @@ NHWC_TO_NCHW = (0, 3, 1, 2)
 
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
+MICROSOFT = "com.microsoft"
+
+
+def qualified(op_type: str, domain: str = "") -> str:
+    """The registry key of `op_type` in `domain`: the bare name in the default domain."""
+    return op_type if domain in DEFAULT_DOMAINS else f"{domain}.{op_type}"
 
 
 class ImportContext(EmitContext):
@@ -24,9 +31,11 @@ class ImportContext(EmitContext):
     control-flow body has the context of the graph around it as `parent`, from which it captures the outer-scope
     values its nodes read."""
 
-    def __init__(self, graph: Graph, opset: int, parent: "ImportContext | None" = None):
+    def __init__(self, graph: Graph, opset: int, parent: "ImportContext | None" = None,
+                 domain_opsets: dict[str, int] | None = None):
         super().__init__(graph)
-        self.opset = opset
+        self.default_opset = opset
+        self.domain_opsets = domain_opsets if domain_opsets is not None else parent.domain_opsets if parent else {}
         self.node: onnx.NodeProto | None = None
         self.parent = parent
 
@@ -35,13 +44,10 @@ class ImportContext(EmitContext):
         """Apply one importer rule per node of `g`, in order."""
         for index, node in enumerate(g.node):
             self.node, self.name = node, node.name or f"{node.op_type}_{index}"
-            if node.domain not in DEFAULT_DOMAINS:
-                raise NotSupportedError(f"Unsupported ONNX op '{node.domain}.{node.op_type}' at node '{self.name}' "
-                                        f"(opset {self.opset})")
-            rule = IMPORTERS.get(node.op_type)
+            op = qualified(node.op_type, node.domain)
+            rule = IMPORTERS.get(op)
             if rule is None:
-                raise NotSupportedError(f"Unsupported ONNX op '{node.op_type}' at node '{self.name}' "
-                                        f"(opset {self.opset})")
+                raise NotSupportedError(f"Unsupported ONNX op '{op}' at node '{self.name}' ({self.opset_name})")
             missing = [i for i in node.input if i and not self.capture(i)]
             if missing:
                 raise GraphFileError(f"ONNX node '{self.name}' reads '{missing[0]}', which is not produced before it")
@@ -84,7 +90,7 @@ class ImportContext(EmitContext):
         for vi, v in zip(g.input, inputs):
             body.values[vi.name] = Value(vi.name, v.shape, v.dtype, format=v.format, dynamic=v.dynamic)
             body.inputs.append(vi.name)
-        inner = ImportContext(body, self.opset, self)
+        inner = ImportContext(body, self.default_opset, self)
         inner.import_nodes(g)
         missing = [o.name for o in g.output if not inner.capture(o.name)]
         if missing:
@@ -95,6 +101,18 @@ class ImportContext(EmitContext):
         return body
 
     # ---- reading the ONNX node ---------------------------------------------------------------------------------
+    @property
+    def opset(self) -> int:
+        """The opset of the node's own domain (0 when the model imports none for it)."""
+        if self.node is None or self.node.domain in DEFAULT_DOMAINS:
+            return self.default_opset
+        return self.domain_opsets.get(self.node.domain, 0)
+
+    @property
+    def opset_name(self) -> str:
+        domain = "" if self.node is None or self.node.domain in DEFAULT_DOMAINS else f"{self.node.domain} "
+        return f"{domain}opset {self.opset}"
+
     def attr(self, name: str, default: Any = None) -> Any:
         for a in self.node.attribute:
             if a.name == name:
@@ -122,7 +140,8 @@ class ImportContext(EmitContext):
         return self.node.input[i] if i < len(self.node.input) else ""
 
     def error(self, message: str, kind: type[LiteError] = NotSupportedError) -> LiteError:
-        return kind(f"ONNX op '{self.node.op_type}' at node '{self.name}' (opset {self.opset}): {message}")
+        return kind(f"ONNX op '{qualified(self.node.op_type, self.node.domain)}' at node '{self.name}' "
+                    f"({self.opset_name}): {message}")
 
     # ---- emitting IR (layout helpers; `emit` and friends come from EmitContext) --------------------------------
     def to_nhwc(self, x: str) -> str:
@@ -142,12 +161,13 @@ Rule = Callable[[ImportContext], None]
 IMPORTERS: dict[str, Rule] = {}
 
 
-def onnx_op(*op_types: str) -> Callable[[Rule], Rule]:
-    """Register an importer rule for ONNX op types (default domain)."""
+def onnx_op(*op_types: str, domain: str = "") -> Callable[[Rule], Rule]:
+    """Register an importer rule for ONNX op types of `domain` (the default domain unless given)."""
     def wrap(rule: Rule) -> Rule:
         for t in op_types:
-            if t in IMPORTERS:
-                raise RuntimeError(f"importer for {t} registered twice")
-            IMPORTERS[t] = rule
+            key = qualified(t, domain)
+            if key in IMPORTERS:
+                raise RuntimeError(f"importer for {key} registered twice")
+            IMPORTERS[key] = rule
         return rule
     return wrap

@@ -44,8 +44,8 @@ def channel_layout(shape: tuple[int, ...], count: int, axis: int) -> tuple[int, 
 def quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, lo: int, hi: int, out: np.ndarray) -> None:
     """out = clamp(rint(x / scale) + zp, lo, hi), computed in float32. Infinities saturate; NaN becomes `lo`
     (fmax/fmin pass over NaN, where a plain clip would leave it for an undefined integer cast)."""
-    q = np.divide(x.astype(np.float32, copy=False), scale.astype(np.float32), dtype=np.float32)
-    np.rint(q, out=q)
+    q = np.asarray(np.divide(x.astype(np.float32, copy=False), scale.astype(np.float32), dtype=np.float32))
+    np.rint(q, out=q)       # asarray: a 0-d quotient is a numpy scalar, which cannot be an `out`
     q += zero_point.astype(np.float32)
     np.fmax(q, lo, out=q)
     np.fmin(q, hi, out=q)

@@ -183,10 +183,10 @@ def dequantize_linear(ctx: ImportContext) -> None:
             Dequantized(real, q, np.ravel(scale).astype(np.float64), np.ravel(zero_point).astype(np.int64), axis))
         return
     params = quant_params(scale, zero_point, INTEGER_TYPES[value.dtype])
-    if scale.size > 1 or (value.quant_params and not _same(value.quant_params, params)):
+    if scale.size > 1 or not value.quant_params or not _same(value.quant_params, params):
+        # a tensor no quantizing op wrote (a Gather of a quantized table, a QLinear* output): (q - zp) * s
         _general_cast(ctx, x, np.dtype(np.float32), s, z, axis, ctx.outputs[0])
         return
-    value.quant_params = params
     ctx.emit("QuantDTypeCast", [x], ctx.outputs, src_t=from_numpy(value.dtype), dst_t=DataType.FLOAT32)
 
 
