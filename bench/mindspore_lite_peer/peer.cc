@@ -7,9 +7,10 @@
 //          converter_lite's --configFile (quantization: [common_quant_param], [data_preprocess_param], ...)
 //   peer run MODEL.mindir|MODEL.ms INPUT.bin SHAPE WARMUP RUNS OUTPUT.bin [--spawned-at=...]
 //
-// `run` reads the raw float32 input, resizes the model's input to the shape when it differs, runs once (the cold
-// start's end), then WARMUP untimed and RUNS timed calls — each call copies the input in, predicts and copies the
-// output out, as the Python runners do — and prints one JSON line like bench/harness.py's workers:
+// `run` reads the raw input (of the type the model takes), resizes the model's input to the shape when it differs,
+// runs once (the cold start's end), then WARMUP untimed and RUNS timed calls — each call copies the input in,
+// predicts and copies the output out, as the Python runners do — and prints one JSON line like bench/harness.py's
+// workers:
 // {"first_output": <epoch seconds>, "times": [<ms>...]}. It writes the first call's outputs, raw and one after
 // the other in the model's output order, to OUTPUT.bin.
 #include <chrono>
@@ -97,8 +98,7 @@ int run(const std::string &mindir, const std::string &input_path, const std::vec
   auto status = model.Build(mindir, ends_with(mindir, ".ms") ? mindspore::kMindIR_Lite : mindspore::kMindIR, context);
   if (status != mindspore::kSuccess) return fail("build failed: " + status.ToString());
   auto inputs = model.GetInputs();
-  if (inputs.size() != 1 || inputs[0].DataType() != mindspore::DataType::kNumberTypeFloat32)
-    return fail("expected one float32 input");
+  if (inputs.size() != 1) return fail("expected one input");
   if (inputs[0].Shape() != shape) {
     status = model.Resize(inputs, {shape});
     if (status != mindspore::kSuccess) return fail("resize failed: " + status.ToString());

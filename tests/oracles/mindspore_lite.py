@@ -75,10 +75,10 @@ def convert(onnx_path: Path, input_name: str, shape: tuple[int, ...], input_form
 
 
 def run(ms_path: Path, x: np.ndarray) -> bytes:
-    """The official runtime's outputs for the one float32 input `x` of an `.ms` model: their raw bytes, one after
-    the other in the model's output order (`as_arrays` splits them)."""
+    """The official runtime's outputs for the one input `x` of an `.ms` model (of the type the model takes): their
+    raw bytes, one after the other in the model's output order (`as_arrays` splits them)."""
     program = peer.binary()
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    x = np.ascontiguousarray(x)
     with tempfile.TemporaryDirectory() as tmp:
         x_path, y_path = Path(tmp) / "x.bin", Path(tmp) / "y.bin"
         x.tofile(x_path)

@@ -88,6 +88,17 @@ def test_official_file_matches_official_runtime(official_files, name: str, layou
     assert_close(run_ours(path, x), official.run(path, x), 1e-4)
 
 
+def test_official_text_encoder_matches_official_runtime(tmp_path: Path) -> None:
+    """A transformer text encoder (embedding Gather, attention MatMuls, Softmax, LayerNormFusion, GELU) on int32
+    tokens, as the official converter turns its int64 ONNX input into."""
+    official.require()
+    from models import text
+    onnx.save(text.text_encoder(batch=1)[1], tmp_path / "text.onnx")
+    path = official.convert(tmp_path / "text.onnx", "tokens", (1, 16))
+    tokens = np.random.default_rng(3).integers(0, 50, (1, 16)).astype(np.int32)
+    assert_close(run_ours(path, tokens), official.run(path, tokens), 1e-4)
+
+
 def _op_cases() -> dict[str, tuple[list, dict[str, np.ndarray], int]]:
     """One-op (or few-op) ONNX graphs over a [1, 8, 16, 16] input whose official conversion exercises one
     MindSpore Lite primitive each: name -> (nodes, initializers, opset)."""
