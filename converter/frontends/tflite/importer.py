@@ -42,14 +42,20 @@ REFUSED = {
     **dict.fromkeys(("DILATE", "REDUCE_WINDOW"), "StableHLO-derived ops are not supported"),
     "DELEGATE": "a delegate's fused node runs only inside that delegate",
     "PLACEHOLDER_FOR_GREATER_OP_CODES": "a placeholder code, not an operator",
+    **dict.fromkeys(("CUSTOM:Landmarks2TransformMatrix", "CUSTOM:TransformLandmarks", "CUSTOM:TransformTensorBilinear"),
+                    "a MediaPipe custom op that only MediaPipe's own calculators run (LiteRT has no kernel for it), "
+                    "so no importer rule yet"),
 }
 STABLEHLO = "STABLEHLO_"        # the StableHLO op set (a separate dialect): refused as a family
 
 
 def refusal(op: str) -> str:
     """Why `op` cannot be imported."""
+    if op in REFUSED:
+        return REFUSED[op]
     if op.startswith("CUSTOM:") or op == "CUSTOM":
-        return "custom ops are not supported"
+        known = ", ".join(name.partition(":")[2] for name in supported_ops() if name.startswith("CUSTOM:"))
+        return f"no importer rule for this custom op (custom ops with one: {known})"
     if op.startswith(STABLEHLO):
         return "StableHLO ops are not supported (convert the model with TFLite builtins)"
     return REFUSED.get(op, "no importer rule for this builtin")

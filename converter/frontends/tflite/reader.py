@@ -76,6 +76,7 @@ class OperatorRecord:
     inputs: list[int]                # -1 marks an omitted optional input
     outputs: list[int]
     options: dict[str, Any] = field(default_factory=dict)
+    custom_options: bytes = b""      # a custom op's options, in the op's own encoding (a C struct, a flexbuffer)
 
 
 @dataclass
@@ -236,8 +237,9 @@ def _operator(op: Any, index: int, codes: list[tuple[str, int]], bounded: _Bound
             options.update(read_options(table, kinds[which]))
     bounded.count(op.InputsLength(), f"operator {index} inputs")
     bounded.count(op.OutputsLength(), f"operator {index} outputs")
+    bounded.count(op.CustomOptionsLength(), f"operator {index} custom options", 1)
     return OperatorRecord(index, *codes[code], [int(i) for i in _vector(op, "Inputs")],
-                          [int(i) for i in _vector(op, "Outputs")], options)
+                          [int(i) for i in _vector(op, "Outputs")], options, _vector(op, "CustomOptions").tobytes())
 
 
 def _graph(model: Any, graph: Any, k: int, codes: list[tuple[str, int]], data: bytes, bounded: _Bounded) -> GraphRecord:

@@ -1,2 +1,2 @@
 from converter.frontends.tflite.rules import (activations, control_flow, elementwise, index_ops, logic,  # noqa: F401
-                                              math, nn, quant, recurrent, scatter, tensor_ops)
+                                              math, mediapipe, nn, quant, recurrent, scatter, tensor_ops)

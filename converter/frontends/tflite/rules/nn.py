@@ -58,11 +58,11 @@ def conv_2d(ctx: ImportContext) -> None:
                    **window(ctx, (kh, kw)))
 
 
-def _transpose_pads(ctx: ImportContext, size: int, out: int, kernel: int, stride: int) -> tuple[int, int, int]:
+def _transpose_pads(size: int, out: int, kernel: int, stride: int, same: bool) -> tuple[int, int, int]:
     """(pad before, pad after, output padding) of one axis, padding computed as TFLite does: as for a
     convolution from the output size back to the input."""
     total = 0
-    if ctx.padding() != VALID:
+    if same:
         conv_out = (out + stride - 1) // stride
         total = max((conv_out - 1) * stride + kernel - out, 0)
     before = total // 2
@@ -70,18 +70,25 @@ def _transpose_pads(ctx: ImportContext, size: int, out: int, kernel: int, stride
     return before, max(after, 0), max(-after, 0)
 
 
+def emit_transpose_conv(ctx: ImportContext, x: str, w: str, bias: list[str], out_hw: tuple[int, int],
+                        strides: tuple[int, int], same: bool) -> None:
+    """Conv2DTranspose of NHWC `x` by OHWI weights `w` (+ bias) into an output of spatial size `out_hw`."""
+    out_c, kh, kw, in_c = ctx.value(w).shape
+    _, h, wd, _ = ctx.value(x).shape
+    (sh, sw), (out_h, out_w) = strides, out_hw
+    top, bottom, pad_h = _transpose_pads(h, out_h, kh, sh, same)
+    left, right, pad_w = _transpose_pads(wd, out_w, kw, sw, same)
+    ctx.emit_fused("Conv2DTranspose", [x, relayout(ctx, w, OHWI_TO_IHWO), *bias], kernel_h=kh, kernel_w=kw,
+                   stride_h=sh, stride_w=sw, pad_top=top, pad_bottom=bottom, pad_left=left, pad_right=right,
+                   output_pad_h=pad_h, output_pad_w=pad_w, in_channel=in_c, out_channel=out_c)
+
+
 @tflite_op("TRANSPOSE_CONV")
 def transpose_conv(ctx: ImportContext) -> None:
     """Inputs: output_shape, weights OHWI, input, bias?."""
-    shape, w, x = ctx.int_list(ctx.input(0), "output_shape"), ctx.input(1), ctx.input(2)
-    out_c, kh, kw, in_c = ctx.value(w).shape
-    _, h, wd, _ = ctx.value(x).shape
-    sh, sw = int(ctx.opt("StrideH", 1)), int(ctx.opt("StrideW", 1))
-    top, bottom, pad_h = _transpose_pads(ctx, h, shape[1], kh, sh)
-    left, right, pad_w = _transpose_pads(ctx, wd, shape[2], kw, sw)
-    ctx.emit_fused("Conv2DTranspose", [x, relayout(ctx, w, OHWI_TO_IHWO), *_bias(ctx, 3)], kernel_h=kh,
-                   kernel_w=kw, stride_h=sh, stride_w=sw, pad_top=top, pad_bottom=bottom, pad_left=left,
-                   pad_right=right, output_pad_h=pad_h, output_pad_w=pad_w, in_channel=in_c, out_channel=out_c)
+    shape = ctx.int_list(ctx.input(0), "output_shape")
+    emit_transpose_conv(ctx, ctx.input(2), ctx.input(1), _bias(ctx, 3), (shape[1], shape[2]),
+                        (int(ctx.opt("StrideH", 1)), int(ctx.opt("StrideW", 1))), ctx.padding() != VALID)
 
 
 @tflite_op("FULLY_CONNECTED", quant="int8")
