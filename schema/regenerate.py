@@ -1,6 +1,6 @@
 """Regenerate `schema/model_generated.py` from `schema/model.fbs` with flatc (``python -m schema.regenerate``).
 
-The generated module is committed so that the runtime needs no compiler; `tests/test_schema.py` checks that it is
+The generated module is committed so that the runtime needs no compiler; `tests/schema/test_schema.py` checks that it is
 exactly what this script produces.
 """
 from __future__ import annotations

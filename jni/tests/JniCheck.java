@@ -27,7 +27,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 
 /**
- * The Java half of tests/test_jni.py: runs models and misuse cases through the public API and writes what it
+ * The Java half of tests/jni/test_examples.py: runs models and misuse cases through the public API and writes what it
  * sees (raw output bytes, counters, status codes) for the Python side to check.
  *
  *   run DIR           every DIR/NAME.ms with inputs DIR/NAME.in0.bin ...: outputs to DIR/NAME.VARIANT.outK.bin

@@ -183,7 +183,7 @@ def test_relative_links_resolve(page: Path) -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=label)
 def test_project_paths_named_exist(page: Path) -> None:
-    """A file or folder a page names in backticks (`tests/test_jni.py`) is there: moving one moves its mentions."""
+    """A file or folder a page names in backticks (`tests/jni/test_examples.py`) is there: moving one moves its mentions."""
     missing = [path for path in PROJECT_PATH.findall(page.read_text()) if not (REPO / path).exists()]
     assert not missing, f"{label(page)} names paths that do not exist: {missing}"
 
