@@ -12,7 +12,7 @@ A = fb.ActivationType
 R = fb.ReduceMode
 
 BINARY = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div", "Div": "Div", "Maximum": "Maximum",
-          "Minimum": "Minimum", "Pow": "Pow"}
+          "Minimum": "Minimum", "Pow": "Pow", "Muls": "Mul", "Divs": "Div"}     # Muls, Divs: by a scalar
 UNARY = {"Sqrt": "Sqrt", "Exp": "Exp", "Log": "Log", "Neg": "Neg", "Abs": "Abs", "Erf": "Erf"}
 # MindSpore primitive -> (our activation type, its fixed parameters)
 ACTIVATIONS = {"ReLU": (A.RELU, {}), "ReLU6": (A.RELU6, {}), "Sigmoid": (A.SIGMOID, {}), "Tanh": (A.TANH, {}),

@@ -91,7 +91,7 @@ def batch_norm(ctx: ImportContext) -> None:
              epsilon=float(ctx.arg(6, "epsilon", 1e-5)), momentum=1.0 - float(ctx.arg(7, "momentum", 0.1)), axis=1)
 
 
-@mindir_op("MatMul", "BatchMatMul")
+@mindir_op("MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt")
 def matmul(ctx: ImportContext) -> None:
     """A constant 2-D float weight on a 2-D input makes a FullConnection (weight [out, in]); otherwise MatMul."""
     a, b = ctx.input(0), ctx.input(1)

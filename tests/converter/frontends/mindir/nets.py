@@ -1,5 +1,6 @@
-"""The MindSpore networks the MINDIR tests export (needs `mindspore`): LeNet, a small ResNet with BatchNorm and a
-MobileNetV2-style net (depthwise convolutions, ReLU6, inverted residuals, global average pooling)."""
+"""The MindSpore networks the MINDIR tests export (needs `mindspore`): LeNet, a small ResNet with BatchNorm, a
+MobileNetV2-style net (depthwise convolutions, ReLU6, inverted residuals, global average pooling), a transformer
+encoder block, and a net of the remaining shape, indexing and elementwise primitives."""
 from __future__ import annotations
 
 import mindspore as ms
@@ -106,8 +107,32 @@ class Primitives(nn.Cell):
         return ops.concat((h[:, :2, :] + g, e), 1)                       # [2, 4, 12]
 
 
+class Attention(nn.Cell):
+    """A transformer encoder block (pre-norm multi-head self-attention and a GeLU feed-forward) over [N, T, D]
+    tokens, pooled over T and classified."""
+
+    def __init__(self, dim: int = 16, heads: int = 4, classes: int = 10):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.norm1, self.norm2 = nn.LayerNorm((dim,)), nn.LayerNorm((dim,))
+        self.qkv, self.proj = nn.Dense(dim, 3 * dim), nn.Dense(dim, dim)
+        self.ffn = nn.SequentialCell(nn.Dense(dim, 2 * dim), nn.GELU(), nn.Dense(2 * dim, dim))
+        self.head = nn.Dense(dim, classes)
+
+    def construct(self, x):
+        n, t, d = x.shape
+        qkv = ops.transpose(ops.reshape(self.qkv(self.norm1(x)), (n, t, 3, self.heads, self.head_dim)),
+                            (2, 0, 3, 1, 4))
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        scores = ops.softmax(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) / float(np.sqrt(self.head_dim)), -1)
+        x = x + self.proj(ops.reshape(ops.transpose(ops.matmul(scores, v), (0, 2, 1, 3)), (n, t, d)))
+        x = x + self.ffn(self.norm2(x))
+        return self.head(ops.mean(x, 1))
+
+
 NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)),
-        "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32)), "primitives": (Primitives, (2, 4, 6, 8))}
+        "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32)), "primitives": (Primitives, (2, 4, 6, 8)),
+        "attention": (Attention, (2, 5, 16))}
 
 
 def randomized(net: nn.Cell, seed: int) -> nn.Cell:
