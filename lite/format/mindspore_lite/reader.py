@@ -11,6 +11,7 @@ from lite.format.graph import assemble
 from lite.format.mindspore_lite.ops import Graph, primitive_name, translate
 from lite.model import Model, TensorDef
 from lite.status import GraphFileError, LiteError, NotSupportedError
+from schema import bitpack
 from schema import fb as ours
 from schema.mindspore_lite import fb
 
@@ -21,6 +22,7 @@ _FORMATS = {fb.Format.NCHW: ours.Format.NCHW, fb.Format.NHWC: ours.Format.NHWC, 
 
 
 # Node quant types read (the official -> ours); full quantization is not yet.
+_COMPRESSIONS = (fb.WeightQuantCompressType.NONE, fb.WeightQuantCompressType.BITPACKING)
 _QUANT_TYPES = {fb.QuantType.QUANT_NONE: ours.QuantType.NONE, fb.QuantType.QUANT_WEIGHT: ours.QuantType.WEIGHT,
                 fb.QuantType.WeightQuant: ours.QuantType.WEIGHT}
 
@@ -35,9 +37,9 @@ def _vector(table: Any, field: str) -> list[int]:
 
 
 def read(buf: memoryview) -> Model:
-    """The model in a verified MSL2 buffer. Float and weight-quant models for now: fully quantized nodes,
-    compressed weights and control flow (more than one subgraph) are refused with `NotSupportedError` naming
-    what."""
+    """The model in a verified MSL2 buffer. Float and weight-quant (8-bit, 16-bit, bit-packed below 8) models for
+    now: fully quantized nodes, otherwise compressed weights and control flow (more than one subgraph) are refused
+    with `NotSupportedError` naming what."""
     root = fb.MetaGraph.GetRootAs(buf, 0)
     graph_in = _vector(root, "InputIndex")
     tensors = [_read_tensor(i, root.AllTensors(i), i in graph_in) for i in range(root.AllTensorsLength())]
@@ -91,18 +93,37 @@ def _read_tensor(index: int, t: Any, graph_input: bool) -> TensorDef:
         raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
     if t.QuantClustersLength():
         raise NotSupportedError(f"tensor '{name}' is clustered (quantClusters), which is not supported")
-    if t.WeightQuantCompressType() != fb.WeightQuantCompressType.NONE or t.EnableHuffmanCode():
-        raise NotSupportedError(f"tensor '{name}' is compressed: compressed weights of MindSpore Lite files are "
-                                f"not supported yet")
+    if t.WeightQuantCompressType() not in _COMPRESSIONS or t.EnableHuffmanCode():
+        raise NotSupportedError(f"tensor '{name}' is compressed ({t.WeightQuantCompressType()}): only bit-packed "
+                                f"MindSpore Lite weights are supported yet")
     if t.ExternalDataLength():
         raise NotSupportedError(f"tensor '{name}' keeps its data in an external file, which is not supported")
     const = t.DataLength() > 0 and not graph_input
-    data = _read_data(name, t, dims, dtype) if const else None
     quant = [_quant_param(t.QuantParams(k)) for k in range(t.QuantParamsLength())]
+    if t.WeightQuantCompressType() == fb.WeightQuantCompressType.BITPACKING:
+        data = _unpacked(name, t, dims, dtype, quant)
+    else:
+        data = _read_data(name, t, dims, dtype) if const else None
     axis = _channel_axis(name, dims, len(quant)) if const and len(quant) > 1 else 0
     node_type = ours.NodeType.VALUE if const else ours.NodeType.PARAMETER if graph_input else ours.NodeType.CNODE
     return TensorDef(index, name, node_type, t.DataType(), dims, _FORMATS.get(t.Format(), ours.Format.ND), data,
                      quant, axis)
+
+
+def _unpacked(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype, quant: list[Any]) -> np.ndarray:
+    """Bit-packed int8 weights: `num_bits` per value, least significant bit first, each value stored offset by
+    2^(num_bits - 1) (so 4-bit -8..7 is 0..15)."""
+    bits = bitpack.low_bits(quant)
+    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    if dtype != np.int8 or bits is None or any(d < 0 for d in dims):
+        raise GraphFileError(f"tensor '{name}' is bit-packed, but is not int8 of known dims with one num_bits below "
+                             f"8 in its quant params")
+    need = bitpack.packed_size(count, bits)
+    if count > _MAX_ELEMENTS or need != t.DataLength():
+        raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of {bits}-bit "
+                             f"packed values need {need}")
+    low = bitpack.unpack(t.DataAsNumpy(), bits, count).astype(np.int16) & ((1 << bits) - 1)
+    return (low - (1 << (bits - 1))).astype(np.int8).reshape(dims)
 
 
 def _quant_param(q: Any) -> ours.QuantParamT:
