@@ -100,6 +100,19 @@ class ImportContext(EmitContext):
         body.prune()
         return body
 
+    def delegate(self, op_type: str, inputs: list[str], outputs: list[str], opset: int | None = None,
+                 **attrs: Any) -> None:
+        """Import a default-domain `op_type` node (at `opset`, the model's by default) in place of part of the
+        node being imported: the rules of fused and contrib ops reuse the rules of the ops they fuse."""
+        node, default = self.node, self.default_opset
+        self.node = helper.make_node(op_type, inputs, outputs, name=node.name,
+                                     **{k: v for k, v in attrs.items() if v is not None})
+        self.default_opset = opset or default
+        try:
+            IMPORTERS[op_type](self)
+        finally:
+            self.node, self.default_opset = node, default
+
     # ---- reading the ONNX node ---------------------------------------------------------------------------------
     @property
     def opset(self) -> int:
