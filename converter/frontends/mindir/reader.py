@@ -91,15 +91,14 @@ def _external(tensor: pb.TensorProto, source: str) -> bytes:
 
 def attribute_value(attr: pb.AttributeProto, source: str) -> Any:
     """An attribute (or Constant node value) as Python: scalars, str, lists for tuples and lists, ndarrays for
-    tensors, None, or MONAD for ordering tokens."""
+    tensors, a numpy dtype for a tensor type, None, or MONAD for ordering tokens."""
     if attr.type in SCALARS:
         return SCALARS[attr.type](attr)
     if attr.type in (A.TUPLE, A.LIST):
         return [attribute_value(v, source) for v in attr.values]
-    if attr.type == A.TENSORS and attr.tensors:
-        return tensor_array(attr.tensors[0], source)
-    if attr.type == A.TENSOR or attr.HasField("t"):
-        return tensor_array(attr.t, source)
+    if attr.type == A.TENSORS and attr.tensors or attr.type == A.TENSOR or attr.HasField("t"):
+        tensor = attr.tensors[0] if attr.tensors else attr.t
+        return dtype_of(tensor, f"'{source}'") if _is_type(tensor) else tensor_array(tensor, source)
     if attr.type in (A.UMONAD, A.IOMONAD):
         return MONAD
     if attr.type == A.NONE:
@@ -108,3 +107,10 @@ def attribute_value(attr: pb.AttributeProto, source: str) -> Any:
         return list(attr.ints) or [s.decode() for s in attr.strings] or list(attr.floats)
     raise NotSupportedError(f"'{source}': attribute '{attr.name}' has type {A.AttributeType.Name(attr.type)}, "
                             f"which is not supported")
+
+
+def _is_type(tensor: pb.TensorProto) -> bool:
+    """Whether a tensor value stands for a tensor type (MindSpore 2.0 writes Cast's target type so: a data type
+    without dims or data)."""
+    return not (tensor.dims or tensor.HasField("raw_data") or tensor.HasField("external_data") or tensor.float_data
+                or tensor.int32_data or tensor.int64_data or tensor.double_data or tensor.uint64_data)

@@ -79,7 +79,7 @@ def reduce(ctx: ImportContext) -> None:
 
 @mindir_op("Cast")
 def cast(ctx: ImportContext) -> None:
-    """The target type is a MindSpore TypeId (an int) or, in older files, a tensor type name."""
+    """The target type is a MindSpore TypeId (an int; 2.3 and later) or a tensor type (2.0)."""
     to = ctx.arg(1, "dst_type", None)
     dtype = _numpy_type(to)
     if dtype is None:
@@ -90,13 +90,9 @@ def cast(ctx: ImportContext) -> None:
 # MindSpore TypeIds (mindspore/core/ir/dtype/type_id.h) of the tensor types a Cast can target
 TYPE_IDS = {30: np.bool_, 32: np.int8, 33: np.int16, 34: np.int32, 35: np.int64, 37: np.uint8, 38: np.uint16,
             39: np.uint32, 40: np.uint64, 42: np.float16, 43: np.float32, 44: np.float64}
-TYPE_NAMES = {"Bool": np.bool_, "Int8": np.int8, "Int16": np.int16, "Int32": np.int32, "Int64": np.int64,
-              "UInt8": np.uint8, "Float16": np.float16, "Float32": np.float32, "Float64": np.float64}
 
 
 def _numpy_type(to: object) -> np.dtype | None:
-    if isinstance(to, int):
-        return TYPE_IDS.get(to)
-    if isinstance(to, str):
-        return TYPE_NAMES.get(to.removeprefix("Tensor[").removesuffix("]"))
-    return None
+    if isinstance(to, np.dtype):        # a tensor type (MindSpore 2.0)
+        return to
+    return TYPE_IDS.get(to) if isinstance(to, int) else None

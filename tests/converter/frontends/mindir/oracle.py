@@ -1,8 +1,11 @@
 """MindSpore as the oracle of the MINDIR tests (needs `mindspore`): export a network of `nets` with a seeded
 input, MindSpore's inference output, and the losses of its own training steps.
 
-``python -m tests.converter.frontends.mindir.oracle`` rewrites the committed fixtures (LeNet's .mindir and its
-input and MindSpore's output), which let CI check the import without MindSpore.
+``python -m tests.converter.frontends.mindir.oracle [network ...]`` rewrites the committed fixtures of the
+installed MindSpore (a network's .mindir, an input and MindSpore's output, in fixtures/mindspore-<version>/), which
+let CI check the import without MindSpore: LeNet from MindSpore 2.10 (mind_ir_version 3, arguments as inputs);
+the ResNet and the net of primitives from MindSpore 2.0 (mind_ir_version 1, arguments as attributes; it needs
+Python 3.9 or older, numpy<1.24, pillow<10 and protobuf<4).
 """
 from __future__ import annotations
 
@@ -52,13 +55,16 @@ def training_losses(key: str, batches: list[tuple[np.ndarray, np.ndarray]], lear
     return [float(step(ms.Tensor(x), ms.Tensor(y)).asnumpy()) for x, y in batches]
 
 
-def main() -> int:
-    FIXTURES.mkdir(exist_ok=True)
-    path, x, expected = export("lenet", FIXTURES)
-    np.savez(FIXTURES / "lenet.npz", x=x, expected=expected)
-    print(f"wrote {path.name} ({path.stat().st_size} bytes) and lenet.npz")
+def main(keys: list[str]) -> int:
+    """Export networks `keys` (default: LeNet) with the installed MindSpore into fixtures/mindspore-<version>/."""
+    directory = FIXTURES / f"mindspore-{ms.__version__}"
+    directory.mkdir(parents=True, exist_ok=True)
+    for key in keys or ["lenet"]:
+        path, x, expected = export(key, directory)
+        np.savez(directory / f"{key}.npz", x=x, expected=expected)
+        print(f"wrote {path.relative_to(FIXTURES)} ({path.stat().st_size} bytes) and {key}.npz")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

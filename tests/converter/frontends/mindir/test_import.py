@@ -1,6 +1,7 @@
-"""The MINDIR frontend without MindSpore: a LeNet exported by MindSpore 2.10 (committed with MindSpore's output)
-converts with `converter_lite --fmk=MINDIR` and runs as MindSpore ran it; external weight files are read; bad
-files are refused with a status naming the file (and the node)."""
+"""The MINDIR frontend without MindSpore: files exported by MindSpore 2.10 (a LeNet; arguments as Constant inputs)
+and 2.0 (a ResNet with BatchNorm and a net of shape, indexing and elementwise primitives; arguments as primitive
+attributes), committed with MindSpore's outputs, convert with `converter_lite --fmk=MINDIR` and run as MindSpore
+ran them; external weight files are read; bad files are refused with a status naming the file (and the node)."""
 from __future__ import annotations
 
 import subprocess
@@ -17,7 +18,7 @@ from converter.frontends.mindir import mind_ir_pb2 as pb
 from tests.util import relative_to_range, run_lite, session_for
 
 FIXTURES = Path(__file__).resolve().with_name("fixtures")
-LENET = FIXTURES / "lenet.mindir"
+LENET = FIXTURES / "mindspore-2.10.0" / "lenet.mindir"
 
 
 def lenet_proto() -> pb.ModelProto:
@@ -31,18 +32,25 @@ def write(model: pb.ModelProto, path: Path) -> Path:
     return path
 
 
-def lenet_output(session: lite.LiteSession) -> tuple[np.ndarray, np.ndarray]:
-    """(our output, MindSpore's) for the committed input."""
-    data = np.load(FIXTURES / "lenet.npz")
+def output(session: lite.LiteSession, fixture: Path = LENET) -> tuple[np.ndarray, np.ndarray]:
+    """(our output, MindSpore's) for the input committed with `fixture`."""
+    data = np.load(fixture.with_suffix(".npz"))
     return next(iter(run_lite(session, {"x": data["x"]}).values())), data["expected"]
 
 
-def test_lenet_converted_by_the_command_runs_as_mindspore_ran_it(tmp_path, capsys):
-    assert converter_lite(["--fmk=MINDIR", f"--modelFile={LENET}", f"--outputFile={tmp_path / 'lenet'}"]) == 0
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*/*.mindir")), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_a_converted_fixture_runs_as_mindspore_ran_it(fixture, tmp_path, capsys):
+    assert converter_lite(["--fmk=MINDIR", f"--modelFile={fixture}", f"--outputFile={tmp_path / 'model'}"]) == 0
     assert "CONVERT RESULT SUCCESS:0" in capsys.readouterr().out
-    buf = (tmp_path / "lenet.ms").read_bytes()
-    got, want = lenet_output(lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=1)))
-    assert relative_to_range(got, want) <= 1e-4
+    buf = (tmp_path / "model.ms").read_bytes()
+    got, want = output(lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=1)), fixture)
+    assert got.shape == want.shape and relative_to_range(got, want) <= 1e-4
+
+
+def test_fixtures_of_both_attribute_styles_are_committed():
+    versions = {p.parent.name: pb.ModelProto.FromString(p.read_bytes()).mind_ir_version
+                for p in FIXTURES.glob("*/*.mindir")}
+    assert versions == {"mindspore-2.10.0": 3, "mindspore-2.0.0": 1}
 
 
 def test_weights_keep_the_names_of_the_network_parameters():
@@ -68,7 +76,7 @@ def test_external_weights_are_read_from_beside_the_file(tmp_path):
             p.ClearField("raw_data")
     assert len(offset) == 2
     (tmp_path / "lenet_variables" / "data_0").write_bytes(bytes(blob))
-    got, want = lenet_output(session_for(read_model("MINDIR", write(model, tmp_path / "lenet.mindir"))))
+    got, want = output(session_for(read_model("MINDIR", write(model, tmp_path / "lenet.mindir"))))
     assert relative_to_range(got, want) <= 1e-4
 
     (tmp_path / "lenet_variables" / "data_0").unlink()
@@ -117,7 +125,7 @@ def test_attributes_on_the_primitive_read_as_attributes_given_as_inputs(tmp_path
     for name, value in flags.items():
         matmul.attribute.add(name=name, i=value, type=pb.AttributeProto.BOOL)
     assert flags == {"transpose_a": 0, "transpose_b": 1}
-    got, want = lenet_output(session_for(read_model("MINDIR", write(model, tmp_path / "old_style.mindir"))))
+    got, want = output(session_for(read_model("MINDIR", write(model, tmp_path / "old_style.mindir"))))
     assert relative_to_range(got, want) <= 1e-4
 
 
