@@ -16,6 +16,7 @@ from schema import fb as ours
 from schema.mindspore_lite import fb
 
 _MAX_ELEMENTS = 1 << 34     # refuse shapes no device could hold instead of attempting the allocation
+_FLOAT32_MAX = float(np.finfo(np.float32).max)     # a quant scale the kernels can hold
 # The official Format of a tensor -> ours, for what the runtime reports; the data layout itself is fixed by the op
 # (Conv2DFusion weights are [out, kh, kw, in / group] whatever the file says).
 _FORMATS = {fb.Format.NCHW: ours.Format.NCHW, fb.Format.NHWC: ours.Format.NHWC, fb.Format.KHWC: ours.Format.OHWI}
@@ -100,6 +101,8 @@ def _read_tensor(index: int, t: Any, graph_input: bool) -> TensorDef:
         raise NotSupportedError(f"tensor '{name}' keeps its data in an external file, which is not supported")
     const = t.DataLength() > 0 and not graph_input
     quant = [_quant_param(t.QuantParams(k)) for k in range(t.QuantParamsLength())]
+    if not all(0 < q.scale < _FLOAT32_MAX for q in quant):
+        raise GraphFileError(f"tensor '{name}' has a quant scale that is not a positive finite number")
     if t.WeightQuantCompressType() == fb.WeightQuantCompressType.BITPACKING:
         data = _unpacked(name, t, dims, dtype, quant)
     else:
