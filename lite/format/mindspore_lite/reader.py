@@ -21,9 +21,8 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)     # a quant scale the kernels c
 # (Conv2DFusion weights are [out, kh, kw, in / group] whatever the file says).
 _FORMATS = {fb.Format.NCHW: ours.Format.NCHW, fb.Format.NHWC: ours.Format.NHWC, fb.Format.KHWC: ours.Format.OHWI}
 
-
+_COMPRESSIONS = (fb.WeightQuantCompressType.NONE, fb.WeightQuantCompressType.BITPACKING)     # weights read
 # Node quant types read (the official -> ours); full quantization is not yet.
-_COMPRESSIONS = (fb.WeightQuantCompressType.NONE, fb.WeightQuantCompressType.BITPACKING)
 _QUANT_TYPES = {fb.QuantType.QUANT_NONE: ours.QuantType.NONE, fb.QuantType.QUANT_WEIGHT: ours.QuantType.WEIGHT,
                 fb.QuantType.WeightQuant: ours.QuantType.WEIGHT}
 
@@ -43,7 +42,8 @@ def read(buf: memoryview) -> Model:
     with `NotSupportedError` naming what."""
     root = fb.MetaGraph.GetRootAs(buf, 0)
     graph_in = _vector(root, "InputIndex")
-    tensors = [_read_tensor(i, root.AllTensors(i), i in graph_in) for i in range(root.AllTensorsLength())]
+    inputs = set(graph_in)
+    tensors = [_read_tensor(i, root.AllTensors(i), i in inputs) for i in range(root.AllTensorsLength())]
     graph = Graph(tensors)
     for i in graph_in:
         graph.check_index(i, "graph input")
