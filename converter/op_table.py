@@ -192,6 +192,11 @@ def _sources(importers: dict[str, Callable[..., Any]], ops: set[str]) -> dict[st
     return sources
 
 
+def _domain(onnx_op: str) -> str:
+    """The domain of an ONNX importer key: the qualified name's prefix, `ai.onnx` for a bare name."""
+    return onnx_op.rpartition(".")[0] or "ai.onnx"
+
+
 def _tflite_refused() -> list[tuple[str, str]]:
     """(builtin or family, reason) for every TFLite builtin without an importer rule; the StableHLO family is
     one row."""
@@ -238,9 +243,11 @@ def render() -> str:
         k = kernels[op]
         lines.append(f"| `{op}` | `{k['module']}` | {_siblings_cell(k)} | {_cell(_tests(op, k))} | "
                      f"{_cell(users[op])} |")
-    lines += ["", "## ONNX ops", "", "| ONNX op | importer rule | emits |", "|---|---|---|"]
-    for onnx_op, rule in sorted(IMPORTERS.items()):
-        lines.append(f"| `{onnx_op}` | `{_module_path(rule)}:{rule.__name__}` | "
+    lines += ["", "## ONNX ops", "", "By domain: `ai.onnx` (the default), then the others (`com.microsoft`: "
+              "onnxruntime's contrib ops), by their qualified names.", "",
+              "| ONNX op | importer rule | domain | emits |", "|---|---|---|---|"]
+    for onnx_op, rule in sorted(IMPORTERS.items(), key=lambda item: (_domain(item[0]) != "ai.onnx", item[0])):
+        lines.append(f"| `{onnx_op}` | `{_module_path(rule)}:{rule.__name__}` | {_domain(onnx_op)} | "
                      f"{_cell(_emitted(rule, onnx_op, ops))} |")
     refused = _tflite_refused()
     lines += ["", "## TFLite builtins", "",
