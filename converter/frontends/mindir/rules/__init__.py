@@ -1,2 +1,2 @@
 """Importer rules for MindSpore primitives, one module per family; importing the package registers them all."""
-from converter.frontends.mindir.rules import elementwise, nn, tensor_ops  # noqa: F401
+from converter.frontends.mindir.rules import elementwise, nn, recurrent, tensor_ops  # noqa: F401

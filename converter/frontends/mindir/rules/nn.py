@@ -1,8 +1,9 @@
-"""MINDIR rules for the neural-network primitives: Conv2D, BiasAdd, BatchNorm, MatMul/BatchMatMul/Dense,
-MaxPool/AvgPool, Softmax/LogSoftmax, LayerNorm.
+"""MINDIR rules for the neural-network primitives: Conv2D, Conv2DTranspose, BiasAdd, BatchNorm,
+MatMul/BatchMatMul/Dense, MaxPool/AvgPool, Softmax/LogSoftmax, LayerNorm.
 
 MindSpore's spatial primitives are NCHW: as for ONNX, they run on NHWC inside the graph between transposes that
-the to_nhwc pass cancels between neighbours (`ImportContext.nhwc_op`); Conv2D weights go OIHW -> OHWI.
+the to_nhwc pass cancels between neighbours (`ImportContext.nhwc_op`); Conv2D weights go OIHW -> OHWI, and
+Conv2DTranspose's [I, O/G, KH, KW] -> IHWO.
 """
 from __future__ import annotations
 
@@ -66,6 +67,39 @@ def conv2d(ctx: ImportContext) -> None:
                     ctx.attrs.get("pad_mode", "valid"), ctx.attrs.get("pad", 0), ctx.attrs.get("dilation", 1))
     weight = ctx.emit1("Transpose", [w], perm=OIHW_TO_OHWI)
     ctx.nhwc_op("Conv2D", x, [weight], group=group, in_channel=in_per_group * group, out_channel=out_c, **attrs)
+
+
+@mindir_op("Conv2DTranspose", "Conv2DBackpropInput")
+def conv2d_transpose(ctx: ImportContext) -> None:
+    """Inputs x, weight [I, O/G, KH, KW] and the output's NCHW shape. The padding is made explicit: "same" crops
+    the odd pixel at the end (the gradient of Conv2D's "same"), and rows the window does not reach at the end
+    become output padding."""
+    x, w = ctx.input(0), ctx.input(1)
+    _require_nchw(ctx, ctx.attrs.get("format", "NCHW"))
+    in_c, out_per_group = ctx.value(w).shape[:2]
+    group = int(ctx.attrs.get("group", 1))
+    size = [int(v) for v in np.ravel(ctx.arg(2, "input_size", ()))]
+    if len(size) != 4:
+        raise ctx.error(f"output size {size} is not an NCHW shape")
+    attrs = _window(ctx, ctx.attrs.get("kernel_size", ctx.value(w).shape[2:]), ctx.attrs.get("stride", 1),
+                    ctx.attrs.get("pad_mode", "valid"), ctx.attrs.get("pad", 0), ctx.attrs.get("dilation", 1))
+    mode = attrs.pop("pad_mode")
+    for axis, (begin, end) in ((2, ("pad_top", "pad_bottom")), (3, ("pad_left", "pad_right"))):
+        hw = "h" if axis == 2 else "w"
+        full = attrs[f"stride_{hw}"] * (ctx.value(x).shape[axis] - 1) + (attrs[f"kernel_{hw}"] - 1) * \
+            attrs[f"dilation_{hw}"] + 1
+        if mode == fb.PadMode.VALID:
+            attrs[begin] = attrs[end] = 0
+        elif mode == fb.PadMode.SAME_UPPER:
+            total = max(full - size[axis], 0)
+            attrs[begin], attrs[end] = total // 2, total - total // 2
+        extra = size[axis] - (full - attrs[begin] - attrs[end])
+        if not 0 <= extra < max(attrs[f"stride_{hw}"], attrs[f"dilation_{hw}"]):
+            raise ctx.error(f"output size {size} does not follow from the input, window and padding")
+        attrs[f"output_pad_{hw}"] = extra
+    weight = ctx.emit1("Transpose", [w], perm=OIHW_TO_OHWI)
+    ctx.nhwc_op("Conv2DTranspose", x, [weight], group=group, in_channel=in_c, out_channel=out_per_group * group,
+                pad_mode=fb.PadMode.PAD, **attrs)
 
 
 @mindir_op("BiasAdd")

@@ -1,5 +1,5 @@
 """MINDIR rules for shape and indexing primitives: Reshape, Flatten, Transpose, Concat, Squeeze, ExpandDims,
-Gather, StridedSlice, Identity, Dropout (an identity in inference)."""
+Gather, StridedSlice, ReverseV2, Identity, Dropout (an identity in inference)."""
 from __future__ import annotations
 
 import numpy as np
@@ -83,6 +83,16 @@ def strided_slice(ctx: ImportContext) -> None:
     y = ctx.emit1("Slice", [x, *params], None if shrunk else ctx.output)
     if shrunk:
         ctx.emit("Squeeze", [y, ctx.add_const(np.array(shrunk, np.int64), "shrunk")], [ctx.output])
+
+
+@mindir_op("ReverseV2")
+def reverse(ctx: ImportContext) -> None:
+    """Reverse along the given axes: a Slice stepping back from the last element."""
+    axes = _ints(ctx, 1, "axis")
+    ones = np.ones(axes.size, np.int64)
+    params = [ctx.add_const(v, hint) for v, hint in ((-ones, "starts"), (-INT64_MAX * ones, "ends"), (axes, "axes"),
+                                                      (-ones, "steps"))]
+    ctx.emit("Slice", [ctx.input(0), *params], [ctx.output])
 
 
 @mindir_op("Identity")

@@ -130,9 +130,36 @@ class Attention(nn.Cell):
         return self.head(ops.mean(x, 1))
 
 
+class Upsampler(nn.Cell):
+    """Transposed convolutions in each pad mode ("same", "pad", "valid" with groups), as a decoder uses them."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.SequentialCell(
+            nn.Conv2dTranspose(4, 3, 3, stride=2, pad_mode="same", has_bias=True), nn.ReLU(),
+            nn.Conv2dTranspose(3, 2, 4, stride=2, pad_mode="pad", padding=1),
+            nn.Conv2dTranspose(2, 2, 3, stride=1, pad_mode="valid", group=2))
+
+    def construct(self, x):
+        return self.up(x)
+
+
+class Recurrent(nn.Cell):
+    """A two-layer bidirectional LSTM over [N, T, F] features, classified from its last step."""
+
+    def __init__(self, features: int = 8, hidden: int = 6, classes: int = 10):
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, num_layers=2, batch_first=True, bidirectional=True)
+        self.head = nn.Dense(2 * hidden, classes)
+
+    def construct(self, x):
+        return self.head(self.lstm(x)[0][:, -1])
+
+
 NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)),
         "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32)), "primitives": (Primitives, (2, 4, 6, 8)),
-        "attention": (Attention, (2, 5, 16))}
+        "attention": (Attention, (2, 5, 16)), "upsampler": (Upsampler, (2, 4, 5, 5)),
+        "recurrent": (Recurrent, (2, 7, 8))}
 
 
 def randomized(net: nn.Cell, seed: int) -> nn.Cell:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-ms = pytest.importorskip("mindspore", reason="MindSpore is the oracle (pip install mindspore==2.10.0)")
+ms = pytest.importorskip("mindspore", reason="MindSpore is the oracle (pip install -e '.[mindir]')")
 import lite  # noqa: E402
 from converter.cli import main as converter_lite  # noqa: E402
 from converter.frontends.mindir import mind_ir_pb2  # noqa: E402
@@ -21,7 +21,8 @@ def converted(tmp_path, source, *flags: str) -> bytes:
     return (tmp_path / "model.ms").read_bytes()
 
 
-@pytest.mark.parametrize("key", ["lenet", "resnet", "mobilenetv2", "primitives", "attention"])
+@pytest.mark.parametrize("key", ["lenet", "resnet", "mobilenetv2", "primitives", "attention", "upsampler",
+                                 "recurrent"])
 def test_inference_matches_mindspore(key, tmp_path):
     source, x, want = export(key, tmp_path)
     buf = converted(tmp_path, source)
