@@ -114,11 +114,11 @@ class _Importer:
     tensors named in `as_inputs` become float32 graph inputs, and the operators computing them are skipped."""
 
     def __init__(self, file: ModelRecord, input_shapes: dict[str, list[int]], stack: tuple[int, ...] = (0,),
-                 as_inputs: Collection[str] = ()):
+                 as_inputs: Collection[str] = (), signature: dict[int, str] | None = None):
         self.file, self.stack, self.as_inputs = file, stack, set(as_inputs)
         self.model = model = file.graphs[stack[-1]]
-        self.names = unique_names(model, file.names if stack == (0,) else {})
-        self.graph = Graph("graph" if stack == (0,) else model.name or f"subgraph_{stack[-1]}")
+        self.names = unique_names(model, signature if signature is not None else file.names if stack == (0,) else {})
+        self.graph = Graph("graph" if len(stack) == 1 else model.name or f"subgraph_{stack[-1]}")
         self.ctx = ImportContext(self.graph)
         self.ctx.body, self.ctx.subgraphs = self.body, file.subgraphs
         self.floats: dict[str, str] = {}        # quantized tensor -> its dequantized float copy
@@ -196,8 +196,8 @@ class _Importer:
         tensors = self.model.tensors
         opaque = next((tensors[i] for i in (*op.inputs, *op.outputs) if i >= 0 and tensors[i].opaque), None)
         if opaque is not None:
-            raise ctx.error(f"tensor '{self.names[opaque.index]}' has type {opaque.type_name}, which this runtime holds "
-                            f"no tensor of")
+            raise ctx.error(f"tensor '{self.names[opaque.index]}' has type {opaque.type_name}, which this runtime "
+                            f"holds no tensor of")
         # a variable tensor that no op writes before holds its reset value, zeros: rules see an omitted input
         inputs = ["" if i >= 0 and self.model.tensors[i].variable and self.names[i] not in self.graph.values
                   else self.name_of(i) for i in op.inputs]
@@ -288,7 +288,12 @@ def import_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, 
 
 
 def import_file(file: ModelRecord, input_shapes: dict[str, list[int]] | None = None,
-                weights_as_inputs: Collection[str] = ()) -> Graph:
+                weights_as_inputs: Collection[str] = (), signature: str | None = None) -> Graph:
     """Build the IR of the records of a `.tflite` file, the float weights `weights_as_inputs` (named as
-    `TFLiteSource.float_weights` names them) as graph inputs."""
-    return _Importer(file, dict(input_shapes or {}), as_inputs=weights_as_inputs).run()
+    `TFLiteSource.float_weights` names them) as graph inputs. `signature` picks the entry point by its key (the
+    subgraph it runs becomes the graph, its inputs and outputs named as the signature names them); by default
+    subgraph 0."""
+    if signature is None:
+        return _Importer(file, dict(input_shapes or {}), as_inputs=weights_as_inputs).run()
+    entry = file.signature(signature)
+    return _Importer(file, dict(input_shapes or {}), (entry.subgraph,), weights_as_inputs, entry.names).run()

@@ -18,7 +18,7 @@ import numpy as np
 import tflite
 
 from converter.frontends.tflite.sparse import Sparsity, densify
-from lite.status import GraphFileError
+from lite.status import GraphFileError, InputTensorError
 
 SCHEMA_VERSION = 3
 IDENTIFIER = b"TFL3"
@@ -90,11 +90,34 @@ class GraphRecord:
 
 
 @dataclass
+class Signature:
+    """A signature def: an entry point (`key`, LiteRT's `get_signature_runner(key)`) running one subgraph, its
+    inputs and outputs by name (name -> tensor index of that subgraph), in the file's order."""
+    key: str
+    subgraph: int
+    inputs: dict[str, int]
+    outputs: dict[str, int]
+
+    @property
+    def names(self) -> dict[int, str]:
+        """Tensor index -> signature name, of every input and output."""
+        return {i: n for n, i in (*self.inputs.items(), *self.outputs.items())}
+
+
+@dataclass
 class ModelRecord(GraphRecord):
     """The file: subgraph 0's records, every subgraph in `graphs` (by subgraph index)."""
     version: int = SCHEMA_VERSION
     names: dict[int, str] = field(default_factory=dict)   # tensor index -> signature-def name of graph inputs/outputs
     graphs: list[GraphRecord] = field(default_factory=list)
+    signatures: list[Signature] = field(default_factory=list)
+
+    def signature(self, key: str) -> Signature:
+        found = next((s for s in self.signatures if s.key == key), None)
+        if found is None:
+            raise InputTensorError(f"the model has no signature '{key}' (signatures: "
+                                   f"{[s.key for s in self.signatures]})")
+        return found
 
     @property
     def subgraphs(self) -> int:
@@ -260,18 +283,23 @@ def _graph(model: Any, graph: Any, k: int, codes: list[tuple[str, int]], data: b
     return GraphRecord(tensors, operators, inputs, outputs, (graph.Name() or b"").decode(errors="replace"))
 
 
-def _signature_names(model: Any, bounded: _Bounded) -> dict[int, str]:
-    """Names that the signature def of subgraph 0 gives its input and output tensors."""
-    names: dict[int, str] = {}
-    for i in range(bounded.count(model.SignatureDefsLength(), "signature defs")):
-        sig = model.SignatureDefs(i)
-        if sig.SubgraphIndex() != 0:
-            continue
+def _signatures(model: Any, graphs: list[GraphRecord], bounded: _Bounded) -> list[Signature]:
+    signatures = []
+    for k in range(bounded.count(model.SignatureDefsLength(), "signature defs")):
+        sig = model.SignatureDefs(k)
+        key = (sig.SignatureKey() or b"").decode(errors="replace") or f"signature_{k}"
+        if not 0 <= sig.SubgraphIndex() < len(graphs):
+            raise GraphFileError(f"signature '{key}' runs subgraph {sig.SubgraphIndex()} of {len(graphs)}")
+        tensors = len(graphs[sig.SubgraphIndex()].tensors)
+        maps = []
         for get, n in ((sig.Inputs, sig.InputsLength()), (sig.Outputs, sig.OutputsLength())):
-            for j in range(bounded.count(n, "signature tensors")):
-                names[get(j).TensorIndex()] = get(j).Name().decode(errors="replace")
-        break
-    return names
+            entries = {(get(j).Name() or b"").decode(errors="replace"): get(j).TensorIndex()
+                       for j in range(bounded.count(n, "signature tensors"))}
+            if any(not 0 <= i < tensors for i in entries.values()):
+                raise GraphFileError(f"signature '{key}' names a tensor index out of range")
+            maps.append(entries)
+        signatures.append(Signature(key, sig.SubgraphIndex(), *maps))
+    return signatures
 
 
 def _check_header(data: bytes, source: str) -> Any:
@@ -300,9 +328,10 @@ def read_model(data: bytes, source: str = "<buffer>") -> ModelRecord:
             raise GraphFileError(f"'{source}' has no subgraph")
         bounded.count(model.BuffersLength(), "buffers")
         graphs = [_graph(model, model.Subgraphs(k), k, codes, data, bounded) for k in range(subgraphs)]
-        main = graphs[0]
+        main, signatures = graphs[0], _signatures(model, graphs, bounded)
+        first = next((s for s in signatures if s.subgraph == 0), None)       # names subgraph 0's inputs/outputs
         return ModelRecord(main.tensors, main.operators, main.inputs, main.outputs, main.name, model.Version(),
-                           _signature_names(model, bounded), graphs)
+                           first.names if first else {}, graphs, signatures)
     except GraphFileError as e:
         if source in e.args[0]:
             raise

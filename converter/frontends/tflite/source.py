@@ -1,7 +1,9 @@
 """A `.tflite` model as the converter's source (`converter.frontends.SourceModel`): read once into records,
-imported into IR, its float weights the weights a training graph trains."""
+imported into IR, its float weights the weights a training graph trains. A file with several signature defs
+(entry points, each running its own subgraph) converts one of them: `TFLiteSource.for_signature(key)`."""
 from __future__ import annotations
 
+import copy
 from typing import Collection
 
 import numpy as np
@@ -22,22 +24,38 @@ class TFLiteSource:
 
     def __init__(self, data: bytes, source: str = "<buffer>"):
         self.file = read_model(data, source)
-        self.names = unique_names(self.file, self.file.names)
+        self.signature: str | None = None       # the entry point converted; None: subgraph 0
+        self.graph = self.file.graphs[0]
+        self.names = unique_names(self.graph, self.file.names)
         self._weights: dict[str, np.ndarray] | None = None
+
+    @property
+    def signatures(self) -> list[str]:
+        """The keys of the file's signature defs, in file order."""
+        return [s.key for s in self.file.signatures]
+
+    def for_signature(self, key: str) -> TFLiteSource:
+        """This model's entry point `key`: its subgraph is the graph, its inputs and outputs named as the
+        signature def names them (as LiteRT's `get_signature_runner(key)` takes and gives them)."""
+        entry = self.file.signature(key)
+        chosen = copy.copy(self)
+        chosen.signature, chosen.graph, chosen._weights = key, self.file.graphs[entry.subgraph], None
+        chosen.names = unique_names(chosen.graph, entry.names)
+        return chosen
 
     def to_ir(self, input_shapes: dict[str, list[int]] | None = None,
               weights_as_inputs: Collection[str] = ()) -> Graph:
-        return import_file(self.file, input_shapes, weights_as_inputs)
+        return import_file(self.file, input_shapes, weights_as_inputs, self.signature)
 
     def float_weights(self) -> dict[str, np.ndarray]:
-        """The main graph's float32 constants, and its float16 constants as the float32 values that their
+        """The graph's float32 constants, and its float16 constants as the float32 values that their
         DEQUANTIZE computes (named by its output: the tensor the model's operators read); found once."""
         if self._weights is not None:
             return self._weights
-        dequantized = {op.inputs[0]: op.outputs[0] for op in self.file.operators
+        dequantized = {op.inputs[0]: op.outputs[0] for op in self.graph.operators
                        if op.op == "DEQUANTIZE" and op.inputs and op.outputs}
         weights = {}
-        for t in self.file.tensors:
+        for t in self.graph.tensors:
             if t.data is None or t.quant is not None:
                 continue
             if t.dtype == np.float32:
@@ -52,4 +70,4 @@ class TFLiteSource:
         weights = self.float_weights()
         return [(self.names[op.outputs[0]] if op.outputs else f"{op.op}_{op.index}",
                  [self.names[i] for i in op.inputs if i >= 0 and self.names[i] in weights])
-                for op in self.file.operators]
+                for op in self.graph.operators]

@@ -1,6 +1,6 @@
 """`.tflite` files shaped like those found in the wild, beyond what `tests.tflite_models.TFLiteModel` writes:
 tensors of every schema type (RESOURCE, STRING, ...), custom ops with their raw option bytes, and several
-signature defs over several subgraphs."""
+signature defs over several subgraphs (`build_entries`)."""
 from __future__ import annotations
 
 import struct
@@ -10,7 +10,10 @@ import flatbuffers
 import numpy as np
 import tflite
 
-from tests.tflite_models import TFLiteModel, table, vector
+from tests.tflite_models import TFLiteModel, offsets, table, vector
+
+# a signature def: key, subgraph index, inputs and outputs as {name: tensor index of that subgraph}
+Entry = tuple[str, int, dict[str, int], dict[str, int]]
 
 
 def int_struct(*values: int) -> bytes:
@@ -34,6 +37,28 @@ class WildModel(TFLiteModel):
     def custom(self, name: str, inputs: list[int], outputs: list[int], options: bytes = b"") -> None:
         self.op("CUSTOM", inputs, outputs, custom=name)
         self.operators[-1]["custom_options"] = options
+
+    def build_entries(self, inputs: list[int], outputs: list[int], entries: list[Entry]) -> bytes:
+        """The file with one signature def per entry (subgraph 0 is this model with `inputs` and `outputs`,
+        subgraph k the k-th body added with `subgraph`)."""
+        b = flatbuffers.Builder(1024)
+        buffers = [table(b, "Buffer", **({} if data is None else {"Data": vector(b, data.reshape(-1).view(np.uint8),
+                                                                                 np.uint8)})) for data in self.buffers]
+        graphs = [g._subgraph(b, ins, outs, name) for name, (g, ins, outs) in
+                  [("main", (self, inputs, outputs)), *((f"body{k + 1}", body) for k, body in enumerate(self.bodies))]]
+        codes = [table(b, "OperatorCode", BuiltinCode=builtin, DeprecatedBuiltinCode=min(builtin, 127), Version=v,
+                       **({"CustomCode": b.CreateString(custom)} if custom else {}))
+                 for builtin, custom, v in self.codes]
+        defs = []
+        for key, subgraph, ins, outs in entries:
+            maps = [offsets(b, [table(b, "TensorMap", Name=b.CreateString(n), TensorIndex=i) for n, i in m.items()])
+                    for m in (ins, outs)]
+            defs.append(table(b, "SignatureDef", Inputs=maps[0], Outputs=maps[1], SignatureKey=b.CreateString(key),
+                              SubgraphIndex=subgraph))
+        model = table(b, "Model", Version=3, OperatorCodes=offsets(b, codes), Subgraphs=offsets(b, graphs),
+                      Buffers=offsets(b, buffers), SignatureDefs=offsets(b, defs))
+        b.Finish(model, file_identifier=b"TFL3")
+        return bytes(b.Output())
 
     def _tensor(self, b: flatbuffers.Builder, t: dict) -> int:
         if not isinstance(t["dtype"], str):
