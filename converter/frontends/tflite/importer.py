@@ -131,6 +131,7 @@ class _Importer:
                 raise NotSupportedError(f"TFLite graph input '{self.names[i]}' has type {model.tensors[i].type_name}, "
                                         f"which this runtime holds no tensor of")
             name, value = self.names[i], _value(model.tensors[i], self.names[i], keep_uint8=True)
+            value.const = None                  # (a 0-element input reads as an empty constant)
             if name in input_shapes:
                 value.shape = tuple(int(d) for d in input_shapes.pop(name))
             self.graph.values[name] = value

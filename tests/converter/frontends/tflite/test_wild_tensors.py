@@ -8,10 +8,11 @@ import pytest
 
 pytest.importorskip("tflite", reason="the TFLite frontend reads files with the 'tflite' package")
 from converter import convert_tflite  # noqa: E402
+from converter.frontends import frontend  # noqa: E402
 from converter.frontends.tflite.reader import read_model  # noqa: E402
 from lite.status import NotSupportedError  # noqa: E402
-from tests.converter.frontends.tflite.wild_models import WildModel  # noqa: E402
-from tests.tflite_models import check, rand, run_ours  # noqa: E402
+from tests.converter.frontends.tflite.wild_models import WildModel, streaming_mean  # noqa: E402
+from tests.tflite_models import check, litert_interpreter, rand, run_ours  # noqa: E402
 
 
 def _squeeze_to_scalar() -> tuple[bytes, list[np.ndarray]]:
@@ -48,6 +49,16 @@ def test_zero_element_activation_stays_a_runtime_tensor():
     assert out.shape == (2, 0) and out.dtype == np.float32
 
 
+def test_zero_element_graph_input_stays_an_input():
+    m = WildModel()
+    x, y = m.tensor((0, 3), name="x"), m.tensor((0, 3), name="y")
+    m.buffers.append(np.zeros(0, np.uint8))
+    m.tensors[x]["buffer"] = len(m.buffers) - 1
+    m.op("RELU", [x], [y])
+    graph = frontend("TFLITE").load(m.build([x], [y])).to_ir()
+    assert graph.inputs == ["x"] and graph.values["x"].const is None and [n.op for n in graph.nodes] == ["Activation"]
+
+
 @pytest.mark.parametrize("type_name", ["RESOURCE", "STRING", "VARIANT", "COMPLEX64", "INT4"])
 def test_every_schema_type_is_read(type_name):
     m = WildModel()
@@ -62,7 +73,7 @@ def test_every_schema_type_is_read(type_name):
 
 def test_op_on_an_opaque_tensor_is_refused_naming_op_node_and_tensor():
     m = WildModel()
-    s = m.typed([2], "STRING", "words", data=b"\x02\x00\x00\x00" + b"\x10\x00\x00\x00\x11\x00\x00\x00\x12\x00\x00\x00ab")
+    s = m.typed([2], "STRING", "words", data=np.array([2, 16, 17, 18], "<i4").tobytes() + b"ab")
     y = m.typed([1, 2], "STRING", "reshaped")
     m.op("RESHAPE", [s, m.const(np.array([1, 2], np.int32))], [y])
     with pytest.raises(NotSupportedError, match=r"TFLite op 'RESHAPE' at node 'reshaped' \(operator 0\): tensor "
@@ -80,12 +91,17 @@ def test_opaque_graph_input_is_refused_naming_it():
 
 
 def test_resource_variable_model_reaches_the_importer():
-    """The reader no longer stops at the RESOURCE tensor: the importer names the op it cannot run."""
-    m = WildModel()
-    handle = m.typed([], "RESOURCE", "stream/states")
-    m.op("VAR_HANDLE", [], [handle])
-    x = m.tensor((2,), name="x")
-    y = m.tensor((2,), name="y")
-    m.op("RELU", [x], [y])
-    with pytest.raises(NotSupportedError, match=r"TFLite op 'VAR_HANDLE' at node 'stream/states'"):
-        convert_tflite(m.build([x], [y]))
+    """A streaming model with resource variables (which LiteRT runs, its state kept across invocations): the
+    reader no longer stops at the RESOURCE tensor, and the importer names the op it cannot run."""
+    data = streaming_mean()
+    interpreter = litert_interpreter().Interpreter(model_content=data)
+    interpreter.allocate_tensors()
+    means = []
+    for k in range(3):
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], np.full((1, 1, 2), k + 1, np.float32))
+        interpreter.invoke()
+        means.append(float(interpreter.get_tensor(interpreter.get_output_details()[0]["index"])[0, 0]))
+    assert np.allclose(means, [1 / 3, 1, 2])          # the state kept: (0 + 0 + 1) / 3, (0 + 1 + 2) / 3, ...
+    with pytest.raises(NotSupportedError, match=r"TFLite op 'VAR_HANDLE' at node 'stream/states' \(operator 1\): "
+                                                r"resource variables"):
+        convert_tflite(data)

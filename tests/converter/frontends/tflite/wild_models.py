@@ -34,6 +34,13 @@ class WildModel(TFLiteModel):
                                  zero_point=None, axis=0, sparse=None, signature=None, variable=False))
         return len(self.tensors) - 1
 
+    def subgraph(self, build: Any) -> int:
+        """As `TFLiteModel.subgraph`, the body a `WildModel` too."""
+        g = type(self)(buffers=self.buffers, codes=self.codes)
+        inputs, outputs = build(g)
+        self.bodies.append((g, inputs, outputs))
+        return len(self.bodies)
+
     def custom(self, name: str, inputs: list[int], outputs: list[int], options: bytes = b"") -> None:
         self.op("CUSTOM", inputs, outputs, custom=name)
         self.operators[-1]["custom_options"] = options
@@ -67,6 +74,12 @@ class WildModel(TFLiteModel):
                      Type=getattr(tflite.TensorType, t["dtype"]), Buffer=t["buffer"])
 
     def _operator(self, b: flatbuffers.Builder, op: dict) -> int:
+        strings = {k: v for k, v in op["fields"].items() if isinstance(v, str)}
+        if strings:         # options with strings (VarHandleOptions' shared_name): all of them strings here
+            fields = dict(BuiltinOptions=table(b, op["options"], **{k: b.CreateString(v) for k, v in strings.items()}),
+                          BuiltinOptionsType=getattr(tflite.BuiltinOptions, op["options"]))
+            return table(b, "Operator", OpcodeIndex=op["code"], Inputs=vector(b, op["inputs"]),
+                         Outputs=vector(b, op["outputs"]), **fields)
         if "custom_options" not in op:
             return super()._operator(b, op)
         options = vector(b, np.frombuffer(op["custom_options"], np.uint8), np.uint8)
@@ -85,3 +98,30 @@ def run_litert_delegated(data: bytes, feeds: list[np.ndarray]) -> list[np.ndarra
         interpreter.set_tensor(detail["index"], x)
     interpreter.invoke()
     return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
+
+
+def streaming_mean(frames: int = 2, channels: int = 2) -> bytes:
+    """A streaming model keeping its state in a resource variable, as TFLite exports them: CALL_ONCE runs
+    subgraph 1 (VAR_HANDLE 'state', ASSIGN_VARIABLE of zeros) on the first invocation; each invocation reads
+    the state (the last `frames` chunks), outputs the mean of them and the new chunk, and assigns the last
+    `frames` back."""
+    m = WildModel()
+    x = m.tensor((1, 1, channels), name="chunk")
+    state = (1, frames, channels)
+
+    def init(g: WildModel) -> tuple[list[int], list[int]]:
+        handle = g.typed([], "RESOURCE", "init/state")
+        g.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="state")
+        g.op("ASSIGN_VARIABLE", [handle, g.const(np.zeros(state, np.float32))], [])
+        return [], []
+    m.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=m.subgraph(init))
+    handle = m.typed([], "RESOURCE", "stream/states")
+    m.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="state")
+    old, joined = m.tensor(state, name="stream/read"), m.tensor((1, frames + 1, channels), name="stream/joined")
+    m.op("READ_VARIABLE", [handle], [old])
+    m.op("CONCATENATION", [old, x], [joined], "ConcatenationOptions", Axis=1)
+    mean, new = m.tensor((1, channels), name="mean"), m.tensor(state, name="stream/new")
+    m.op("MEAN", [joined, m.const(np.array([1], np.int32))], [mean], "ReducerOptions")
+    m.op("SLICE", [joined, m.const(np.array([0, 1, 0], np.int32)), m.const(np.array(state, np.int32))], [new])
+    m.op("ASSIGN_VARIABLE", [handle, new], [])
+    return m.build([x], [mean])
