@@ -5,9 +5,16 @@ MindSpore's graphs carry plumbing that orders side effects and builds tuples: `L
 inference or training graph of ours, so the walk resolves it away: every node output maps to an IR value name, a
 constant, a tuple of those, or a token (`Env`). IR names drop the "<graph name>:" prefix MindSpore gives every
 name, so weights keep the names of the network's parameters (`conv1.weight`) and inputs their argument names.
+
+Control flow is graphs of `functions` called by nodes: `Partial(graph, args...)` binds arguments, `Switch(cond,
+a, b)` picks one of two, and a node whose op_type names such a value (or a graph) calls it. A call is inlined; a
+Switch on a condition known at import inlines its taken branch, otherwise it becomes our If with both branches as
+bodies. A graph that calls itself (MindSpore's loops, as tail recursion) is refused.
 """
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Collection, Iterator, Union
 
 import numpy as np
@@ -19,10 +26,27 @@ from converter.frontends.mindir.registry import IMPORTERS, Const, ImportContext,
 from converter.ir import Graph, Value
 from lite.status import GraphFileError, InputTensorError, LiteError, NotSupportedError
 
-Entry = Union[str, Const, list, object]     # an IR value name, a constant, a tuple of entries, or MONAD
+Entry = Union[str, Const, list, "Partial", "Switch", object]   # an IR value name, a constant, a tuple of entries,
+# a graph with bound arguments, a choice of two, or MONAD
 ALIASES = ("Load", "Depend", "StopGradient")  # output = input 0 (the other inputs only order side effects)
-PLUMBING = (*ALIASES, "UpdateState", "MakeTuple", "TupleGetItem")
+PLUMBING = (*ALIASES, "UpdateState", "MakeTuple", "TupleGetItem", "Partial", "Switch")
 REF = "REF::"
+CALL = "<call>"           # the "primitive" of a node calling a graph
+
+
+@dataclass
+class Partial:
+    """A graph of `functions` with its first arguments bound."""
+    graph: pb.GraphProto
+    bound: list
+
+
+@dataclass
+class Switch:
+    """`then` when `cond` holds, else `other`."""
+    cond: Entry
+    then: Entry
+    other: Entry
 
 
 def supported_ops() -> list[str]:
@@ -30,37 +54,38 @@ def supported_ops() -> list[str]:
 
 
 class Model:
-    """A parsed MINDIR model with its primitives by name and its parameters decoded (`source`: the file, for
-    messages and external data)."""
+    """A parsed MINDIR model with its primitives and graphs by name and its parameters decoded (`source`: the
+    file, for messages and external data)."""
 
     def __init__(self, proto: pb.ModelProto, source: str):
         self.proto, self.source = proto, source
         self.graph = proto.graph
-        self.prefix = f"{self.graph.name}:"
+        self.functions = {g.name: g for g in proto.functions}
+        self.graph_names = {self.graph.name, *self.functions}
         self.primitives = {p.name: p for p in proto.primitives}
         self.parameters = {self.short(p.name): tensor_array(p, source) for p in self.graph.parameter}
 
     def short(self, name: str) -> str:
-        return name[len(self.prefix):] if name.startswith(self.prefix) else name
+        """`name` without the "<graph name>:" prefix."""
+        head, sep, rest = name.partition(":")
+        return rest if sep and head in self.graph_names else name
 
     def primitive(self, node: pb.NodeProto) -> str:
-        """The primitive a node applies ("Constant" for a value node); a call of another graph (control flow) is
-        refused."""
-        if node.op_type == "Constant":
-            return "Constant"
-        if not node.op_type.startswith(REF):
-            raise NotSupportedError(f"'{self.source}': node '{self.short(node.name)}' calls graph "
-                                    f"'{node.op_type}': control flow (graph calls) is not supported")
-        prim = self.primitives.get(node.op_type[len(REF):])
-        if prim is None:
-            raise GraphFileError(f"'{self.source}': node '{self.short(node.name)}' names primitive "
-                                 f"'{node.op_type[len(REF):]}', which the file does not define")
-        return prim.op_type
+        """The primitive a node applies: "Constant" for a value node, CALL for a call of a graph or of a value."""
+        target = node.op_type[len(REF):] if node.op_type.startswith(REF) else node.op_type
+        if target == "Constant":
+            return target
+        return self.primitives[target].op_type if target in self.primitives else CALL
 
-    def walk(self, env: dict[str, Entry]) -> Iterator[tuple[pb.NodeProto, str, list[Entry]]]:
-        """The compute nodes in order with their primitive and resolved inputs; Constant nodes and plumbing are
-        resolved into `env` (keyed by the file's names) on the way. The caller stores each compute node's result."""
-        for node in self.graph.node:
+    def callee(self, node: pb.NodeProto) -> str:
+        return node.op_type[len(REF):] if node.op_type.startswith(REF) else node.op_type
+
+    def walk(self, graph: pb.GraphProto, env: dict[str, Entry]) \
+            -> Iterator[tuple[pb.NodeProto, str, list[Entry]]]:
+        """The compute nodes and calls of `graph` in order with their primitive and resolved inputs (a call's
+        first input: what it calls); Constant nodes and plumbing are resolved into `env` (keyed by the file's
+        names) on the way. The caller stores each compute node's result."""
+        for node in graph.node:
             op = self.primitive(node)
             out = node.output[0] if node.output else node.name
             if op == "Constant":
@@ -75,13 +100,17 @@ class Model:
                 env[out] = self.plumbing(op, inputs, node)
                 continue
             env[out] = self.short(out)         # the rule writes this IR value (a tuple: its items)
+            if op == CALL:
+                inputs.insert(0, self.resolve(env, self.callee(node), node))
             yield node, op, [i for i in inputs if i is not MONAD]
 
     def resolve(self, env: dict[str, Entry], name: str, node: pb.NodeProto) -> Entry:
-        if name not in env:
-            raise GraphFileError(f"'{self.source}': node '{self.short(node.name)}' reads '{self.short(name)}', "
-                                 f"which is not produced before it")
-        return env[name]
+        if name in env:
+            return env[name]
+        if name in self.functions:
+            return Partial(self.functions[name], [])
+        raise GraphFileError(f"'{self.source}': node '{self.short(node.name)}' reads '{self.short(name)}', "
+                             f"which is not produced before it")
 
     def plumbing(self, op: str, inputs: list[Entry], node: pb.NodeProto) -> Entry:
         if op in ALIASES:
@@ -90,6 +119,12 @@ class Model:
             return MONAD
         if op == "MakeTuple":
             return inputs
+        if op == "Partial":
+            if not isinstance(inputs[0], Partial):
+                raise GraphFileError(f"'{self.source}': Partial node '{self.short(node.name)}' binds no graph")
+            return Partial(inputs[0].graph, inputs[0].bound + inputs[1:])
+        if op == "Switch":
+            return Switch(*inputs)
         whole, index = inputs
         if not isinstance(index, Const):
             raise GraphFileError(f"'{self.source}': TupleGetItem node '{self.short(node.name)}' has no constant "
@@ -108,10 +143,10 @@ class Model:
         return env
 
     def weight_readers(self) -> list[tuple[str, list[str]]]:
-        """(IR node name, float weights read) of every compute node in order."""
+        """(IR node name, float weights read) of every compute node of the main graph in order."""
         weights = {k for k, v in self.parameters.items() if v.dtype.kind == "f"}
         return [(self.short(node.name), [i for i in _flat(inputs) if isinstance(i, str) and i in weights])
-                for node, _, inputs in self.walk(self.initial_env())]
+                for node, _, inputs in self.walk(self.graph, self.initial_env())]
 
 
 def _flat(entries: list[Entry]) -> list[Entry]:
@@ -151,9 +186,20 @@ def import_model(model: Model, input_shapes: dict[str, list[int]] | None = None,
         raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
                                f"(inputs: {graph.inputs})")
     env = model.initial_env()
-    ctx = ImportContext(graph)
-    for node, op, inputs in model.walk(env):
+    import_nodes(model, model.graph, env, ImportContext(graph), (model.graph.name,))
+    graph.outputs = _outputs(model, env)
+    graph.prune()
+    return graph
+
+
+def import_nodes(model: Model, g: pb.GraphProto, env: dict[str, Entry], ctx: ImportContext,
+                 stack: tuple[str, ...]) -> None:
+    """Apply one rule per compute node of `g` (the graphs being imported: `stack`), inlining the graphs it calls."""
+    for node, op, inputs in model.walk(g, env):
         ctx.name, ctx.op, ctx.output = model.short(node.name), op, model.short(node.output[0])
+        if op == CALL:
+            _call(model, env, ctx, node, inputs[0], inputs[1:], stack)
+            continue
         rule = IMPORTERS.get(op)
         if rule is None:
             raise NotSupportedError(f"'{model.source}': unsupported MindSpore primitive '{op}' at node "
@@ -166,9 +212,76 @@ def import_model(model: Model, input_shapes: dict[str, list[int]] | None = None,
             raise
         except (ValueError, TypeError, KeyError, IndexError) as e:
             raise ctx.error(f"cannot import: {e}") from e
-    graph.outputs = _outputs(model, env)
-    graph.prune()
-    return graph
+
+
+def _call(model: Model, env: dict[str, Entry], ctx: ImportContext, node: pb.NodeProto, callee: Entry,
+          args: list[Entry], stack: tuple[str, ...]) -> None:
+    """A call node: the callee inlined (a Switch on a constant condition: its taken branch), or our If."""
+    if isinstance(callee, Switch):
+        cond = callee.cond.value if isinstance(callee.cond, Const) else ctx.const(callee.cond)
+        if cond is None:
+            _if(model, env, ctx, node, callee, args, stack)
+            return
+        callee = callee.then if bool(np.ravel(cond)[0]) else callee.other
+    g, args = _bind(model, ctx, callee, args, stack)
+    inner = dict(env)
+    inner.update((param.name, arg) for param, arg in zip(g.input, args))
+    import_nodes(model, g, inner, ctx, (*stack, g.name))
+    env[node.output[0]] = model.resolve(inner, g.output[0].name, node)
+
+
+def _bind(model: Model, ctx: ImportContext, callee: Entry, args: list[Entry],
+          stack: tuple[str, ...]) -> tuple[pb.GraphProto, list[Entry]]:
+    """The graph a call runs and all its arguments (those bound first); a graph already being imported is a loop."""
+    if not isinstance(callee, Partial):
+        raise ctx.error("calls a value that is not a graph", GraphFileError)
+    g, args = callee.graph, [*callee.bound, *args]
+    if g.name in stack:
+        raise NotSupportedError(f"'{model.source}': graph '{model.short(g.name)}' calls itself at node "
+                                f"'{ctx.name}': loops (tail-recursive graphs) are not supported")
+    if len(args) != len(g.input):
+        raise ctx.error(f"calls graph '{model.short(g.name)}' with {len(args)} arguments, it has {len(g.input)}",
+                        GraphFileError)
+    return g, args
+
+
+def _if(model: Model, env: dict[str, Entry], ctx: ImportContext, node: pb.NodeProto, switch: Switch,
+        args: list[Entry], stack: tuple[str, ...]) -> None:
+    """Both branches imported as bodies of our If; the run-time values they read are its implicit inputs (the
+    constants they read are copied in)."""
+    name, bodies = ctx.name, []
+    for branch in (switch.then, switch.other):
+        g, bound = _bind(model, ctx, branch, args, stack)
+        body = Graph(model.short(g.name))
+        inner = dict(env)
+        for param, arg in zip(g.input, bound):
+            inner[param.name] = arg
+            if isinstance(arg, str) and arg not in body.values:
+                outer = ctx.value(arg)
+                body.values[arg] = dataclasses.replace(outer) if outer.const is not None else \
+                    Value(arg, outer.shape, outer.dtype, format=outer.format, dynamic=outer.dynamic)
+                if outer.const is None:
+                    body.inputs.append(arg)
+        import_nodes(model, g, inner, ImportContext(body), (*stack, g.name))
+        result = model.resolve(inner, g.output[0].name, node)
+        if not isinstance(result, str):
+            raise NotSupportedError(f"'{model.source}': branch '{model.short(g.name)}' of node '{name}' returns "
+                                    f"no single tensor: only such branches are supported")
+        body.outputs = [result]
+        body.prune()
+        bodies.append(body)
+    ctx.name, ctx.output = name, model.short(node.output[0])
+    captured = list(dict.fromkeys(i for b in bodies for i in b.inputs))
+    for b in bodies:                    # one input list for both: each takes every captured value
+        for i in captured:
+            b.values.setdefault(i, dataclasses.replace(ctx.value(i)))
+        b.inputs = list(captured)
+    then, other = (b.values[b.outputs[0]] for b in bodies)
+    if then.dtype != other.dtype:
+        raise ctx.error(f"the branches return {then.dtype} and {other.dtype}")
+    same = then.shape == other.shape and not then.dynamic and not other.dynamic
+    output = Value(ctx.output, then.shape if same else (-1,) * then.rank, then.dtype, dynamic=not same)
+    ctx.emit_control("If", [switch.cond, *captured], [output], bodies, implicit_inputs=len(captured))
 
 
 def _tuple_arg(entries: list[Entry]) -> Any:

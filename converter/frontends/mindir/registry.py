@@ -45,6 +45,17 @@ class ImportContext(EmitContext):
             self.args[k] = arg = self.add_const(_array(arg.value), "arg")
         return arg
 
+    def operands(self) -> list[str]:
+        """Inputs 0 and 1 of a binary op: a Python scalar takes the other operand's dtype (MindSpore's scalar
+        arithmetic: `x * 2` of a float x multiplies by 2.0)."""
+        scalar = [isinstance(a, Const) and np.ndim(a.value) == 0 and not isinstance(a.value, np.ndarray)
+                  for a in self.args[:2]]
+        if scalar == [True, False] or scalar == [False, True]:
+            k = scalar.index(True)
+            dtype = self.value(self.input(1 - k)).dtype
+            self.args[k] = self.add_const(np.asarray(self.args[k].value, dtype), "scalar")
+        return [self.input(0), self.input(1)]
+
     def tensors(self, k: int) -> list[str]:
         """Input k, a tuple of tensors (Concat's, AddN's), as IR values."""
         arg = self.args[k] if k < len(self.args) else []

@@ -1,5 +1,5 @@
-"""MINDIR rules for elementwise primitives: arithmetic (numpy broadcasting, as MindSpore's), activations,
-reductions and Cast."""
+"""MINDIR rules for elementwise primitives: arithmetic and comparisons (numpy broadcasting, as MindSpore's),
+logic, activations, reductions and Cast."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,12 +21,27 @@ ACTIVATIONS = {"ReLU": (A.RELU, {}), "ReLU6": (A.RELU6, {}), "Sigmoid": (A.SIGMO
                "SiLU": (A.SWISH, {}), "Softplus": (A.SOFTPLUS, {}), "Mish": (A.MISH, {}),
                "SeLU": (A.SELU, {"alpha": 1.67326319217681884765625, "beta": 1.05070102214813232421875})}
 REDUCTIONS = {"ReduceMean": R.MEAN, "ReduceSum": R.SUM, "ReduceMax": R.MAX, "ReduceMin": R.MIN,
-              "ReduceProd": R.PROD}
+              "ReduceProd": R.PROD, "SumExt": R.SUM, "MeanExt": R.MEAN}    # *Ext: x, dim, keepdim, dtype
+C, B = fb.CompareMode, fb.BitwiseMode
+COMPARISONS = {"Equal": C.EQUAL, "Greater": C.GREATER, "GreaterEqual": C.GREATER_EQUAL, "Less": C.LESS,
+               "LessEqual": C.LESS_EQUAL}
+LOGIC = {"LogicalAnd": B.AND, "LogicalOr": B.OR, "LogicalNot": B.NOT}
 
 
 @mindir_op(*BINARY)
 def binary(ctx: ImportContext) -> None:
-    ctx.emit(BINARY[ctx.op], [ctx.input(0), ctx.input(1)], [ctx.output])
+    ctx.emit(BINARY[ctx.op], ctx.operands(), [ctx.output])
+
+
+@mindir_op(*COMPARISONS)
+def compare(ctx: ImportContext) -> None:
+    ctx.emit("Compare", ctx.operands(), [ctx.output], mode=COMPARISONS[ctx.op])
+
+
+@mindir_op(*LOGIC)
+def logic(ctx: ImportContext) -> None:
+    mode = LOGIC[ctx.op]
+    ctx.emit("Bitwise", [ctx.input(k) for k in range(1 if mode == B.NOT else 2)], [ctx.output], mode=mode)
 
 
 @mindir_op(*UNARY)
@@ -68,9 +83,13 @@ def elu(ctx: ImportContext) -> None:
 
 @mindir_op(*REDUCTIONS)
 def reduce(ctx: ImportContext) -> None:
-    """Inputs x, axis (an int, a tuple; empty: every axis), keep_dims (input 2, or the attribute)."""
+    """Inputs x, axis (an int, a tuple; empty or None: every axis), keep_dims (input 2, or the attribute) and, for
+    SumExt/MeanExt, a result dtype (only None: the input's)."""
     x = ctx.input(0)
-    axes = np.ravel(ctx.arg(1, "axis", ())).astype(np.int64)
+    if ctx.op.endswith("Ext") and ctx.arg(3, "dtype", None) is not None:
+        raise ctx.error("a result dtype other than the input's is not supported")
+    axis = ctx.arg(1, "axis", ())
+    axes = np.ravel(np.asarray(() if axis is None else axis, np.int64))
     if axes.size == 0:
         axes = np.arange(ctx.value(x).rank, dtype=np.int64)
     ctx.emit("Reduce", [x, ctx.add_const(axes, "axes")], [ctx.output], mode=REDUCTIONS[ctx.op],

@@ -1,6 +1,7 @@
 """The MindSpore networks the MINDIR tests export (needs `mindspore`): LeNet, a small ResNet with BatchNorm, a
 MobileNetV2-style net (depthwise convolutions, ReLU6, inverted residuals, global average pooling), a transformer
-encoder block, and a net of the remaining shape, indexing and elementwise primitives."""
+encoder block, transposed convolutions, a bidirectional LSTM, an if/else, and a net of the remaining shape,
+indexing and elementwise primitives."""
 from __future__ import annotations
 
 import mindspore as ms
@@ -156,10 +157,28 @@ class Recurrent(nn.Cell):
         return self.head(self.lstm(x)[0][:, -1])
 
 
+class Branches(nn.Cell):
+    """An if/else on a value known only at run time (a Switch of two graphs: our If) and a loop of constant
+    count (unrolled by MindSpore)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(4, 4)
+
+    def construct(self, x):
+        if x.sum() > 0:
+            x = self.fc(x)
+        else:
+            x = x * 2
+        for _ in range(3):
+            x = ops.relu(x) - 0.1
+        return x
+
+
 NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)),
         "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32)), "primitives": (Primitives, (2, 4, 6, 8)),
         "attention": (Attention, (2, 5, 16)), "upsampler": (Upsampler, (2, 4, 5, 5)),
-        "recurrent": (Recurrent, (2, 7, 8))}
+        "recurrent": (Recurrent, (2, 7, 8)), "branches": (Branches, (2, 4))}
 
 
 def randomized(net: nn.Cell, seed: int) -> nn.Cell:

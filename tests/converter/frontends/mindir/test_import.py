@@ -151,3 +151,17 @@ def test_the_generated_module_describes_the_proto(tmp_path):
         for field in message.field:
             field.ClearField("json_name")
     assert compiled == descriptor_pb2.FileDescriptorProto.FromString(pb.DESCRIPTOR.serialized_pb)
+
+
+def test_a_graph_calling_itself_is_refused_as_a_loop(tmp_path):
+    """MindSpore writes a loop whose count is known only at run time as a graph calling itself."""
+    model = pb.ModelProto(mind_ir_version=3)
+    main, body = model.graph, model.functions.add()
+    main.name, body.name = "main", "body"
+    for g, x, y in ((main, "main:x", "main:y"), (body, "body:x", "body:y")):
+        g.input.add(name=x).tensor.add(dims=[2], data_type=pb.TensorProto.FLOAT)
+        g.node.add(op_type="body", input=[x], output=[y], name=y)
+        g.output.add(name=y)
+    with pytest.raises(lite.NotSupportedError, match=r"'.*loop\.mindir': graph 'body' calls itself at node 'y': "
+                                                     r"loops \(tail-recursive graphs\) are not supported"):
+        read_model("MINDIR", write(model, tmp_path / "loop.mindir")).to_ir()

@@ -9,6 +9,7 @@ import pytest
 ms = pytest.importorskip("mindspore", reason="MindSpore is the oracle (pip install -e '.[mindir]')")
 import lite  # noqa: E402
 from converter.cli import main as converter_lite  # noqa: E402
+from converter.frontends import read_model  # noqa: E402
 from converter.frontends.mindir import mind_ir_pb2  # noqa: E402
 from tests.converter.frontends.mindir.oracle import FIXTURES, batch, export, network, training_losses  # noqa: E402
 from tests.converter.frontends.mindir.nets import NETS  # noqa: E402
@@ -79,3 +80,16 @@ def _fields(file) -> dict[str, list[tuple[str, int, int, bool]]]:
 def test_our_proto_has_mindspores_fields():
     from mindspore.train import mind_ir_pb2 as theirs
     assert _fields(mind_ir_pb2.DESCRIPTOR) == _fields(theirs.DESCRIPTOR)
+
+
+def test_a_branch_on_a_run_time_value_takes_the_branch_mindspore_takes(tmp_path):
+    """`if x.sum() > 0` becomes our If: the converted model follows MindSpore into either branch."""
+    source, x, _ = export("branches", tmp_path)
+    graph = read_model("MINDIR", source).to_ir()
+    assert [n.op for n in graph.nodes].count("If") == 1
+    buf = converted(tmp_path, source)
+    session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=1))
+    net = network("branches")
+    for sample in (np.abs(x), -np.abs(x)):
+        got = next(iter(run_lite(session, {"x": sample}).values()))
+        assert relative_to_range(got, net(ms.Tensor(sample)).asnumpy()) <= 1e-4
