@@ -1,5 +1,5 @@
 """An ONNX model as the converter's source (`converter.frontends.SourceModel`): parsed once, imported into IR,
-its float initializers the weights a training graph trains."""
+its float initializers and the float weights held in its nodes the weights a training graph trains."""
 from __future__ import annotations
 
 import os
@@ -7,10 +7,11 @@ from typing import Collection
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 from converter.frontends import SourceModel, read_bytes
 from converter.frontends.onnx.importer import import_model
+from converter.frontends.onnx.weights import node_weights
 from converter.ir import Graph
 from lite.status import GraphFileError
 from schema import FMK_ONNX
@@ -52,14 +53,20 @@ class OnnxSource:
 
     def to_ir(self, input_shapes: dict[str, list[int]] | None = None,
               weights_as_inputs: Collection[str] = ()) -> Graph:
-        model = _initializers_as_inputs(self.model, weights_as_inputs) if weights_as_inputs else self.model
+        model = _weights_as_inputs(self.model, weights_as_inputs, self.float_weights()) if weights_as_inputs \
+            else self.model
         return import_model(model, input_shapes)
 
     def float_weights(self) -> dict[str, np.ndarray]:
-        """The floating-point initializers, decoded once."""
+        """The floating-point initializers, or, in a model without any, the float weights held in nodes
+        (`weights.node_weights`); decoded once."""
         if self._weights is None:
             arrays = {init.name: numpy_helper.to_array(init) for init in self.model.graph.initializer}
-            self._weights = {name: a for name, a in arrays.items() if np.issubdtype(a.dtype, np.floating)}
+            held, parts = node_weights(self.model.graph, arrays)
+            self._weights = {name: a for name, a in arrays.items()
+                             if np.issubdtype(a.dtype, np.floating) and name not in parts}
+            if not self._weights:       # weights in nodes; else the float constants are the exporter's own
+                self._weights = held    # (a zero initial state, Resize scales), not weights
         return self._weights
 
     def weight_readers(self) -> list[tuple[str, list[str]]]:
@@ -69,16 +76,23 @@ class OnnxSource:
                 for k, n in enumerate(self.model.graph.node)]
 
 
-def _initializers_as_inputs(model: onnx.ModelProto, names: Collection[str]) -> onnx.ModelProto:
-    """A copy of `model` with the initializers `names` as graph inputs of their shape and type."""
+def _weights_as_inputs(model: onnx.ModelProto, names: Collection[str], weights: dict[str, np.ndarray]
+                       ) -> onnx.ModelProto:
+    """A copy of `model` with the weights `names` as graph inputs of their shape and type: initializers moved,
+    a node holding a weight turned into an Identity of the input to an unused output (so the nodes keep their
+    indices, which name unnamed nodes)."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     g = copy.graph
-    moved = [i for i in g.initializer if i.name in names]
     kept = [i for i in g.initializer if i.name not in names]
     del g.initializer[:]
     g.initializer.extend(kept)
+    for node in g.node:
+        if node.output and node.output[0] in names:
+            name = node.output[0]
+            node.CopyFrom(helper.make_node("Identity", [name], [f"{name}/held"], name=node.name))
     declared = {i.name for i in g.input}
-    g.input.extend(onnx.helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in moved
-                   if i.name not in declared)
+    g.input.extend(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(weights[name].dtype),
+                                                 list(weights[name].shape))
+                   for name in weights if name in names and name not in declared)
     return copy

@@ -175,8 +175,7 @@ def dequantize_linear(ctx: ImportContext) -> None:
         _general_cast(ctx, x, np.dtype(np.float32), s, z, axis, ctx.outputs[0])
         return
     if q is not None:
-        real = ((q.astype(np.float32) - _along(zero_point, q.ndim, axis).astype(np.float32))
-                * _along(scale, q.ndim, axis).astype(np.float32)).astype(np.float32)
+        real = dequantized_constant(q, scale, zero_point, axis)
         out = ctx.outputs[0]
         ctx.graph.values[out] = Value(out, real.shape, real.dtype, real)
         _DEQUANTIZED.setdefault(ctx.graph, []).append(
@@ -188,6 +187,13 @@ def dequantize_linear(ctx: ImportContext) -> None:
         _general_cast(ctx, x, np.dtype(np.float32), s, z, axis, ctx.outputs[0])
         return
     ctx.emit("QuantDTypeCast", [x], ctx.outputs, src_t=from_numpy(value.dtype), dst_t=DataType.FLOAT32)
+
+
+def dequantized_constant(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int) -> np.ndarray:
+    """(q - zp) * scale in float32 with per-tensor or per-axis params: the float constant of a DequantizeLinear
+    of constants."""
+    return ((q.astype(np.float32) - _along(zero_point, q.ndim, axis).astype(np.float32))
+            * _along(scale, q.ndim, axis).astype(np.float32)).astype(np.float32)
 
 
 def _same(a: list[Any], b: list[Any]) -> bool:
