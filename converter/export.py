@@ -2,7 +2,7 @@
 
 `SAVE_TYPES` names, for each save type, the `lite.format` module whose `write` turns the runtime's graph
 definitions into that format's bytes, so another output format is its module plus one line there. `MSPY`, our
-`.ms` format, is the default and today the only one; any other save type (MindSpore Lite's `MINDIR_LITE` and
+`.ms` format, is the default; `MINDIR_LITE` is MindSpore Lite's own `.ms`; any other save type (MindSpore Lite's
 `MINDIR` too) is refused, naming the known ones.
 
 The graph is flattened once, whatever the format. Control-flow bodies join the one tensor table and node list:
@@ -32,6 +32,7 @@ class SaveType(NamedTuple):
 
 SAVE_TYPES: dict[str, SaveType] = {
     "MSPY": SaveType("lite.format.mspy", "our .ms format, the default"),
+    "MINDIR_LITE": SaveType("lite.format.mindspore_lite.writer", "MindSpore Lite's own .ms, for its runtime"),
 }
 DEFAULT_SAVE_TYPE = "MSPY"
 

@@ -16,7 +16,8 @@ from converter.ir import Graph
 from lite.format import FORMATS, Known
 from tests.lite.format import toy_format
 
-KNOWN = "known: MSPY (our .ms format, the default)"
+KNOWN = ("known: MSPY (our .ms format, the default), MINDIR_LITE (MindSpore Lite's own .ms, for its "
+         "runtime)")
 # sha256 of lenet5 (10 classes, 32x32) in format 1.3: our bytes change only on purpose, with FORMAT_VERSION
 LENET_SHA256 = "f4d90f55e4378b8efcee26a91c024e4501fa6b6655e1f66e2ecdbf234f029365"
 
@@ -41,8 +42,8 @@ def test_ours_is_the_default_and_writes_the_same_bytes_as_before() -> None:
 
 def test_an_unknown_save_type_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(lite.NotSupportedError) as e:
-        to_bytes(lenet(), save_type="MINDIR_LITE")
-    assert e.value.args[0] == f"--saveType=MINDIR_LITE is not supported; {KNOWN}"
+        to_bytes(lenet(), save_type="MINDIR")
+    assert e.value.args[0] == f"--saveType=MINDIR is not supported; {KNOWN}"
 
 
 def test_convert_file_refuses_an_unknown_save_type_before_writing(lenet_file: Path, tmp_path: Path) -> None:
@@ -53,7 +54,7 @@ def test_convert_file_refuses_an_unknown_save_type_before_writing(lenet_file: Pa
 
 def test_the_cli_refuses_an_unknown_save_type(lenet_file: Path, tmp_path: Path, capsys) -> None:
     status = converter_lite(["--fmk=ONNX", f"--modelFile={lenet_file}", f"--outputFile={tmp_path / 'lenet'}",
-                             "--saveType=MINDIR_LITE"])
+                             "--saveType=MINDIR"])
     assert status == lite.RET_NOT_SUPPORT
     assert KNOWN in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,339 @@
+"""The runtime's graph definitions -> MindSpore Lite's own `.ms` bytes (`MSL2`), which the official runtime runs.
+
+The inverse of `ops.py`: each of our ops becomes the official primitive(s) the official converter would write for
+it (Conv2D -> Conv2DFusion, FullConnection -> MatMulFusion with transposed B, Add -> AddFusion, ...), our
+attributes that the official op takes as const inputs (Transpose's perm) become int32 const tensors, and a
+convolution's fused residual becomes a following AddFusion. The graph keeps our converter's layout: inputs and
+outputs as the source model lays them out, NHWC inside between the Transposes our converter inserted, so the
+official runtime is fed the same arrays as onnxruntime. What the official format cannot express (an op without an
+official counterpart, an attribute value its kernels do not honour, quantized tensors for now) is refused with
+`NotSupportedError` naming the op and node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import flatbuffers
+import numpy as np
+
+from lite.dtypes import DataType, from_numpy
+from lite.format.mspy.writer import _aligned_bytes, _ints, _tables     # FlatBuffers vectors, as ours
+from lite.model import NodeDef, SubGraphDef, TensorDef
+from lite.status import NotSupportedError
+from schema import FMK_ONNX
+from schema import fb as ours
+from schema.mindspore_lite import FILE_IDENTIFIER, fb
+
+_F = fb.Format
+_VALUE_NODE, _CNODE = 0, 2        # the official tensor node types: const, computed (graph inputs are computed too)
+_OA, _A = ours.ActivationType, fb.ActivationType
+# Our activation types numbered as the official ones that need no parameter: fusable into any official op.
+_PLAIN = {_OA.NO_ACTIVATION, _OA.RELU, _OA.SIGMOID, _OA.RELU6, _OA.SOFTSIGN, _OA.SOFTPLUS, _OA.TANH, _OA.HSWISH,
+          _OA.SWISH}
+_PAD_MODES = {ours.PadMode.PAD: fb.PadMode.PAD, ours.PadMode.SAME_UPPER: fb.PadMode.SAME,
+              ours.PadMode.VALID: fb.PadMode.VALID}
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_TO_NHWC, _TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
+
+
+@dataclass
+class _Tensor:
+    name: str
+    node_type: int
+    data_type: int
+    dims: tuple[int, ...]
+    format: int = _F.NCHW
+    data: np.ndarray | None = None
+
+
+@dataclass
+class _Node:
+    name: str
+    op: str                     # the official primitive
+    fields: dict[str, Any]      # its attribute table, by the schema's field names
+    inputs: list[int]
+    outputs: list[int]
+
+
+@dataclass
+class _Graph:
+    """The official graph being built from ours: tensors (ours first, same indices, then the ones rules add)."""
+    tensors: list[_Tensor]
+    nodes: list[_Node] = field(default_factory=list)
+
+    def add(self, n: NodeDef, op: str, fields: dict[str, Any], inputs: list[int], outputs: list[int] | None = None,
+            part: str = "") -> None:
+        self.nodes.append(_Node(n.name + part, op, fields, inputs, list(n.outputs) if outputs is None else outputs))
+
+    def const(self, name: str, values: np.ndarray) -> int:
+        data = np.ascontiguousarray(values)
+        self.tensors.append(_Tensor(name, _VALUE_NODE, from_numpy(data.dtype), data.shape, _F.NCHW, data))
+        return len(self.tensors) - 1
+
+    def computed(self, name: str, like: int) -> int:
+        t = self.tensors[like]
+        self.tensors.append(_Tensor(name, _CNODE, t.data_type, t.dims, t.format))
+        return len(self.tensors) - 1
+
+
+def _refuse(n: NodeDef, what: str) -> NotSupportedError:
+    return NotSupportedError(f"{n.op} node '{n.name}': {what}, which MindSpore Lite's format cannot express")
+
+
+def _activation(n: NodeDef) -> int:
+    kind = getattr(n.attrs, "activation", _OA.NO_ACTIVATION)
+    if kind not in _PLAIN:
+        raise _refuse(n, f"fused activation type {kind}")
+    return kind
+
+
+def _conv(g: _Graph, n: NodeDef) -> None:
+    """Conv2D (plain, grouped or depthwise): the same weights ([out, kh, kw, in / group]); a residual input becomes an
+    AddFusion after it, carrying the activation (our kernel adds the residual before activating)."""
+    a = n.attrs
+    if a.pad_mode not in _PAD_MODES:
+        raise _refuse(n, f"pad mode {a.pad_mode}")
+    activation = _activation(n)
+    residual = n.inputs[3] if len(n.inputs) > 3 and n.inputs[3] >= 0 else None
+    fields = dict(format=_F.NHWC, kernel_size=[a.kernel_h, a.kernel_w], stride=[a.stride_h, a.stride_w],
+                  dilation=[a.dilation_h, a.dilation_w], pad_mode=_PAD_MODES[a.pad_mode],
+                  pad_list=[a.pad_top, a.pad_bottom, a.pad_left, a.pad_right], group=a.group,
+                  in_channel=a.in_channel, out_channel=a.out_channel,
+                  activation_type=_A.NO_ACTIVATION if residual is not None else activation)
+    inputs = [i for i in n.inputs[:3] if i >= 0]
+    if residual is None:
+        g.add(n, "Conv2DFusion", fields, inputs)
+        return
+    conv = g.computed(f"{n.name}/conv", n.outputs[0])
+    g.add(n, "Conv2DFusion", fields, inputs, [conv], "/conv")
+    g.add(n, "AddFusion", dict(activation_type=activation), [conv, residual])
+
+
+def _pool(g: _Graph, n: NodeDef) -> None:
+    """Pooling, max or average; the official average counts only the taps inside the input."""
+    a = n.attrs
+    ops = {ours.PoolMode.MAX: "MaxPoolFusion", ours.PoolMode.AVG: "AvgPoolFusion"}
+    if a.mode not in ops or a.pad_mode not in _PAD_MODES or (a.dilation_h, a.dilation_w) != (1, 1):
+        raise _refuse(n, f"mode {a.mode}, pad mode {a.pad_mode}, dilation {a.dilation_h}x{a.dilation_w}")
+    pads = [a.pad_top, a.pad_bottom, a.pad_left, a.pad_right]
+    if a.mode == ours.PoolMode.AVG and a.count_include_pad and any(pads) and not a.global_pool:
+        raise _refuse(n, "an average that counts the padding")
+    fields = dict(format=_F.NHWC, global_=bool(a.global_pool), pad_mode=_PAD_MODES[a.pad_mode],
+                  round_mode=fb.RoundMode.CEIL if a.ceil_mode else fb.RoundMode.FLOOR,
+                  activation_type=_activation(n), strides=[a.stride_h, a.stride_w], pad=pads)
+    if not a.global_pool:     # the official runtime needs strides and pads even of a global pooling
+        fields["kernel_size"] = [a.kernel_h, a.kernel_w]
+    g.add(n, ops[a.mode], fields, n.inputs[:1])
+
+
+def _fused(op: str) -> Callable[[_Graph, NodeDef], None]:
+    return lambda g, n: g.add(n, op, dict(activation_type=_activation(n)), n.inputs)
+
+
+def _plain(op: str) -> Callable[[_Graph, NodeDef], None]:
+    return lambda g, n: g.add(n, op, {}, n.inputs)
+
+
+def _full_connection(g: _Graph, n: NodeDef) -> None:
+    """FullConnection (weight [out, in]) as the official converter writes ONNX's Gemm: MatMulFusion, B transposed."""
+    g.add(n, "MatMulFusion", dict(transpose_a=False, transpose_b=True, activation_type=_activation(n)), n.inputs)
+
+
+def _matmul(g: _Graph, n: NodeDef) -> None:
+    a = n.attrs
+    g.add(n, "MatMulFusion", dict(transpose_a=bool(a.transpose_a), transpose_b=bool(a.transpose_b),
+                                  activation_type=_activation(n)), n.inputs)
+
+
+def _transpose(g: _Graph, n: NodeDef) -> None:
+    perm = g.const(f"{n.name}/perm", np.asarray(n.attrs.perm, np.int32))
+    g.add(n, "Transpose", {}, [n.inputs[0], perm])
+
+
+def _reshape(g: _Graph, n: NodeDef) -> None:
+    if getattr(n.attrs, "allowzero", False):
+        raise _refuse(n, "allowzero")
+    g.add(n, "Reshape", {}, n.inputs[:2])
+
+
+def _softmax(g: _Graph, n: NodeDef) -> None:
+    g.add(n, "Softmax", dict(axis=[n.attrs.axis]), n.inputs[:1])
+
+
+_ACTIVATIONS: dict[int, Callable[[Any], dict[str, Any]]] = {  # ours -> the official Activation's fields
+    _OA.LEAKY_RELU: lambda a: dict(activation_type=_A.LEAKY_RELU, alpha=a.alpha),
+    _OA.ELU: lambda a: dict(activation_type=_A.ELU, alpha=a.alpha),
+    _OA.HARD_TANH: lambda a: dict(activation_type=_A.HARD_TANH, min_val=a.min_val, max_val=a.max_val),
+    _OA.GELU: lambda a: dict(activation_type=_A.GELU, approximate=False),
+    _OA.GELU_TANH: lambda a: dict(activation_type=_A.GELU, approximate=True),
+}
+
+
+def _activation_op(g: _Graph, n: NodeDef) -> None:
+    a = n.attrs
+    if a.type in _PLAIN - {_OA.NO_ACTIVATION}:
+        fields = dict(activation_type=a.type)
+    elif a.type == _OA.HSIGMOID and np.isclose(a.alpha, 1 / 6) and np.isclose(a.beta, 0.5):
+        fields = dict(activation_type=_A.HSIGMOID)
+    elif a.type in _ACTIVATIONS:
+        fields = _ACTIVATIONS[a.type](a)
+    else:
+        raise _refuse(n, f"activation type {a.type}")
+    g.add(n, "Activation", fields, n.inputs[:1])
+
+
+_RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
+    "Conv2D": _conv,
+    "Pooling": _pool,
+    "FullConnection": _full_connection,
+    "MatMul": _matmul,
+    "Add": _fused("AddFusion"),
+    "Sub": _fused("SubFusion"),
+    "Mul": _fused("MulFusion"),
+    "Div": _fused("DivFusion"),
+    "Maximum": _plain("Maximum"),
+    "Minimum": _plain("Minimum"),
+    "Activation": _activation_op,
+    "Transpose": _transpose,
+    "Reshape": _reshape,
+    "Flatten": lambda g, n: g.add(n, "Flatten", dict(axis=n.attrs.axis), n.inputs[:1]),
+    "Concat": lambda g, n: g.add(n, "Concat", dict(axis=n.attrs.axis), n.inputs),
+    "Softmax": _softmax,
+}
+
+
+def _official_tensor(t: TensorDef) -> _Tensor:
+    """Our tensor as the official one: int64 consts narrowed to int32 (the official kernels' index type)."""
+    if t.quant_params:
+        raise NotSupportedError(f"tensor '{t.name}' is quantized, which MindSpore Lite files of ours do not carry "
+                                f"yet")
+    data, data_type = t.data, t.data_type
+    if data is not None and data.dtype == np.int64:
+        if data.size and not (_INT32_MIN <= data.min() and data.max() <= _INT32_MAX):
+            raise NotSupportedError(f"tensor '{t.name}' holds int64 values beyond int32")
+        data, data_type = data.astype(np.int32), DataType.INT32
+    return _Tensor(t.name, _VALUE_NODE if data is not None else _CNODE, data_type, tuple(t.dims), _F.NCHW, data)
+
+
+_NHWC_OPS = {"Conv2DFusion", "MaxPoolFusion", "AvgPoolFusion"}
+
+
+def _formats(g: _Graph, inputs: Sequence[int], nhwc_inputs: set[int]) -> None:
+    """Each tensor's `format` as the official converter marks it, which the official runtime reads as the layout of
+    the data: graph inputs NHWC when so declared or fed straight to a layout op, else NCHW; 4-D tensors NHWC from
+    the layout ops on (and the convolutions' weights), NCHW back after a Transpose to it, other tensors as their
+    op's first input."""
+    fed = {node.inputs[0] for node in g.nodes if node.op in _NHWC_OPS}
+    for i in inputs:
+        g.tensors[i].format = _F.NHWC if i in nhwc_inputs or i in fed else _F.NCHW
+    for node in g.nodes:
+        first = g.tensors[node.inputs[0]].format if node.inputs else _F.NCHW
+        if node.op in _NHWC_OPS:
+            fmt = _F.NHWC
+            for i in node.inputs[1:3]:
+                g.tensors[i].format = _F.NHWC
+        elif node.op == "Transpose":
+            perm = g.tensors[node.inputs[1]].data.tolist()
+            fmt = _F.NHWC if perm == _TO_NHWC else _F.NCHW if perm == _TO_NCHW else first
+        elif node.op in ("Reshape", "Flatten", "MatMulFusion"):
+            fmt = _F.NCHW
+        else:
+            fmt = first
+        for o in node.outputs:
+            g.tensors[o].format = fmt
+
+
+def translate(tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inputs: Sequence[int]) -> _Graph:
+    """Our graph as the official one; `NotSupportedError` for what it cannot hold."""
+    g = _Graph([_official_tensor(t) for t in tensors])
+    for n in nodes:
+        rule = _RULES.get(n.op)
+        if rule is None:
+            raise NotSupportedError(f"{n.op} node '{n.name}': the op has no MindSpore Lite counterpart")
+        if n.quant_type:
+            raise NotSupportedError(f"{n.op} node '{n.name}' is quantized, which MindSpore Lite files of ours do "
+                                    f"not carry yet")
+        rule(g, n)
+    _formats(g, inputs, {i for i in inputs if tensors[i].format == ours.Format.NHWC})
+    return g
+
+
+def _camel(snake: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in snake.rstrip("_").split("_"))
+
+
+def _attribute_table(builder: flatbuffers.Builder, op: str, fields: dict[str, Any]) -> int:
+    """The primitive's table through flatc's builder functions: lists as [long] vectors, the rest scalars."""
+    values = {k: _ints(builder, v, np.int64) if isinstance(v, list) else v for k, v in fields.items()}
+    getattr(fb, f"{op}Start")(builder)
+    for key, value in values.items():
+        getattr(fb, f"{op}Add{_camel(key)}")(builder, value)
+    return getattr(fb, f"{op}End")(builder)
+
+
+def _tensor(builder: flatbuffers.Builder, t: _Tensor) -> int:
+    name = builder.CreateString(t.name)
+    dims = _ints(builder, t.dims, np.int32)
+    data = None
+    if t.data is not None:
+        data = _aligned_bytes(builder, np.ascontiguousarray(t.data, t.data.dtype.newbyteorder("<")).tobytes())
+    fb.TensorStart(builder)
+    fb.TensorAddNodeType(builder, t.node_type)
+    fb.TensorAddDataType(builder, t.data_type)
+    fb.TensorAddDims(builder, dims)
+    fb.TensorAddFormat(builder, t.format)
+    if data is not None:
+        fb.TensorAddData(builder, data)
+    fb.TensorAddName(builder, name)
+    return fb.TensorEnd(builder)
+
+
+def _node(builder: flatbuffers.Builder, n: _Node) -> int:
+    table = _attribute_table(builder, n.op, n.fields)
+    fb.PrimitiveStart(builder)
+    fb.PrimitiveAddValueType(builder, getattr(fb.PrimitiveType, n.op))
+    fb.PrimitiveAddValue(builder, table)
+    primitive = fb.PrimitiveEnd(builder)
+    name, ins, outs = builder.CreateString(n.name), _ints(builder, n.inputs), _ints(builder, n.outputs)
+    fb.CNodeStart(builder)
+    fb.CNodeAddName(builder, name)
+    fb.CNodeAddPrimitive(builder, primitive)
+    fb.CNodeAddInputIndex(builder, ins)
+    fb.CNodeAddOutputIndex(builder, outs)
+    fb.CNodeAddQuantType(builder, fb.QuantType.QUANT_NONE)
+    return fb.CNodeEnd(builder)
+
+
+def write(name: str, tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inputs: Sequence[int],
+          outputs: Sequence[int], subgraphs: Sequence[SubGraphDef] = (), fmk_type: int = FMK_ONNX) -> bytes:
+    """A MindSpore Lite `.ms` buffer of one inference graph (`lite.format.mspy.writer.write`'s arguments): training
+    parts and control-flow bodies (`subgraphs`) are refused, as the official inference runtime runs neither."""
+    if subgraphs:
+        raise NotSupportedError(f"model '{name}' has {len(subgraphs)} subgraphs (training parts or control-flow "
+                                f"bodies), which MindSpore Lite files of ours do not carry")
+    g = translate(tensors, nodes, inputs)
+    builder = flatbuffers.Builder(1 << 20)
+    tensor_vec = _tables(builder, [_tensor(builder, t) for t in g.tensors])
+    node_vec = _tables(builder, [_node(builder, n) for n in g.nodes])
+    sub_name = builder.CreateString(f"{name or 'graph'}_main_graph")
+    sub_in, sub_out = _ints(builder, inputs), _ints(builder, outputs)
+    members, every = _ints(builder, range(len(g.nodes))), _ints(builder, range(len(g.tensors)))
+    fb.SubGraphStart(builder)
+    fb.SubGraphAddName(builder, sub_name)
+    fb.SubGraphAddInputIndices(builder, sub_in)
+    fb.SubGraphAddOutputIndices(builder, sub_out)
+    fb.SubGraphAddNodeIndices(builder, members)
+    fb.SubGraphAddTensorIndices(builder, every)
+    sub_vec = _tables(builder, [fb.SubGraphEnd(builder)])
+    name_off, gin, gout = builder.CreateString(name), _ints(builder, inputs), _ints(builder, outputs)
+    fb.MetaGraphStart(builder)
+    fb.MetaGraphAddName(builder, name_off)
+    fb.MetaGraphAddFmkType(builder, fmk_type)
+    fb.MetaGraphAddInputIndex(builder, gin)
+    fb.MetaGraphAddOutputIndex(builder, gout)
+    fb.MetaGraphAddNodes(builder, node_vec)
+    fb.MetaGraphAddAllTensors(builder, tensor_vec)
+    fb.MetaGraphAddSubGraph(builder, sub_vec)
+    builder.Finish(fb.MetaGraphEnd(builder), file_identifier=FILE_IDENTIFIER)
+    return bytes(builder.Output())

@@ -1,0 +1,96 @@
+"""Our `--saveType=MINDIR_LITE` files (MindSpore Lite's own `.ms`) run in the official 2.0.0 runtime with
+onnxruntime's outputs, fed the same arrays; an official file read by us and written back runs there unchanged;
+what the official format cannot express is refused naming the op and node."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper
+
+import lite
+import models
+from converter import convert, convert_file
+from lite.format.mindspore_lite import writer
+from lite.status import NotSupportedError
+from schema.mindspore_lite import fb
+from tests.lite.format.test_mindspore_lite import SHAPES, official_files  # noqa: F401 (a fixture)
+from tests.oracles import mindspore_lite as official
+
+ZOO = ("lenet5", "mobilenet_v2", "resnet18")
+
+
+def within(got: list[np.ndarray], expected: list[np.ndarray], tolerance: float = 1e-4) -> None:
+    """Each output within `tolerance` of its range in `expected`."""
+    for ours, theirs in zip(got, expected, strict=True):
+        span = float(theirs.max() - theirs.min())
+        assert span > 0
+        assert np.abs(ours.astype(np.float64) - theirs).max() <= tolerance * span
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_our_file_runs_in_the_official_runtime_as_onnxruntime(tmp_path: Path, name: str) -> None:
+    """Converted by our converter_lite with --saveType=MINDIR_LITE, fed the ONNX model's NCHW array."""
+    official.require()
+    onnx_path = tmp_path / f"{name}.onnx"
+    models.save(models.build(name), onnx_path)
+    path = convert_file(onnx_path, tmp_path / name, save_type="MINDIR_LITE")
+    assert Path(path).read_bytes()[4:8] == b"MSL2"
+    x = np.random.default_rng(11).standard_normal(SHAPES[name]).astype(np.float32)
+    expected = ort.InferenceSession(str(onnx_path)).run(None, {"input": x})
+    within(official.as_arrays(official.run(Path(path), x), expected), expected)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("name", ZOO)
+def test_official_file_read_and_written_back_gives_unchanged_outputs(official_files, tmp_path: Path, name: str,
+                                                                     layout: str) -> None:
+    source = official_files(name, layout)
+    model = lite.Model.Load(source)
+    again = tmp_path / "again.ms"
+    again.write_bytes(writer.write(model.name, model.tensors, model.nodes, model.inputs, model.outputs, [],
+                                   model.fmk_type))
+    x = np.random.default_rng(5).standard_normal(SHAPES[name]).astype(np.float32)
+    if layout == "NHWC":
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    assert official.run(again, x) == official.run(source, x)
+
+
+def _one_node(op: str, **attrs) -> onnx.ModelProto:
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], name="the_node", **attrs)], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_an_op_without_official_counterpart_is_refused_naming_it() -> None:
+    with pytest.raises(NotSupportedError, match=r"Erf node 'the_node'.*no MindSpore Lite counterpart"):
+        convert(_one_node("Erf"), save_type="MINDIR_LITE")
+
+
+def test_an_activation_without_official_counterpart_is_refused_naming_it() -> None:
+    with pytest.raises(NotSupportedError, match=r"Activation node 'the_node': activation type"):
+        convert(_one_node("Celu", alpha=2.0), save_type="MINDIR_LITE")
+
+
+def test_our_file_declares_the_official_layout_and_primitives() -> None:
+    """Without the oracle: LeNet's file keeps the ONNX input (NCHW, Transpose to NHWC), Conv2DFusion with its fused
+    ReLU and NHWC weights, Gemm as MatMulFusion with B transposed, as the official converter writes them."""
+    data = convert(models.build("lenet5"), save_type="MINDIR_LITE")
+    root = fb.MetaGraph.GetRootAs(data, 0)
+    graph_input = root.AllTensors(root.InputIndex(0))
+    assert (graph_input.DimsAsNumpy().tolist(), graph_input.Format()) == ([1, 1, 32, 32], fb.Format.NCHW)
+    kinds = [root.Nodes(k).Primitive().ValueType() for k in range(root.NodesLength())]
+    codes = fb.PrimitiveType
+    assert kinds == [codes.Transpose, codes.Conv2DFusion, codes.AvgPoolFusion, codes.Conv2DFusion,
+                     codes.AvgPoolFusion, codes.Transpose, codes.Flatten, *[codes.MatMulFusion] * 3]
+    conv = fb.Conv2DFusion()
+    value = root.Nodes(1).Primitive().Value()
+    conv.Init(value.Bytes, value.Pos)
+    assert (conv.ActivationType(), conv.Format(), conv.KernelSizeAsNumpy().tolist()) == \
+        (fb.ActivationType.RELU, fb.Format.NHWC, [5, 5])
+    weight = root.AllTensors(root.Nodes(1).InputIndex(1))
+    assert (weight.DimsAsNumpy().tolist(), weight.Format()) == ([6, 5, 5, 1], fb.Format.NHWC)
