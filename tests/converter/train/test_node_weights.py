@@ -15,53 +15,48 @@ from tests.util import train_session_for, train_step
 PARAMS = TrainParams(optimizer="momentum", learning_rate=0.05)
 
 
+def _weights_replaced(model: onnx.ModelProto, holders) -> onnx.ModelProto:
+    """A copy of `model` whose float initializers are replaced by what `holders(name, array)` gives: (nodes
+    writing `name`, first in the graph, and the initializers they read)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    g = copy.graph
+    nodes, initializers = [], []
+    for init in g.initializer:
+        more_nodes, more_initializers = holders(init.name, numpy_helper.to_array(init))
+        nodes += more_nodes
+        initializers += more_initializers
+    names = {i.name for i in g.initializer}
+    inputs = [i for i in g.input if i.name not in names]
+    for field, items in ((g.initializer, initializers), (g.input, inputs), (g.node, nodes + list(g.node))):
+        del field[:]
+        field.extend(items)
+    return copy
+
+
 def _held_in_nodes(model: onnx.ModelProto, form: str) -> onnx.ModelProto:
     """`model` with every float initializer held in nodes instead: a Constant node ("constant"), an Identity of
     one ("identity"), a Cast of a float64 Constant ("cast", rounding back to the same float32 values)."""
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    g = copy.graph
-    nodes = []
-    for init in g.initializer:
-        array = numpy_helper.to_array(init)
+    def holders(name: str, array: np.ndarray) -> tuple[list, list]:
         if form == "cast":
-            nodes += [helper.make_node("Constant", [], [f"{init.name}/f64"],
-                                       value=numpy_helper.from_array(array.astype(np.float64))),
-                      helper.make_node("Cast", [f"{init.name}/f64"], [init.name], to=onnx.TensorProto.FLOAT)]
-        elif form == "identity":
-            nodes += [helper.make_node("Constant", [], [f"{init.name}/c"], value=numpy_helper.from_array(array)),
-                      helper.make_node("Identity", [f"{init.name}/c"], [init.name])]
-        else:
-            nodes.append(helper.make_node("Constant", [], [init.name], value=numpy_helper.from_array(array)))
-    held = [n for n in g.input if n.name not in {i.name for i in g.initializer}]
-    del g.initializer[:]
-    del g.input[:]
-    g.input.extend(held)
-    rest = list(g.node)
-    del g.node[:]
-    g.node.extend(nodes + rest)
-    return copy
+            return [helper.make_node("Constant", [], [f"{name}/f64"],
+                                     value=numpy_helper.from_array(array.astype(np.float64))),
+                    helper.make_node("Cast", [f"{name}/f64"], [name], to=onnx.TensorProto.FLOAT)], []
+        if form == "identity":
+            return [helper.make_node("Constant", [], [f"{name}/c"], value=numpy_helper.from_array(array)),
+                    helper.make_node("Identity", [f"{name}/c"], [name])], []
+        return [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array))], []
+    return _weights_replaced(model, holders)
 
 
 def _quantized_weights(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` with each float initializer stored as int8 per tensor and read through a DequantizeLinear; the
-    reference keeps the dequantized values as float initializers."""
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    g = copy.graph
-    nodes, kept = [], []
-    for init in g.initializer:
-        array = numpy_helper.to_array(init)
+    """`model` with each float initializer stored as int8 per tensor and read through a DequantizeLinear."""
+    def holders(name: str, array: np.ndarray) -> tuple[list, list]:
         scale = np.float32(max(float(np.abs(array).max()), 1e-8) / 127)
         q = np.clip(np.rint(array / scale), -127, 127).astype(np.int8)
-        kept += [numpy_helper.from_array(q, f"{init.name}/q"), numpy_helper.from_array(np.array(scale), f"{init.name}/s")]
-        nodes.append(helper.make_node("DequantizeLinear", [f"{init.name}/q", f"{init.name}/s"], [init.name]))
-    del g.initializer[:]
-    g.initializer.extend(kept)
-    rest = list(g.node)
-    del g.node[:]
-    g.node.extend(nodes + rest)
-    return copy
+        return ([helper.make_node("DequantizeLinear", [f"{name}/q", f"{name}/s"], [name])],
+                [numpy_helper.from_array(q, f"{name}/q"), numpy_helper.from_array(np.array(scale), f"{name}/s")])
+    return _weights_replaced(model, holders)
 
 
 def _dequantized(model: onnx.ModelProto) -> onnx.ModelProto:
