@@ -29,6 +29,7 @@ class Value:
     quant_axis: int = 0
     source_perm: tuple[int, ...] = ()     # for weights stored transposed: the permutation back to the source
     dynamic: bool = False    # computed by a node whose shapes are known only at run time: every dim is -1
+    variable: bool = False   # state an Assign writes: `const` is its initial value, never folded through
 
     @property
     def rank(self) -> int:
@@ -92,7 +93,7 @@ class Graph:
     def const(self, name: str) -> np.ndarray | None:
         """The constant value of `name`, or None when it is computed at run time (or absent)."""
         v = self.values.get(name)
-        return None if v is None else v.const
+        return None if v is None or v.variable else v.const
 
     # ---- structure --------------------------------------------------------------------------------------------
     def producer(self, name: str) -> Node | None:

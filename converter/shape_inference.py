@@ -36,7 +36,7 @@ def make_attrs(op: str, attrs: dict[str, Any]) -> SimpleNamespace:
 
 
 def probe_specs(value: Value) -> tuple[TensorSpec, TensorSpec]:
-    if value.const is not None:
+    if value.const is not None and not value.variable:
         spec = TensorSpec(tuple(value.const.shape), value.const.dtype, value.const, value.quant_params or None,
                           value.quant_axis)
         return spec, spec

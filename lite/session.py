@@ -47,6 +47,13 @@ def exclusive(method: Method) -> Method:
     return guarded  # type: ignore[return-value]
 
 
+def _state_variables(model: Model, graph: Model | SubGraphDef) -> dict[int, np.ndarray]:
+    """Writable copies of the constants that `graph`'s Assign nodes write (an imported TFLite model's resource
+    variables): the session's state, passed to every compile as external arrays (never folded)."""
+    return {node.inputs[0]: np.array(model.tensors[node.inputs[0]].data) for node in graph.nodes
+            if node.op == "Assign" and model.tensors[node.inputs[0]].data is not None}
+
+
 class LiteSession:
     """Runs one compiled model. Create it with `CreateSession(context)` + `CompileGraph(model)`, or with
     `CreateSession(model_buf, size, context)` to import and compile in one call."""
@@ -62,6 +69,7 @@ class LiteSession:
         self._graph: Model | SubGraphDef | None = None
         self._plan: ExecutionPlan | None = None
         self._tensors: dict[int, MSTensor] = {}
+        self._state: dict[int, np.ndarray] = {}     # the variables the graph writes (Assign), session-owned
         self._node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]] | None = None
         self._guard = threading.RLock()
         self._in_callback = False
@@ -89,6 +97,7 @@ class LiteSession:
             raise ParamInvalidError(f"CompileGraph needs a lite.Model, got {type(model).__name__}")
         self._model = model
         self._graph = model.subgraphs.get(EVAL, model)   # a training model: its forward only
+        self._state = _state_variables(model, self._graph)   # kept across runs and recompiles
         self._compile({i: tuple(max(d, 1) if d < 0 else d for d in model.tensors[i].dims)
                        for i in self._graph.inputs})
         return RET_OK
@@ -97,7 +106,8 @@ class LiteSession:
         start = startup_seconds()
         with selection(self.context.kernels, self.context.thread_num), float16_compute(self.float16), \
                 gc_pause.paused():
-            plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None)
+            plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None,
+                                 self._state)
         self.jit_seconds = startup_seconds() - start
         self._plan = plan
         self._compiled_first = compiled_first(step.kernel for step in plan.steps)
@@ -277,6 +287,15 @@ class LiteSession:
         except LiteError:
             self._compile(previous)     # the session stays usable with its former shapes
             raise
+        return RET_OK
+
+    @exclusive
+    def ResetVariables(self) -> int:
+        """Every variable the model writes (an imported TFLite model's resource variables: a streaming model's
+        state) back to its initial value, as a new session starts."""
+        self._require_compiled()
+        for i, array in self._state.items():
+            np.copyto(array, self._model.tensors[i].data)
         return RET_OK
 
     def BindThread(self, if_bind: bool) -> None:

@@ -91,6 +91,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "unary": ("Abs", "Erf", "Exp", "Log", "Neg", "Sqrt"),
     "unary_math": ("UnaryMath",),
     "unique": ("Unique",),
+    "variable": ("Assign",),
     "where": ("Where",),
     "window": ("Window",),
     # control flow (If, Loop, Scan)

@@ -7,6 +7,7 @@ take the names their signature def gives them when there is one.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Collection
 
 import numpy as np
@@ -15,6 +16,7 @@ from converter.frontends.tflite import rules  # noqa: F401  (registers every imp
 from converter.frontends.tflite.reader import (GraphRecord, ModelRecord, OperatorRecord, Quantization, TensorRecord,
                                               read_model)
 from converter.frontends.tflite.registry import IMPORTERS, QUANT, ImportContext, dequantized
+from converter.frontends.tflite.variables import RESOURCE_OPS, Key, handle_key, initial_values
 from converter.ir import Graph, Value
 from lite.dtypes import DataType, from_numpy
 from lite.status import GraphFileError, InputTensorError, LiteError, NotSupportedError
@@ -29,8 +31,6 @@ REFUSED = {
     "BIDIRECTIONAL_SEQUENCE_RNN": "the bidirectional basic RNN has no importer rule (UNIDIRECTIONAL_SEQUENCE_RNN "
                                   "and both sequence LSTMs have one)",
     "CALL": "CALL, the legacy call of a subgraph, is not supported (LiteRT has no kernel for it either)",
-    **dict.fromkeys(("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"),
-                    "resource variables (state kept across invocations) are not supported"),
     **dict.fromkeys(("HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_LOOKUP", "HASHTABLE_SIZE",
                      "LSH_PROJECTION", "SKIP_GRAM"), "string and hash-table ops are not supported (no string tensors)"),
     **dict.fromkeys(("CONCAT_EMBEDDINGS", "EMBEDDING_LOOKUP_SPARSE"),
@@ -122,6 +122,9 @@ class _Importer:
         self.ctx = ImportContext(self.graph)
         self.ctx.body, self.ctx.subgraphs = self.body, file.subgraphs
         self.floats: dict[str, str] = {}        # quantized tensor -> its dequantized float copy
+        self.initial = initial_values(file, model)    # variable -> its initial value (None: not a constant)
+        self.handles: dict[int, Key] = {}       # RESOURCE tensor index -> the variable its VAR_HANDLE names
+        self.variables: dict[Key, str] = {}     # variable -> its value's name
         self.graph.source_types = {self.names[t.index]: (_ir_dtype(t), len(t.shape)) for t in model.tensors}
         for t in model.tensors:
             if t.data is not None and self.names[t.index] not in self.as_inputs:
@@ -157,13 +160,58 @@ class _Importer:
             if op.outputs and self.as_inputs.issuperset(self.name_of(i) for i in op.outputs):
                 continue
             self.ctx.op, self.ctx.name = op, self.name_of(op.outputs[0]) if op.outputs else f"{op.op}_{op.index}"
-            self.import_op(op)
+            if op.op in RESOURCE_OPS:
+                self.resource_op(op)
+            else:
+                self.import_op(op)
         self.graph.outputs = [self.names[i] for i in self.model.outputs]
         missing = [o for o in self.graph.outputs if o not in self.graph.values]
         if missing:
             raise NotSupportedError(f"TFLite graph output '{missing[0]}' is produced by no operator")
         self.graph.prune()
         return self.graph
+
+    def resource_op(self, op: OperatorRecord) -> None:
+        """VAR_HANDLE names a variable; READ_VARIABLE's readers read its tensor; ASSIGN_VARIABLE is an Assign."""
+        if len(self.stack) > 1:
+            raise self.ctx.error("resource variables inside a WHILE or IF body are not supported")
+        if op.op == "VAR_HANDLE":
+            self.handles[op.outputs[0]] = handle_key(op)
+        elif op.op == "READ_VARIABLE":
+            self.names[op.outputs[0]] = self.variable(op.inputs[0], op.outputs[0], reading=True)
+        else:
+            variable, value = self.variable(op.inputs[0], op.inputs[1], reading=False), self.name_of(op.inputs[1])
+            if value not in self.graph.values:
+                raise self.ctx.error(f"assigns '{value}', which is not produced before it")
+            self.ctx.emit("Assign", [variable, value], [])
+
+    def variable(self, handle: int, like: int, reading: bool) -> str:
+        """The tensor of the variable that `handle` names, made on first use with the type and shape of tensor
+        `like` (the value read or assigned) and the initial value its CALL_ONCE assigns."""
+        if handle not in self.handles:
+            raise self.ctx.error(f"resource '{self.names[handle]}' comes from no VAR_HANDLE before it")
+        key, record = self.handles[handle], self.model.tensors[like]
+        if key not in self.variables:
+            initial = self.initial.get(key)
+            if key in self.initial and initial is None:
+                raise self.ctx.error(f"variable '{key[1]}' starts as a value its CALL_ONCE init subgraph computes; "
+                                     f"only constant initial values are supported")
+            if initial is None and reading:
+                raise self.ctx.error(f"variable '{key[1]}' is read before anything assigns it (no CALL_ONCE "
+                                     f"initialises it)")
+            if initial is not None and (initial.shape != record.shape or initial.dtype != record.dtype):
+                raise self.ctx.error(f"variable '{key[1]}' starts as {initial.dtype} {list(initial.shape)} but is "
+                                     f"used as {record.dtype} {list(record.shape)}")
+            name = self.graph.fresh(key[1] or "variable")
+            data = initial.data if initial is not None else np.zeros(record.shape, record.dtype)
+            self.graph.values[name] = value = _value(replace(record, data=data), name)
+            value.variable = True
+            self.variables[key] = name
+        value = self.graph.values[self.variables[key]]
+        if value.shape != record.shape or value.dtype != _ir_dtype(record):
+            raise self.ctx.error(f"variable '{key[1]}' is {value.dtype} {list(value.shape)}, used as "
+                                 f"{_ir_dtype(record)} {list(record.shape)}")
+        return self.variables[key]
 
     def body(self, option: str, inputs: list[Value]) -> Graph:
         """The subgraph that the operator's option `option` names, imported with inputs shaped as `inputs`
@@ -216,12 +264,12 @@ class _Importer:
             self.graph.values[name].const = None
         mode = QUANT[op.op]
         quantized = [n for n in (*inputs, *outputs) if n and self.graph.values[n].quant_params]
-        runtime = [n for n in inputs if n and self.graph.values[n].const is None]
+        runtime = [n for n in inputs if n and self.graph.const(n) is None]
         data = next((n for n in runtime if self.graph.values[n].quant_params), runtime[0] if runtime else
                     inputs[0] if inputs else "")
         if mode == "same" and quantized and not self.same_params(data, quantized, outputs):
             mode = "float"
-        if mode == "int8" and quantized and all(self.graph.values[n].const is not None for n in quantized):
+        if mode == "int8" and quantized and all(self.graph.const(n) is not None for n in quantized):
             mode = "float"          # only weights are quantized (a hybrid model): float math on dequantized weights
         ctx.pass_quant = self.graph.values[data].quant_params if mode == "same" and quantized else []
         try:
@@ -261,10 +309,10 @@ class _Importer:
     def float_input(self, name: str) -> str:
         """A float copy of a quantized tensor: constants dequantized at once, activations by a QuantDTypeCast."""
         value = self.graph.values[name]
-        if not value.quant_params or value.dtype == np.int32 and value.const is None:
+        if not value.quant_params or value.dtype == np.int32 and self.graph.const(name) is None:
             return name
         if name not in self.floats:
-            if value.const is not None:
+            if self.graph.const(name) is not None:
                 self.floats[name] = self.ctx.add_const(dequantized(value), "dequantized")
             else:
                 self.floats[name] = self.ctx.emit1("QuantDTypeCast", [name], src_t=from_numpy(value.dtype),

@@ -11,8 +11,8 @@ from converter import convert_tflite  # noqa: E402
 from converter.frontends import frontend  # noqa: E402
 from converter.frontends.tflite.reader import read_model  # noqa: E402
 from lite.status import NotSupportedError  # noqa: E402
-from tests.converter.frontends.tflite.wild_models import WildModel, streaming_mean  # noqa: E402
-from tests.tflite_models import check, litert_interpreter, rand, run_ours  # noqa: E402
+from tests.converter.frontends.tflite.wild_models import WildModel  # noqa: E402
+from tests.tflite_models import check, rand, run_ours  # noqa: E402
 
 
 def _squeeze_to_scalar() -> tuple[bytes, list[np.ndarray]]:
@@ -89,19 +89,3 @@ def test_opaque_graph_input_is_refused_naming_it():
     with pytest.raises(NotSupportedError, match="graph input 'text' has type STRING"):
         convert_tflite(m.build([s], [y]))
 
-
-def test_resource_variable_model_reaches_the_importer():
-    """A streaming model with resource variables (which LiteRT runs, its state kept across invocations): the
-    reader no longer stops at the RESOURCE tensor, and the importer names the op it cannot run."""
-    data = streaming_mean()
-    interpreter = litert_interpreter().Interpreter(model_content=data)
-    interpreter.allocate_tensors()
-    means = []
-    for k in range(3):
-        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], np.full((1, 1, 2), k + 1, np.float32))
-        interpreter.invoke()
-        means.append(float(interpreter.get_tensor(interpreter.get_output_details()[0]["index"])[0, 0]))
-    assert np.allclose(means, [1 / 3, 1, 2])          # the state kept: (0 + 0 + 1) / 3, (0 + 1 + 2) / 3, ...
-    with pytest.raises(NotSupportedError, match=r"TFLite op 'VAR_HANDLE' at node 'stream/states' \(operator 1\): "
-                                                r"resource variables"):
-        convert_tflite(data)

@@ -100,27 +100,32 @@ def run_litert_delegated(data: bytes, feeds: list[np.ndarray]) -> list[np.ndarra
     return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
 
 
-def streaming_mean(frames: int = 2, channels: int = 2) -> bytes:
+def streaming_mean(frames: int = 2, channels: int = 2, quant: tuple[float, int] | None = None,
+                   initialised: bool = True) -> bytes:
     """A streaming model keeping its state in a resource variable, as TFLite exports them: CALL_ONCE runs
-    subgraph 1 (VAR_HANDLE 'state', ASSIGN_VARIABLE of zeros) on the first invocation; each invocation reads
-    the state (the last `frames` chunks), outputs the mean of them and the new chunk, and assigns the last
-    `frames` back."""
+    subgraph 1 (VAR_HANDLE 'state', ASSIGN_VARIABLE of a constant) on the first invocation; each invocation
+    reads the state (the last `frames` chunks), outputs the mean of them and the new chunk, and assigns the last
+    `frames` back. `quant` (scale, zero point): every tensor int8 with these params (a full-int8 model)."""
     m = WildModel()
-    x = m.tensor((1, 1, channels), name="chunk")
+    dtype, q = (np.float32, {}) if quant is None else (np.int8, dict(scale=quant[0], zero_point=quant[1]))
+    x = m.tensor((1, 1, channels), dtype, name="chunk", **q)
     state = (1, frames, channels)
+    start = np.arange(frames * channels).reshape(state) % 5 + (0 if quant is None else quant[1])
 
     def init(g: WildModel) -> tuple[list[int], list[int]]:
         handle = g.typed([], "RESOURCE", "init/state")
         g.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="state")
-        g.op("ASSIGN_VARIABLE", [handle, g.const(np.zeros(state, np.float32))], [])
+        g.op("ASSIGN_VARIABLE", [handle, g.const(start.astype(dtype), **q)], [])
         return [], []
-    m.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=m.subgraph(init))
+    if initialised:
+        m.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=m.subgraph(init))
     handle = m.typed([], "RESOURCE", "stream/states")
     m.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="state")
-    old, joined = m.tensor(state, name="stream/read"), m.tensor((1, frames + 1, channels), name="stream/joined")
+    old, joined = m.tensor(state, dtype, name="stream/read", **q), m.tensor((1, frames + 1, channels), dtype,
+                                                                           name="stream/joined", **q)
     m.op("READ_VARIABLE", [handle], [old])
     m.op("CONCATENATION", [old, x], [joined], "ConcatenationOptions", Axis=1)
-    mean, new = m.tensor((1, channels), name="mean"), m.tensor(state, name="stream/new")
+    mean, new = m.tensor((1, channels), dtype, name="mean", **q), m.tensor(state, dtype, name="stream/new", **q)
     m.op("MEAN", [joined, m.const(np.array([1], np.int32))], [mean], "ReducerOptions")
     m.op("SLICE", [joined, m.const(np.array([0, 1, 0], np.int32)), m.const(np.array(state, np.int32))], [new])
     m.op("ASSIGN_VARIABLE", [handle, new], [])
