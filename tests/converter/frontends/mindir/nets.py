@@ -179,6 +179,7 @@ NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)
         "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32)), "primitives": (Primitives, (2, 4, 6, 8)),
         "attention": (Attention, (2, 5, 16)), "upsampler": (Upsampler, (2, 4, 5, 5)),
         "recurrent": (Recurrent, (2, 7, 8)), "branches": (Branches, (2, 4))}
+CLASSIFIERS = ("lenet", "resnet", "mobilenetv2", "attention", "recurrent")     # trained on [N] class labels
 
 
 def randomized(net: nn.Cell, seed: int) -> nn.Cell:

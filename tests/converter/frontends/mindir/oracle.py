@@ -16,7 +16,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn
 
-from tests.converter.frontends.mindir.nets import NETS, randomized
+from tests.converter.frontends.mindir.nets import CLASSIFIERS, NETS, randomized
 
 FIXTURES = Path(__file__).resolve().with_name("fixtures")
 ms.set_context(mode=ms.GRAPH_MODE)      # compiled as exported (PyNative fails some reshapes with numpy 2)
@@ -43,6 +43,12 @@ def export(key: str, directory: Path) -> tuple[Path, np.ndarray, np.ndarray]:
     return path, x, net(ms.Tensor(x)).asnumpy()
 
 
+def training_batches(key: str, count: int = 3) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`count` seeded (input, int32 class labels) batches for network `key`."""
+    rng = np.random.default_rng(2)
+    return [(batch(key, 10 + k), rng.integers(0, 10, NETS[key][1][0]).astype(np.int32)) for k in range(count)]
+
+
 def training_losses(key: str, batches: list[tuple[np.ndarray, np.ndarray]], learning_rate: float = 0.01,
                     momentum: float = 0.9) -> list[float]:
     """The losses of MindSpore's own training steps of network `key` from its initial weights:
@@ -56,12 +62,19 @@ def training_losses(key: str, batches: list[tuple[np.ndarray, np.ndarray]], lear
 
 
 def main(keys: list[str]) -> int:
-    """Export networks `keys` (default: LeNet) with the installed MindSpore into fixtures/mindspore-<version>/."""
+    """Export networks `keys` (default: LeNet) with the installed MindSpore into fixtures/mindspore-<version>/,
+    each with an input and MindSpore's output; a classifier also with three training batches and the losses of
+    MindSpore's training steps on them (`training_losses`)."""
     directory = FIXTURES / f"mindspore-{ms.__version__}"
     directory.mkdir(parents=True, exist_ok=True)
     for key in keys or ["lenet"]:
         path, x, expected = export(key, directory)
-        np.savez(directory / f"{key}.npz", x=x, expected=expected)
+        arrays = {"x": x, "expected": expected}
+        if key in CLASSIFIERS:
+            batches = training_batches(key)
+            arrays.update(train_x=np.stack([b[0] for b in batches]), train_labels=np.stack([b[1] for b in batches]),
+                          losses=np.array(training_losses(key, batches)))
+        np.savez(directory / f"{key}.npz", **arrays)
         print(f"wrote {path.relative_to(FIXTURES)} ({path.stat().st_size} bytes) and {key}.npz")
     return 0
 

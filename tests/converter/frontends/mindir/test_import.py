@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 import lite
+from converter import convert_for_training
 from converter.cli import main as converter_lite
 from converter.frontends import frontend, read_model
 from converter.frontends.mindir import mind_ir_pb2 as pb
+from converter.train import TrainParams
 from tests.util import relative_to_range, run_lite, session_for
 
 FIXTURES = Path(__file__).resolve().with_name("fixtures")
@@ -47,7 +49,28 @@ def test_a_converted_fixture_runs_as_mindspore_ran_it(fixture, tmp_path, capsys)
     assert got.shape == want.shape and relative_to_range(got, want) <= 1e-4
 
 
+TRAINED = [p for p in sorted(FIXTURES.glob("*/*.mindir")) if "losses" in np.load(p.with_suffix(".npz"))]
+
+
+@pytest.mark.parametrize("fixture", TRAINED, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_first_training_losses_are_those_mindspore_recorded(fixture):
+    """`--trainModel=true --optimizer=momentum --learningRate=0.01` (sparse softmax cross entropy): three steps
+    lose what MindSpore's TrainOneStepCell with Momentum(0.01, 0.9) lost on the same batches from the same
+    weights (the ResNet of MindSpore 2.0: BatchNorm on batch statistics)."""
+    data = np.load(fixture.with_suffix(".npz"))
+    buf = convert_for_training(read_model("MINDIR", fixture), TrainParams(optimizer="momentum", learning_rate=0.01))
+    session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(thread_num=1), True)
+    losses = []
+    for x, labels in zip(data["train_x"], data["train_labels"]):
+        session.GetInputsByTensorName("x").set_data(x)
+        session.GetInputsByTensorName("labels").set_data(labels)
+        session.RunGraph()
+        losses.append(float(session.GetOutputByTensorName("loss").numpy()))
+    np.testing.assert_allclose(losses, data["losses"], rtol=1e-4)
+
+
 def test_fixtures_of_both_attribute_styles_are_committed():
+    assert {p.parent.name for p in TRAINED} == {"mindspore-2.10.0", "mindspore-2.0.0"}
     versions = {p.parent.name: pb.ModelProto.FromString(p.read_bytes()).mind_ir_version
                 for p in FIXTURES.glob("*/*.mindir")}
     assert versions == {"mindspore-2.10.0": 3, "mindspore-2.0.0": 1}

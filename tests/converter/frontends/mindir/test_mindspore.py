@@ -11,8 +11,8 @@ import lite  # noqa: E402
 from converter.cli import main as converter_lite  # noqa: E402
 from converter.frontends import read_model  # noqa: E402
 from converter.frontends.mindir import mind_ir_pb2  # noqa: E402
-from tests.converter.frontends.mindir.oracle import FIXTURES, batch, export, network, training_losses  # noqa: E402
-from tests.converter.frontends.mindir.nets import NETS  # noqa: E402
+from tests.converter.frontends.mindir.oracle import (FIXTURES, export, network, training_batches,  # noqa: E402
+                                                     training_losses)
 from tests.util import relative_to_range, run_lite  # noqa: E402
 
 
@@ -50,8 +50,7 @@ def test_first_training_losses_are_mindspores(key, tmp_path):
     """`--trainModel=true --optimizer=momentum --learningRate=0.01` against MindSpore's TrainOneStepCell with
     Momentum(0.01, 0.9) and sparse softmax cross entropy, over three batches (ResNet: BatchNorm on batch
     statistics, its running statistics updated)."""
-    rng = np.random.default_rng(2)
-    batches = [(batch(key, 10 + k), rng.integers(0, 10, NETS[key][1][0]).astype(np.int32)) for k in range(3)]
+    batches = training_batches(key)
     source = tmp_path / f"{key}.mindir"
     ms.export(network(key), ms.Tensor(batches[0][0]), file_name=str(source.with_suffix("")), file_format="MINDIR")
     buf = converted(tmp_path, source, "--trainModel=true", "--optimizer=momentum", "--learningRate=0.01")
