@@ -125,6 +125,8 @@ class _Importer:
         self.initial = initial_values(file, model)    # variable -> its initial value (None: not a constant)
         self.handles: dict[int, Key] = {}       # RESOURCE tensor index -> the variable its VAR_HANDLE names
         self.variables: dict[Key, str] = {}     # variable -> its value's name
+        self.assigned: dict[str, int] = {}      # variable value -> how many ASSIGN_VARIABLEs wrote it so far
+        self.reads: dict[int, tuple[str, int]] = {}   # READ_VARIABLE output -> (variable, assignments then)
         self.graph.source_types = {self.names[t.index]: (_ir_dtype(t), len(t.shape)) for t in model.tensors}
         for t in model.tensors:
             if t.data is not None and self.names[t.index] not in self.as_inputs:
@@ -160,6 +162,7 @@ class _Importer:
             if op.outputs and self.as_inputs.issuperset(self.name_of(i) for i in op.outputs):
                 continue
             self.ctx.op, self.ctx.name = op, self.name_of(op.outputs[0]) if op.outputs else f"{op.op}_{op.index}"
+            self.check_reads(op)
             if op.op in RESOURCE_OPS:
                 self.resource_op(op)
             else:
@@ -178,12 +181,22 @@ class _Importer:
         if op.op == "VAR_HANDLE":
             self.handles[op.outputs[0]] = handle_key(op)
         elif op.op == "READ_VARIABLE":
-            self.names[op.outputs[0]] = self.variable(op.inputs[0], op.outputs[0], reading=True)
+            self.names[op.outputs[0]] = variable = self.variable(op.inputs[0], op.outputs[0], reading=True)
+            self.reads[op.outputs[0]] = variable, self.assigned.get(variable, 0)
         else:
             variable, value = self.variable(op.inputs[0], op.inputs[1], reading=False), self.name_of(op.inputs[1])
             if value not in self.graph.values:
                 raise self.ctx.error(f"assigns '{value}', which is not produced before it")
             self.ctx.emit("Assign", [variable, value], [])
+            self.assigned[variable] = self.assigned.get(variable, 0) + 1
+
+    def check_reads(self, op: OperatorRecord) -> None:
+        """Readers read a variable's tensor when they run: one reading a value read before an assignment that
+        has run since would see the new value, not the value READ_VARIABLE took."""
+        for i in op.inputs:
+            if i in self.reads and self.assigned.get(self.reads[i][0], 0) != self.reads[i][1]:
+                raise self.ctx.error(f"reads variable '{self.reads[i][0]}' as it was before an ASSIGN_VARIABLE "
+                                     f"that comes earlier: a copy of a variable's old value is not supported")
 
     def variable(self, handle: int, like: int, reading: bool) -> str:
         """The tensor of the variable that `handle` names, made on first use with the type and shape of tensor

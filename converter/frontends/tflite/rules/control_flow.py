@@ -8,8 +8,9 @@ iteration and then the one its body returns, so the cond subgraph is inlined twi
 test). The loop has no trip count; every loop-carried value is an output.
 
 CALL_ONCE runs its init subgraph on the first invocation, for that subgraph's effect on resource variables and
-hash tables (it has no inputs or outputs). Every op that reads such state (READ_VARIABLE, HASHTABLE_FIND, ...) is
-refused, so in a model that imports nothing can observe that effect and CALL_ONCE imports as nothing.
+hash tables (it has no inputs or outputs). The constants it assigns to resource variables are their initial
+values (`converter/frontends/tflite/variables.py`), and the ops reading hash tables are refused, so CALL_ONCE
+itself imports as nothing.
 """
 from __future__ import annotations
 

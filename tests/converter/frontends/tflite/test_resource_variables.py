@@ -10,7 +10,7 @@ pytest.importorskip("tflite", reason="the TFLite frontend reads files with the '
 import lite  # noqa: E402
 from converter import convert_tflite  # noqa: E402
 from lite.status import RET_OK, NotSupportedError  # noqa: E402
-from tests.converter.frontends.tflite.wild_models import streaming_mean  # noqa: E402
+from tests.converter.frontends.tflite.wild_models import WildModel, streaming_mean  # noqa: E402
 from tests.tflite_models import litert_interpreter  # noqa: E402
 from tests.util import relative_to_range  # noqa: E402
 
@@ -88,6 +88,27 @@ def test_state_survives_a_resize():
     ours.session.Resize(ours.session.GetInputs(), [[1, 1, 2]])
     for x in chunks[1:]:
         assert _close(ours(x), theirs(x))
+
+
+def test_old_value_read_after_an_assignment_is_refused():
+    """y = READ(v); ASSIGN(v, x); out = y + 1: `out` needs v's old value after v changed."""
+    m = WildModel()
+    x, y, out = m.tensor((2,), name="x"), m.tensor((2,), name="y"), m.tensor((2,), name="out")
+
+    def init(g: WildModel) -> tuple[list[int], list[int]]:
+        handle = g.typed([], "RESOURCE", "h0")
+        g.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="v")
+        g.op("ASSIGN_VARIABLE", [handle, g.const(np.zeros(2, np.float32))], [])
+        return [], []
+    m.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=m.subgraph(init))
+    handle = m.typed([], "RESOURCE", "h")
+    m.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="v")
+    m.op("READ_VARIABLE", [handle], [y])
+    m.op("ASSIGN_VARIABLE", [handle, x], [])
+    m.op("ADD", [y, m.const(np.ones(2, np.float32))], [out], "AddOptions")
+    with pytest.raises(NotSupportedError, match=r"'ADD' at node 'out'.*reads variable 'v' as it was before an "
+                                                r"ASSIGN_VARIABLE"):
+        convert_tflite(m.build([x], [out]))
 
 
 def test_variable_read_before_any_assignment_is_refused():
