@@ -188,3 +188,15 @@ def test_a_graph_calling_itself_is_refused_as_a_loop(tmp_path):
     with pytest.raises(lite.NotSupportedError, match=r"'.*loop\.mindir': graph 'body' calls itself at node 'y': "
                                                      r"loops \(tail-recursive graphs\) are not supported"):
         read_model("MINDIR", write(model, tmp_path / "loop.mindir")).to_ir()
+
+
+def test_input_shape_overrides_the_exported_batch(tmp_path):
+    """MindSpore exports for the input it was given (batch 2); `--inputShape=x:1,1,32,32` converts for batch 1."""
+    assert converter_lite(["--fmk=MINDIR", f"--modelFile={LENET}", f"--outputFile={tmp_path / 'one'}",
+                           "--inputShape=x:1,1,32,32"]) == lite.RET_OK
+    data = np.load(LENET.with_suffix(".npz"))
+    buf = (tmp_path / "one.ms").read_bytes()
+    session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=1))
+    assert session.GetInputsByTensorName("x").shape() == [1, 1, 32, 32]
+    got = next(iter(run_lite(session, {"x": data["x"][:1]}).values()))
+    assert relative_to_range(got, data["expected"][:1]) <= 1e-4
