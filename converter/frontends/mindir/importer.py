@@ -3,7 +3,7 @@
 MindSpore's graphs carry plumbing that orders side effects and builds tuples: `Load` (read a parameter),
 `UpdateState` and the monad tokens, `Depend`, `MakeTuple`, `TupleGetItem`. None of it computes anything in an
 inference or training graph of ours, so the walk resolves it away: every node output maps to an IR value name, a
-constant, a tuple of those, or a token (`Env`). IR names drop the "<graph name>:" prefix MindSpore gives every
+constant, a tuple of those, or a token (an `Entry`). IR names drop the "<graph name>:" prefix MindSpore gives every
 name, so weights keep the names of the network's parameters (`conv1.weight`) and inputs their argument names.
 
 Control flow is graphs of `functions` called by nodes: `Partial(graph, args...)` binds arguments, `Switch(cond,

@@ -50,7 +50,7 @@ class ImportContext(EmitContext):
         arithmetic: `x * 2` of a float x multiplies by 2.0)."""
         scalar = [isinstance(a, Const) and np.ndim(a.value) == 0 and not isinstance(a.value, np.ndarray)
                   for a in self.args[:2]]
-        if scalar == [True, False] or scalar == [False, True]:
+        if len(scalar) == 2 and scalar[0] != scalar[1]:
             k = scalar.index(True)
             dtype = self.value(self.input(1 - k)).dtype
             self.args[k] = self.add_const(np.asarray(self.args[k].value, dtype), "scalar")

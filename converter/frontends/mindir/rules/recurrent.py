@@ -12,6 +12,7 @@ from converter.frontends.mindir.registry import ImportContext, mindir_op
 from schema import fb
 
 MS_TO_ONNX_GATES = [0, 3, 1, 2]
+A = fb.RnnActivation
 
 
 def _gates(array: np.ndarray, hidden: int) -> np.ndarray:
@@ -39,7 +40,6 @@ def lstm(ctx: ImportContext) -> None:
     b = np.concatenate([_gates(bias, hidden), np.zeros(4 * hidden, flat.dtype)])[None]
     params = [ctx.add_const(np.ascontiguousarray(a), hint) for a, hint in ((w, "W"), (r, "R"), (b, "B"))]
     y = ctx.graph.fresh(f"{ctx.name}/y")
-    A = fb.RnnActivation
     ctx.emit("LSTM", [ctx.input(0), *params, "", ctx.input(1), ctx.input(2)], [y, ctx.item(1), ctx.item(2)],
              hidden_size=hidden, direction=fb.RnnDirection.FORWARD, activations=[A.SIGMOID, A.TANH, A.TANH],
              activation_alpha=[0.0] * 3, activation_beta=[0.0] * 3, clip=0.0, layout=0, input_forget=False)
