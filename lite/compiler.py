@@ -24,12 +24,31 @@ from lite.status import (InferInvalidError, InferShapeError, LiteError, MemoryFa
                          OpExecuteError)
 
 MAX_ARENA_BYTES = 16 << 30
+ASK_SYSTEM_BYTES = 1 << 30      # requests from this size on are also checked against the memory available now
+
+
+def available_memory() -> int | None:
+    """Bytes the system can give without swapping (Linux's MemAvailable), None where that is not knowable."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def check_memory(nbytes: int, what: str) -> None:
-    """`MemoryFailedError` when `what` would take more than the memory limit (`MAX_ARENA_BYTES`)."""
+    """`MemoryFailedError` when `what` would take more than the memory limit (`MAX_ARENA_BYTES`) or, for a large
+    request, more than the memory available: refused here rather than failing in numpy or under the OOM killer."""
     if nbytes > MAX_ARENA_BYTES:
         raise MemoryFailedError(f"{what} would take {nbytes} bytes, over the {MAX_ARENA_BYTES}-byte limit")
+    if nbytes >= ASK_SYSTEM_BYTES:
+        available = available_memory()
+        if available is not None and nbytes > available:
+            raise MemoryFailedError(f"{what} would take {nbytes} bytes, more than the {available} bytes of "
+                                    f"memory available")
 
 
 def select_kernel(node: NodeDef, inputs: Sequence[TensorSpec | None]) -> Kernel:
@@ -65,9 +84,7 @@ def infer_node(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None
 def evaluate(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None],
              outs: list[TensorSpec]) -> list[TensorSpec]:
     """Run a node whose inputs are all known, now, and return its outputs with values."""
-    size = sum(s.nbytes for s in outs)
-    if size > MAX_ARENA_BYTES:
-        raise MemoryFailedError(f"{node.op} node '{node.name}' would fold into {size} bytes of constants")
+    check_memory(sum(s.nbytes for s in outs), f"{node.op} node '{node.name}' folded into constants")
     arrays = [np.empty(s.shape, s.dtype) for s in outs]
     scratch = [np.zeros(s.shape, s.dtype) for s in kernel.scratch()]
     execute(kernel, node, [s.value if s is not None else None for s in inputs], arrays, scratch,
@@ -240,7 +257,7 @@ def _bind(graph: Model | SubGraphDef, specs: list[TensorSpec | None], pending: l
     buffers += [Buffer(spec.nbytes, s, s) for s, spec in scratch_specs]
     offsets, total = plan(buffers)
     check_memory(total, "the graph's arena")
-    arena = aligned_zeros(total)
+    arena = aligned_zeros(total, "the graph's arena")
 
     def view(offset: int, spec: TensorSpec) -> np.ndarray:
         return arena[offset:offset + spec.nbytes].view(spec.dtype).reshape(spec.shape)

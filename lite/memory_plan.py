@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lite.status import MemoryFailedError
+
 
 @dataclass(frozen=True)
 class Buffer:
@@ -28,9 +30,13 @@ def _align(n: int, alignment: int) -> int:
     return -(-n // alignment) * alignment
 
 
-def aligned_zeros(nbytes: int) -> np.ndarray:
-    """`nbytes` zero bytes starting on an ALIGNMENT boundary (numpy's own allocations start on 16 bytes)."""
-    raw = np.zeros(nbytes + ALIGNMENT, np.uint8)
+def aligned_zeros(nbytes: int, what: str = "an arena") -> np.ndarray:
+    """`nbytes` zero bytes starting on an ALIGNMENT boundary (numpy's own allocations start on 16 bytes);
+    `MemoryFailedError` naming `what` and its size when the system refuses them."""
+    try:
+        raw = np.zeros(nbytes + ALIGNMENT, np.uint8)
+    except MemoryError:
+        raise MemoryFailedError(f"cannot allocate {what} of {nbytes} bytes: out of memory") from None
     start = -raw.ctypes.data % ALIGNMENT
     return raw[start:start + nbytes]
 

@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
+import lite
 import models
 from lite.memory_plan import ALIGNMENT, Buffer, RunPool, aligned_copy, aligned_zeros, plan
 from tests.util import session_for, small_cnn
@@ -101,3 +102,9 @@ def test_every_tensor_of_a_compiled_plan_starts_on_a_cache_line() -> None:
     plan = session_for(small_cnn())._plan
     assert plan.arena.ctypes.data % ALIGNMENT == 0
     assert plan.placements and all(p.offset % ALIGNMENT == 0 for p in plan.placements)
+
+
+def test_an_allocation_the_system_refuses_is_memory_failed_naming_its_size() -> None:
+    with pytest.raises(lite.MemoryFailedError, match=f"cannot allocate the test's arena of {1 << 60} bytes") as e:
+        aligned_zeros(1 << 60, "the test's arena")
+    assert e.value.status == lite.RET_MEMORY_FAILED
