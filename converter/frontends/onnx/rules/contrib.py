@@ -1,7 +1,7 @@
 """ONNX importer rules for onnxruntime's float contrib ops (domain com.microsoft), as its transformer optimizer and
 exporters write them: Gelu, FastGelu, BiasGelu, QuickGelu, FusedConv, FusedGemm, FusedMatMul,
-SimplifiedLayerNormalization (default domain), SkipLayerNormalization, EmbedLayerNormalization, Attention,
-MultiHeadAttention, RotaryEmbedding, MatMulNBits, DynamicQuantizeLSTM.
+SimplifiedLayerNormalization (default domain), SkipLayerNormalization, SkipSimplifiedLayerNormalization,
+EmbedLayerNormalization, Attention, MultiHeadAttention, RotaryEmbedding, MatMulNBits, DynamicQuantizeLSTM.
 
 Each is decomposed onto the default-domain rules of the ops it fuses (`ImportContext.delegate`), so it runs on
 their kernels and the fusion passes see the same graph as for the unfused model.
@@ -130,6 +130,18 @@ def skip_layer_normalization(ctx: ImportContext) -> None:
         ctx.emit("Identity", [total], [outputs[3]])
     ctx.delegate("LayerNormalization", [total, gamma, beta], [outputs[0]], opset=max(ctx.default_opset, 17),
                  axis=-1, epsilon=ctx.attr("epsilon", 1e-12))
+
+
+@onnx_op("SkipSimplifiedLayerNormalization", domain=MICROSOFT)
+def skip_simplified_layer_normalization(ctx: ImportContext) -> None:
+    """RMS normalization of input + skip [+ bias] over the last axis with gamma; output 3 is the sum."""
+    x, skip, gamma, bias = (ctx.input(i) for i in range(4))
+    outputs = ctx.outputs + [""] * (4 - len(ctx.outputs))
+    total = _added(ctx, ctx.emit1("Add", [x, skip]), bias)
+    if outputs[3]:
+        ctx.emit("Identity", [total], [outputs[3]])
+    ctx.delegate("RMSNormalization", [total, gamma], [outputs[0]], opset=ATTENTION_OPSET, axis=-1,
+                 epsilon=ctx.attr("epsilon", 1e-12))
 
 
 @onnx_op("EmbedLayerNormalization", domain=MICROSOFT)

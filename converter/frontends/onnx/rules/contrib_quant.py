@@ -1,6 +1,7 @@
 """ONNX importer rules for onnxruntime's quantized contrib ops (domain com.microsoft), as its QOperator quantizer
 writes them: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearGlobalAveragePool,
-QLinearAveragePool, QLinearSoftmax, QGemm, DynamicQuantizeMatMul, MatMulIntegerToFloat.
+QLinearAveragePool, QLinearSoftmax, QGemm, DynamicQuantizeMatMul, MatMulIntegerToFloat, and its own
+QuantizeLinear / DequantizeLinear.
 
 Every QLinear* op runs as QDQ float emulation: inputs dequantized ((q - zp) * s in float32), the float op (the
 default-domain rule of the op it quantizes), the result quantized with the output's params. The matrix products
@@ -151,3 +152,11 @@ def _dynamic_quantize(ctx: ImportContext, x: str) -> list[str]:
     outs = [ctx.graph.fresh(f"{ctx.name}:{part}") for part in ("q", "scale", "zero_point")]
     ctx.delegate("DynamicQuantizeLinear", [x], outs)
     return outs
+
+
+@onnx_op("QuantizeLinear", "DequantizeLinear", domain=MICROSOFT)
+def contrib_quantize_linear(ctx: ImportContext) -> None:
+    """onnxruntime's own QuantizeLinear / DequantizeLinear (its quantizer's `UseQDQContribOps`, for 16- and
+    4-bit types before opset 21): the default-domain definitions at opset 21."""
+    ctx.delegate(ctx.node.op_type, ctx.inputs, ctx.outputs, opset=21,
+                 **{a.name: ctx.attr(a.name) for a in ctx.node.attribute})

@@ -68,6 +68,12 @@ def test_skip_layer_normalization(with_bias, with_sum):
           ["x", "skip", "gamma", "beta"] + (["bias"] if with_bias else []), outputs, atol=2e-5, epsilon=1e-5)
 
 
+def test_skip_simplified_layer_normalization():
+    x, skip = _normal(2, 6, 16), _normal(2, 6, 16)
+    check("SkipSimplifiedLayerNormalization", {"x": x, "skip": skip}, {"gamma": _normal(16), "bias": _normal(16)},
+          ["x", "skip", "gamma", "bias"], ["y", "", "", "sum"], atol=2e-5, epsilon=1e-6)
+
+
 def test_layer_normalization_and_simplified_of_the_default_domain_before_opset_17():
     """onnxruntime defines both in the default domain from opset 1 (LayerNormalization before ONNX did)."""
     x = _normal(3, 4, 10)
@@ -237,6 +243,21 @@ def test_dynamic_quantize_matmul():
     consts = {"b": _ints(np.int8, 16, 6), "bs": np.abs(_normal(6, scale=0.01)), "bz": np.zeros(6, np.int8),
               "bias": _normal(6)}
     check("DynamicQuantizeMatMul", {"a": _normal(3, 16)}, consts, ["a", "b", "bs", "bz", "bias"], atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.int16, np.int8])
+def test_contrib_quantize_dequantize_linear(dtype):
+    """onnxruntime's quantizer writes its own Q / DQ for 16-bit types (UseQDQContribOps)."""
+    scale, zero_point = np.array([0.01, 0.02, 0.05], np.float32), np.array([3, 9, 1], dtype)
+    model = contrib_model("QuantizeLinear", {"x": _normal(2, 3, 4)}, {"s": scale, "z": zero_point},
+                          ["x", "s", "z"], ["q"], axis=1)
+    model.graph.node.append(helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], domain=MS, axis=1))
+    model.graph.output.append(helper.make_empty_tensor_value_info("y"))
+    feeds = {"x": _normal(2, 3, 4) * 50}
+    want, got = run_ort(model, feeds), run_lite(session_for(model), feeds)
+    for name in ("q", "y"):
+        assert got[name].dtype == want[name].dtype
+        np.testing.assert_array_equal(got[name], want[name])
 
 
 def test_unsupported_contrib_op_names_its_domain_and_opset():
