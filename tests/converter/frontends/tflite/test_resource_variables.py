@@ -10,7 +10,7 @@ pytest.importorskip("tflite", reason="the TFLite frontend reads files with the '
 import lite  # noqa: E402
 from converter import convert_tflite  # noqa: E402
 from lite.status import RET_OK, NotSupportedError  # noqa: E402
-from tests.converter.frontends.tflite.wild_models import WildModel, streaming_mean  # noqa: E402
+from tests.converter.frontends.tflite.wild_models import WildModel, streaming_conv_int8, streaming_mean  # noqa: E402
 from tests.tflite_models import litert_interpreter  # noqa: E402
 from tests.util import relative_to_range  # noqa: E402
 
@@ -78,6 +78,20 @@ def test_reset_variables_starts_over(quant):
     fresh = LiteRT(data)
     for x in chunks:
         assert _close(ours(x), fresh(x))
+
+
+def test_int8_streaming_convolution_matches_litert_step_by_step():
+    """An int8 CONV_2D over the joined window: every output within one quantum of LiteRT's, 50 chunks."""
+    data = streaming_conv_int8()
+    theirs, ours = LiteRT(data), Ours(data)
+    rng, differences, outputs = np.random.default_rng(0), [], set()
+    for k in range(50):
+        x = rng.integers(-128, 128, (1, 1, 1, 4)).astype(np.int8)
+        a, e = ours(x), theirs(x)
+        assert a.dtype == e.dtype == np.int8 and a.shape == e.shape
+        differences.append(int(np.abs(a.astype(np.int16) - e).max()))
+        outputs.add(e.tobytes())
+    assert max(differences) <= 1 and len(outputs) > 40, differences
 
 
 def test_state_survives_a_resize():

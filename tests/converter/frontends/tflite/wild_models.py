@@ -130,3 +130,38 @@ def streaming_mean(frames: int = 2, channels: int = 2, quant: tuple[float, int] 
     m.op("SLICE", [joined, m.const(np.array([0, 1, 0], np.int32)), m.const(np.array(state, np.int32))], [new])
     m.op("ASSIGN_VARIABLE", [handle, new], [])
     return m.build([x], [mean])
+
+
+def streaming_conv_int8(frames: int = 3, channels: int = 4, filters: int = 8) -> bytes:
+    """A full-int8 streaming layer as streaming keyword spotters keep it: the state variable holds the last
+    `frames` chunks [1, frames, 1, C]; each invocation joins the new chunk, runs an int8 CONV_2D (per-channel
+    weights, int32 bias, RELU) over the whole window and stores the last `frames` back."""
+    rng = np.random.default_rng(1)
+    m, q = WildModel(), dict(scale=0.05, zero_point=-3)
+    state = (1, frames, 1, channels)
+    x = m.tensor((1, 1, 1, channels), np.int8, name="chunk", **q)
+
+    def init(g: WildModel) -> tuple[list[int], list[int]]:
+        handle = g.typed([], "RESOURCE", "init/states")
+        g.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="stream/states")
+        g.op("ASSIGN_VARIABLE", [handle, g.const(np.full(state, -3, np.int8), **q)], [])
+        return [], []
+    m.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=m.subgraph(init))
+    handle = m.typed([], "RESOURCE", "stream/handle")
+    m.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="stream/states")
+    old = m.tensor(state, np.int8, name="stream/read", **q)
+    joined = m.tensor((1, frames + 1, 1, channels), np.int8, name="stream/joined", **q)
+    m.op("READ_VARIABLE", [handle], [old])
+    m.op("CONCATENATION", [old, x], [joined], "ConcatenationOptions", Axis=1)
+    w_scale = rng.uniform(0.002, 0.01, filters)
+    weights = m.const(rng.integers(-127, 128, (filters, frames + 1, 1, channels)).astype(np.int8), scale=w_scale,
+                      zero_point=np.zeros(filters, np.int64), axis=0)
+    bias = m.const(rng.integers(-500, 500, filters).astype(np.int32), scale=0.05 * w_scale,
+                   zero_point=np.zeros(filters, np.int64))
+    y = m.tensor((1, 1, 1, filters), np.int8, name="features", scale=0.02, zero_point=-128)
+    m.op("CONV_2D", [joined, weights, bias], [y], "Conv2DOptions", Padding=1, StrideW=1, StrideH=1,
+         FusedActivationFunction=1)
+    new = m.tensor(state, np.int8, name="stream/new", **q)
+    m.op("SLICE", [joined, m.const(np.array([0, 1, 0, 0], np.int32)), m.const(np.array(state, np.int32))], [new])
+    m.op("ASSIGN_VARIABLE", [handle, new], [])
+    return m.build([x], [y])
