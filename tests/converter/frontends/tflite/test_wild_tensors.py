@@ -34,6 +34,25 @@ def test_zero_element_constant_is_an_empty_constant():
     assert y.shape == ()
 
 
+@pytest.mark.parametrize("flag", [True, False])
+def test_zero_element_constant_inside_if_branches(flag):
+    """IF c: squeeze x [1, 1] to a scalar by the empty shape [] and add 1, else subtract 1, in both branches."""
+    m = WildModel()
+
+    def branch(op: str):
+        def build(g: WildModel) -> tuple[list[int], list[int]]:
+            x, scalar, y = g.tensor((1, 1), name="x"), g.tensor((), name="Squeeze1"), g.tensor((), name="y")
+            g.op("RESHAPE", [x, g.const(np.zeros(0, np.int32), name="Squeeze/shape")], [scalar])
+            g.op(op, [scalar, g.const(np.float32(1.0))], [y], f"{op.capitalize()}Options")
+            return [x], [y]
+        return build
+    c, x, y = m.tensor((), np.bool_, name="c"), m.tensor((1, 1), name="x"), m.tensor((), name="y")
+    m.op("IF", [c, x], [y], "IfOptions", ThenSubgraphIndex=m.subgraph(branch("ADD")),
+         ElseSubgraphIndex=m.subgraph(branch("SUB")))
+    (out,) = check(m.build([c, x], [y]), [np.array(flag), rand(1, 1)])
+    assert out.shape == ()
+
+
 def test_zero_element_activation_stays_a_runtime_tensor():
     """An activation of a static 0-element shape also has an empty buffer: the operator writing it wins (LiteRT
     cannot hand out a 0-element output, so the expected value is the empty array itself)."""
