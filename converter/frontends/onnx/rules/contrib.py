@@ -1,7 +1,7 @@
 """ONNX importer rules for onnxruntime's float contrib ops (domain com.microsoft), as its transformer optimizer and
 exporters write them: Gelu, FastGelu, BiasGelu, QuickGelu, FusedConv, FusedGemm, FusedMatMul,
 SimplifiedLayerNormalization (default domain), SkipLayerNormalization, SkipSimplifiedLayerNormalization,
-EmbedLayerNormalization, Attention, MultiHeadAttention, RotaryEmbedding, MatMulNBits, DynamicQuantizeLSTM.
+EmbedLayerNormalization, Attention, MultiHeadAttention, GroupQueryAttention, RotaryEmbedding, MatMulNBits, DynamicQuantizeLSTM.
 
 Each is decomposed onto the default-domain rules of the ops it fuses (`ImportContext.delegate`), so it runs on
 their kernels and the fusion passes see the same graph as for the unfused model.
@@ -238,6 +238,26 @@ def multi_head_attention(ctx: ImportContext) -> None:
         parts = ctx.emit("Split", [bias, ctx.add_const(np.array(widths, np.int64), "sizes")], 3, axis=0)
         q, k, v = (ctx.emit1("Add", [t, b]) for t, b in zip((q, k, v), parts))
     _attention(ctx, q, k, v, _key_mask(ctx, mask), int(ctx.attr("num_heads", 0)))
+
+
+@onnx_op("GroupQueryAttention", domain=MICROSOFT)
+def group_query_attention(ctx: ImportContext) -> None:
+    """A prompt without past state: causal attention of num_heads query heads over kv_num_heads key / value
+    heads (a right-padded row's valid positions attend to no padding, so seqlens_k changes nothing there; the
+    outputs at padding are unspecified); present_key / present_value are the keys and values as [B, kv heads, S,
+    head size]. Past state, rotary and local windows are refused."""
+    q, k, v, past_key, past_value = (ctx.input(i) for i in range(5))
+    if past_key or past_value or not k or any(ctx.input(i) for i in range(7, 12)):
+        raise ctx.error("only separate query, key and value without past state, rotary or bias are supported")
+    if ctx.attr("do_rotary", 0) or ctx.attr("local_window_size", -1) != -1 or ctx.attr("smooth_softmax", 0):
+        raise ctx.error("do_rotary, local_window_size and smooth_softmax are not supported")
+    heads, kv_heads = int(ctx.attr("num_heads", 0)), int(ctx.attr("kv_num_heads", 0))
+    ctx.delegate("Attention", [q, k, v], ctx.outputs[:1], opset=ATTENTION_OPSET, q_num_heads=heads,
+                 kv_num_heads=kv_heads, scale=ctx.attr("scale"), is_causal=1, softcap=ctx.attr("softcap"))
+    for source, output in zip((k, v), ctx.outputs[1:3]):
+        if output:
+            split = ctx.emit1("Reshape", [source, ctx.add_const(np.array([0, 0, kv_heads, -1], np.int64), "heads")])
+            ctx.emit("Transpose", [split], [output], perm=[0, 2, 1, 3])
 
 
 @onnx_op("RotaryEmbedding", domain=MICROSOFT)

@@ -139,6 +139,24 @@ def test_multi_head_attention():
           atol=2e-5, num_heads=3)
 
 
+@pytest.mark.parametrize("padded", [False, True])
+def test_group_query_attention(padded):
+    """A prompt of 5 tokens, 4 query heads over 2 key / value heads; padded: the second row's last two tokens
+    are padding (compared where onnxruntime defines the output: the valid rows)."""
+    batch, length, size = 2, 5, 8
+    lengths = np.array([length, 3 if padded else length], np.int32)
+    feeds = {"q": _normal(batch, length, 4 * size), "k": _normal(batch, length, 2 * size),
+             "v": _normal(batch, length, 2 * size), "seqlens": lengths - 1,
+             "total": np.array(length, np.int32)}
+    model = contrib_model("GroupQueryAttention", feeds, {}, ["q", "k", "v", "", "", "seqlens", "total"],
+                          ["y", "present_key", "present_value"], num_heads=4, kv_num_heads=2)
+    want, got = run_ort(model, feeds), run_lite(session_for(model), feeds)
+    for name in ("present_key", "present_value"):
+        np.testing.assert_array_equal(got[name], want[name])
+    for row, valid in enumerate(lengths):
+        assert np.abs(got["y"][row, :valid] - want["y"][row, :valid]).max() <= 2e-5
+
+
 @pytest.mark.parametrize("interleaved", [0, 1])
 def test_rotary_embedding(interleaved):
     x = _normal(2, 5, 16)              # [B, S, heads * 8]
