@@ -1,9 +1,11 @@
-"""Walk subgraph 0 of a TFLite model in order and apply one importer rule per operator; the subgraphs that
-WHILE and IF name are imported the same way, as bodies, when their rules ask (`ImportContext.body`).
+"""Walk the main subgraph of a TFLite model (subgraph 0, or the one a signature runs) in order and apply one
+importer rule per operator; the subgraphs that WHILE and IF name are imported the same way, as bodies, when their
+rules ask (`ImportContext.body`).
 
 TFLite is NHWC already, so layout-bound ops are emitted directly on its tensors (no transposes), and graph
 inputs and outputs keep TFLite's layout. Tensor names come from the file (made unique); graph inputs and outputs
-take the names their signature def gives them when there is one.
+take the names their signature def gives them when there is one. Resource variables become variable tensors
+(`variables.py`): READ_VARIABLE's readers read the tensor, ASSIGN_VARIABLE writes it with an Assign node.
 """
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def refusal(op: str) -> str:
         return f"no importer rule for this custom op (custom ops with one: {known})"
     if op.startswith(STABLEHLO):
         return "StableHLO ops are not supported (convert the model with TFLite builtins)"
-    return REFUSED.get(op, "no importer rule for this builtin")
+    return "no importer rule for this builtin"
 
 
 def supported_ops() -> list[str]:
