@@ -355,9 +355,11 @@ def import_file(file: ModelRecord, input_shapes: dict[str, list[int]] | None = N
                 weights_as_inputs: Collection[str] = (), signature: str | None = None) -> Graph:
     """Build the IR of the records of a `.tflite` file, the float weights `weights_as_inputs` (named as
     `TFLiteSource.float_weights` names them) as graph inputs. `signature` picks the entry point by its key (the
-    subgraph it runs becomes the graph, its inputs and outputs named as the signature names them); by default
-    subgraph 0."""
+    subgraph it runs becomes the graph, named by the key, its inputs and outputs named as the signature names
+    them: `lite.inspect` shows which entry point a converted file holds); by default subgraph 0."""
     if signature is None:
         return _Importer(file, dict(input_shapes or {}), as_inputs=weights_as_inputs).run()
     entry = file.signature(signature)
-    return _Importer(file, dict(input_shapes or {}), (entry.subgraph,), weights_as_inputs, entry.names).run()
+    graph = _Importer(file, dict(input_shapes or {}), (entry.subgraph,), weights_as_inputs, entry.names).run()
+    graph.name = entry.key
+    return graph

@@ -10,6 +10,7 @@ pytest.importorskip("tflite", reason="the TFLite frontend reads files with the '
 import lite  # noqa: E402
 from converter import convert  # noqa: E402
 from converter.frontends import frontend  # noqa: E402
+from lite.inspect import format_summary, summarize  # noqa: E402
 from lite.status import GraphFileError, InputTensorError  # noqa: E402
 from tests.converter.frontends.tflite.wild_models import WildModel  # noqa: E402
 from tests.tflite_models import litert_interpreter, rand  # noqa: E402
@@ -69,6 +70,13 @@ def test_signatures_are_listed_and_an_unknown_one_is_refused():
     assert source.signatures == ["encode", "decode"]
     with pytest.raises(InputTensorError, match=r"no signature 'train' \(signatures: \['encode', 'decode'\]\)"):
         source.for_signature("train")
+
+
+def test_a_converted_signature_names_the_model():
+    """`python -m lite.inspect` shows which entry point a converted file holds."""
+    buf = convert(frontend("TFLITE").load(_two_entries()).for_signature("decode"))
+    summary = format_summary(summarize(lite.Model.Import(buf, len(buf))))
+    assert summary.splitlines()[0].startswith("model 'decode'"), summary
 
 
 def test_default_is_subgraph_0_named_by_its_signature():
