@@ -9,7 +9,8 @@ name, so weights keep the names of the network's parameters (`conv1.weight`) and
 Control flow is graphs of `functions` called by nodes: `Partial(graph, args...)` binds arguments, `Switch(cond,
 a, b)` picks one of two, and a node whose op_type names such a value (or a graph) calls it. A call is inlined; a
 Switch on a condition known at import inlines its taken branch, otherwise it becomes our If with both branches as
-bodies. A graph that calls itself (MindSpore's loops, as tail recursion) is refused.
+bodies. A loop is a header graph switching to a body that calls the header back: our Loop (see "loops" below);
+any other graph calling itself is refused.
 """
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ class Model:
         self.functions = {g.name: g for g in proto.functions}
         self.graph_names = {self.graph.name, *self.functions}
         self.primitives = {p.name: p for p in proto.primitives}
+        self.constants = {n.output[0]: n for g in (self.graph, *proto.functions) for n in g.node
+                          if n.op_type == "Constant" and n.output}
         self.parameters = {self.short(p.name): tensor_array(p, source) for p in self.graph.parameter}
 
     def short(self, name: str) -> str:
@@ -89,24 +92,31 @@ class Model:
             op = self.primitive(node)
             out = node.output[0] if node.output else node.name
             if op == "Constant":
-                values = [a for a in node.attribute if a.name == "value"]
-                if not values:
-                    raise GraphFileError(f"'{self.source}': Constant node '{node.name}' has no value")
-                value = attribute_value(values[0], self.source)
-                env[out] = value if value is MONAD else Const(value)
+                env[out] = self.constant(node)
                 continue
             inputs = [self.resolve(env, i, node) for i in node.input]
             if op in PLUMBING:
                 env[out] = self.plumbing(op, inputs, node)
                 continue
             env[out] = self.short(out)         # the rule writes this IR value (a tuple: its items)
-            if op == CALL:
-                inputs.insert(0, self.resolve(env, self.callee(node), node))
+            if op == CALL:                      # a graph's parameters may be tokens: they stay
+                yield node, op, [self.resolve(env, self.callee(node), node), *inputs]
+                continue
             yield node, op, [i for i in inputs if i is not MONAD]
 
+    def constant(self, node: pb.NodeProto) -> Entry:
+        values = [a for a in node.attribute if a.name == "value"]
+        if not values:
+            raise GraphFileError(f"'{self.source}': Constant node '{node.name}' has no value")
+        value = attribute_value(values[0], self.source)
+        return value if value is MONAD else Const(value)
+
     def resolve(self, env: dict[str, Entry], name: str, node: pb.NodeProto) -> Entry:
+        """What `name` holds: a value of `env`, a Constant of any graph (graphs share them), or a graph."""
         if name in env:
             return env[name]
+        if name in self.constants:
+            return self.constant(self.constants[name])
         if name in self.functions:
             return Partial(self.functions[name], [])
         raise GraphFileError(f"'{self.source}': node '{self.short(node.name)}' reads '{self.short(name)}', "
@@ -193,10 +203,15 @@ def import_model(model: Model, input_shapes: dict[str, list[int]] | None = None,
 
 
 def import_nodes(model: Model, g: pb.GraphProto, env: dict[str, Entry], ctx: ImportContext,
-                 stack: tuple[str, ...]) -> None:
-    """Apply one rule per compute node of `g` (the graphs being imported: `stack`), inlining the graphs it calls."""
+                 stack: tuple[str, ...], until: str = "") -> None:
+    """Apply one rule per compute node of `g` (the graphs being imported: `stack`), inlining the graphs it calls;
+    stop before the node whose output is `until`. A graph imported twice into one IR graph (a loop's header)
+    gets fresh IR names the second time."""
     for node, op, inputs in model.walk(g, env):
-        ctx.name, ctx.op, ctx.output = model.short(node.name), op, model.short(node.output[0])
+        if node.output[0] == until:
+            return
+        ctx.name, ctx.op, ctx.output = model.short(node.name), op, ctx.graph.fresh(model.short(node.output[0]))
+        env[node.output[0]] = ctx.output
         if op == CALL:
             _call(model, env, ctx, node, inputs[0], inputs[1:], stack)
             continue
@@ -216,7 +231,8 @@ def import_nodes(model: Model, g: pb.GraphProto, env: dict[str, Entry], ctx: Imp
 
 def _call(model: Model, env: dict[str, Entry], ctx: ImportContext, node: pb.NodeProto, callee: Entry,
           args: list[Entry], stack: tuple[str, ...]) -> None:
-    """A call node: the callee inlined (a Switch on a constant condition: its taken branch), or our If."""
+    """A call node: the callee inlined (a Switch on a constant condition: its taken branch), our If, or, for a
+    loop's header, our Loop."""
     if isinstance(callee, Switch):
         cond = callee.cond.value if isinstance(callee.cond, Const) else ctx.const(callee.cond)
         if cond is None:
@@ -224,10 +240,122 @@ def _call(model: Model, env: dict[str, Entry], ctx: ImportContext, node: pb.Node
             return
         callee = callee.then if bool(np.ravel(cond)[0]) else callee.other
     g, args = _bind(model, ctx, callee, args, stack)
+    if _loop_header(model, g):
+        _loop(model, env, ctx, node, g, args, stack)
+        return
     inner = dict(env)
     inner.update((param.name, arg) for param, arg in zip(g.input, args))
     import_nodes(model, g, inner, ctx, (*stack, g.name))
     env[node.output[0]] = model.resolve(inner, g.output[0].name, node)
+
+
+# ---- loops --------------------------------------------------------------------------------------------------------
+# MindSpore writes `while cond(state): state = body(state)` as a header graph H(state) whose last node calls
+# Switch(cond, Partial(B, ...), Partial(E, ...)), B ending in a call of H with the next state, E the exit. It
+# becomes our Loop carrying H's parameters: the condition of the first iteration is H's computed before the loop;
+# the loop body runs H (for B's arguments), B up to its call of H (the next state) and H again (the next
+# condition); after the loop, H on the final state gives E's arguments, and E is inlined.
+def _calling(model: Model, g: pb.GraphProto, callee: str) -> pb.NodeProto | None:
+    """The node of `g` calling `callee` (a graph, or a value of `g`), if any."""
+    return next((n for n in g.node if model.primitive(n) == CALL and model.callee(n) == callee), None)
+
+
+def _switch_call(model: Model, g: pb.GraphProto) -> pb.NodeProto | None:
+    """The node of `g` calling the result of one of its Switch nodes, if any."""
+    switches = {n.output[0] for n in g.node if n.output and model.primitive(n) == "Switch"}
+    return next((n for n in g.node if model.primitive(n) == CALL and model.callee(n) in switches), None)
+
+
+def _loop_header(model: Model, g: pb.GraphProto) -> bool:
+    """Whether `g` calls a Switch one of whose branches calls `g` back."""
+    call = _switch_call(model, g)
+    if call is None:
+        return False
+    switch = next(n for n in g.node if n.output[:1] == [model.callee(call)])
+    branches = [n.input[0] for n in g.node if n.output[:1] and n.output[0] in switch.input[1:]
+                and model.primitive(n) == "Partial" and n.input[0] in model.functions]
+    return any(_calling(model, model.functions[b], g.name) is not None for b in branches)
+
+
+def _header(model: Model, env: dict[str, Entry], ctx: ImportContext, g: pb.GraphProto, state: list[Entry],
+            stack: tuple[str, ...]) -> Switch:
+    """Import header `g` on `state` up to its call of a Switch: that Switch."""
+    inner = dict(env)
+    inner.update((param.name, arg) for param, arg in zip(g.input, state))
+    call = _switch_call(model, g)
+    import_nodes(model, g, inner, ctx, (*stack, g.name), until=call.output[0])
+    switch = model.resolve(inner, model.callee(call), call)
+    if not isinstance(switch.then, Partial) or not isinstance(switch.other, Partial):
+        raise ctx.error(f"loop header '{model.short(g.name)}' does not switch between graphs", GraphFileError)
+    return switch
+
+
+def _tensor(ctx: ImportContext, entry: Entry, what: str) -> str:
+    if isinstance(entry, Const):
+        return ctx.add_const(np.asarray(entry.value), "const")
+    if not isinstance(entry, str):
+        raise ctx.error(f"{what} is not a tensor: only loops carrying tensors are supported")
+    return entry
+
+
+def _loop(model: Model, env: dict[str, Entry], ctx: ImportContext, node: pb.NodeProto, g: pb.GraphProto,
+          state: list[Entry], stack: tuple[str, ...]) -> None:
+    """Our Loop for header `g` called on `state` (ordering tokens in it stay tokens, not carried)."""
+    name, output = ctx.name, node.output[0]
+    first = _header(model, env, ctx, g, state, stack)
+    if not isinstance(first.cond, str):
+        raise ctx.error("a loop whose first condition is known at import is not supported")
+    tensors = [k for k, s in enumerate(state) if s is not MONAD]
+    carried = [_tensor(ctx, state[k], f"loop state {k}") for k in tensors]
+
+    def with_tokens(values: list[str]) -> list[Entry]:
+        full: list[Entry] = [MONAD] * len(state)
+        for k, v in zip(tensors, values):
+            full[k] = v
+        return full
+
+    body = Graph(model.short(g.name))
+    body.values["iteration"] = Value("iteration", (), np.dtype(np.int64))
+    body.values["cond"] = Value("cond", (), np.dtype(np.bool_))
+    body.inputs = ["iteration", "cond"]
+    for k, c in enumerate(carried):
+        outer = ctx.value(c)
+        body.values[f"state_{k}"] = Value(f"state_{k}", outer.shape, outer.dtype, format=outer.format)
+        body.inputs.append(f"state_{k}")
+    inner_ctx = ImportContext(body)
+    switch = _header(model, env, inner_ctx, g, with_tokens(body.inputs[2:]), stack)
+    b, args = _bind(model, inner_ctx, switch.then, [], (*stack, g.name))
+    inner = dict(env)
+    inner.update((param.name, arg) for param, arg in zip(b.input, args))
+    back = _calling(model, b, g.name)
+    if back is None:
+        raise ctx.error(f"the loop's body '{model.short(b.name)}' does not call its header back")
+    import_nodes(model, b, inner, inner_ctx, (*stack, g.name, b.name), until=back.output[0])
+    following = [model.resolve(inner, i, back) for i in back.input]
+    if len(following) != len(state):
+        raise ctx.error(f"the loop's body passes {len(following)} values back, the header takes {len(state)}",
+                        GraphFileError)
+    following = [_tensor(inner_ctx, following[k], f"loop state {k}") for k in tensors]
+    again = _header(model, env, inner_ctx, g, with_tokens(following), stack)
+    body.outputs = [_tensor(inner_ctx, again.cond, "the loop condition"), *following]
+    for k, out in enumerate(body.outputs):
+        if out in body.inputs:          # a value passed through: an output of its own
+            body.outputs[k] = inner_ctx.emit1("Identity", [out])
+    for k, out in enumerate(body.outputs[1:]):
+        if body.values[out].shape != body.values[f"state_{k}"].shape:
+            raise ctx.error(f"loop state {k} changes shape from {list(body.values[f'state_{k}'].shape)} to "
+                            f"{list(body.values[out].shape)}: only loops keeping their shapes are supported")
+    body.prune()
+    ctx.name = name
+    final = [Value(ctx.graph.fresh(f"{name}/state_{k}"), ctx.value(c).shape, ctx.value(c).dtype)
+             for k, c in enumerate(carried)]
+    ctx.emit_control("Loop", ["", first.cond, *carried], final, [body], implicit_inputs=0)
+    last = _header(model, env, ctx, g, with_tokens([v.name for v in final]), stack)
+    e, args = _bind(model, ctx, last.other, [], (*stack, g.name))
+    inner = dict(env)
+    inner.update((param.name, arg) for param, arg in zip(e.input, args))
+    import_nodes(model, e, inner, ctx, (*stack, g.name, e.name))
+    env[output] = model.resolve(inner, e.output[0].name, node)
 
 
 def _bind(model: Model, ctx: ImportContext, callee: Entry, args: list[Entry],
@@ -238,7 +366,8 @@ def _bind(model: Model, ctx: ImportContext, callee: Entry, args: list[Entry],
     g, args = callee.graph, [*callee.bound, *args]
     if g.name in stack:
         raise NotSupportedError(f"'{model.source}': graph '{model.short(g.name)}' calls itself at node "
-                                f"'{ctx.name}': loops (tail-recursive graphs) are not supported")
+                                f"'{ctx.name}', not as a loop's header (a Switch whose branch calls it back): such "
+                                f"recursion is not supported")
     if len(args) != len(g.input):
         raise ctx.error(f"calls graph '{model.short(g.name)}' with {len(args)} arguments, it has {len(g.input)}",
                         GraphFileError)

@@ -24,7 +24,7 @@ REDUCTIONS = {"ReduceMean": R.MEAN, "ReduceSum": R.SUM, "ReduceMax": R.MAX, "Red
               "ReduceProd": R.PROD, "SumExt": R.SUM, "MeanExt": R.MEAN}    # *Ext: x, dim, keepdim, dtype
 C, B = fb.CompareMode, fb.BitwiseMode
 COMPARISONS = {"Equal": C.EQUAL, "Greater": C.GREATER, "GreaterEqual": C.GREATER_EQUAL, "Less": C.LESS,
-               "LessEqual": C.LESS_EQUAL}
+               "LessEqual": C.LESS_EQUAL, "LessScalar": C.LESS, "GreaterScalar": C.GREATER}
 LOGIC = {"LogicalAnd": B.AND, "LogicalOr": B.OR, "LogicalNot": B.NOT}
 
 

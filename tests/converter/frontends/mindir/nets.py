@@ -1,6 +1,6 @@
 """The MindSpore networks the MINDIR tests export (needs `mindspore`): LeNet, a small ResNet with BatchNorm, a
 MobileNetV2-style net (depthwise convolutions, ReLU6, inverted residuals, global average pooling), a transformer
-encoder block, transposed convolutions, a bidirectional LSTM, an if/else, and a net of the remaining shape,
+encoder block, transposed convolutions, a bidirectional LSTM, an if/else, a while loop, and a net of the remaining shape,
 indexing and elementwise primitives."""
 from __future__ import annotations
 
@@ -175,10 +175,25 @@ class Branches(nn.Cell):
         return x
 
 
+class WhileLoop(nn.Cell):
+    """A loop whose count depends on the data (MindSpore: a header graph calling itself through its body)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(4, 4)
+
+    def construct(self, x):
+        y = x
+        while ops.abs(y).sum() < 20:
+            y = ops.tanh(self.fc(y)) * 2 + y
+        return y - x
+
+
 NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)),
         "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32)), "primitives": (Primitives, (2, 4, 6, 8)),
         "attention": (Attention, (2, 5, 16)), "upsampler": (Upsampler, (2, 4, 5, 5)),
-        "recurrent": (Recurrent, (2, 7, 8)), "branches": (Branches, (2, 4))}
+        "recurrent": (Recurrent, (2, 7, 8)), "branches": (Branches, (2, 4)),
+        "loop": (WhileLoop, (2, 4))}
 CLASSIFIERS = ("lenet", "resnet", "mobilenetv2", "attention", "recurrent")     # trained on [N] class labels
 
 

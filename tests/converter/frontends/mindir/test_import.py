@@ -176,8 +176,9 @@ def test_the_generated_module_describes_the_proto(tmp_path):
     assert compiled == descriptor_pb2.FileDescriptorProto.FromString(pb.DESCRIPTOR.serialized_pb)
 
 
-def test_a_graph_calling_itself_is_refused_as_a_loop(tmp_path):
-    """MindSpore writes a loop whose count is known only at run time as a graph calling itself."""
+def test_a_graph_calling_itself_outside_a_loop_is_refused(tmp_path):
+    """MindSpore writes a loop as a header graph that switches to a body calling the header back (our Loop); a
+    graph that calls itself otherwise is refused naming graph and node."""
     model = pb.ModelProto(mind_ir_version=3)
     main, body = model.graph, model.functions.add()
     main.name, body.name = "main", "body"
@@ -185,8 +186,8 @@ def test_a_graph_calling_itself_is_refused_as_a_loop(tmp_path):
         g.input.add(name=x).tensor.add(dims=[2], data_type=pb.TensorProto.FLOAT)
         g.node.add(op_type="body", input=[x], output=[y], name=y)
         g.output.add(name=y)
-    with pytest.raises(lite.NotSupportedError, match=r"'.*loop\.mindir': graph 'body' calls itself at node 'y': "
-                                                     r"loops \(tail-recursive graphs\) are not supported"):
+    with pytest.raises(lite.NotSupportedError, match=r"'.*loop\.mindir': graph 'body' calls itself at node 'y', "
+                                                     r"not as a loop's header"):
         read_model("MINDIR", write(model, tmp_path / "loop.mindir")).to_ir()
 
 

@@ -92,3 +92,17 @@ def test_a_branch_on_a_run_time_value_takes_the_branch_mindspore_takes(tmp_path)
     for sample in (np.abs(x), -np.abs(x)):
         got = next(iter(run_lite(session, {"x": sample}).values()))
         assert relative_to_range(got, net(ms.Tensor(sample)).asnumpy()) <= 1e-4
+
+
+def test_a_loop_of_run_time_count_iterates_as_often_as_mindspores(tmp_path):
+    """`while |y|.sum() < 20: y = tanh(fc(y)) * 2 + y` becomes our Loop: inputs needing many, few and no
+    iterations give MindSpore's results."""
+    source, x, _ = export("loop", tmp_path)
+    assert [n.op for n in read_model("MINDIR", source).to_ir().nodes].count("Loop") == 1
+    buf = converted(tmp_path, source)
+    session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=1))
+    (name,) = [t.tensor_name() for t in session.GetInputs()]   # MindSpore names it after `y = x`
+    net = network("loop")
+    for sample in (x * 0.01, x, x * 10):
+        got = next(iter(run_lite(session, {name: sample}).values()))
+        assert relative_to_range(got, net(ms.Tensor(sample)).asnumpy()) <= 1e-4
