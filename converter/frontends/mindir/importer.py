@@ -30,7 +30,8 @@ from lite.status import GraphFileError, InputTensorError, LiteError, NotSupporte
 Entry = Union[str, Const, list, "Partial", "Switch", object]   # an IR value name, a constant, a tuple of entries,
 # a graph with bound arguments, a choice of two, or MONAD
 ALIASES = ("Load", "Depend", "StopGradient")  # output = input 0 (the other inputs only order side effects)
-PLUMBING = (*ALIASES, "UpdateState", "MakeTuple", "TupleGetItem", "Partial", "Switch")
+TUPLES = ("MakeTuple", "make_list")        # make_list: a Python list of MindSpore 2.0
+PLUMBING = (*ALIASES, *TUPLES, "UpdateState", "TupleGetItem", "Partial", "Switch")
 REF = "REF::"
 CALL = "<call>"           # the "primitive" of a node calling a graph
 
@@ -127,7 +128,7 @@ class Model:
             return inputs[0]
         if op == "UpdateState":
             return MONAD
-        if op == "MakeTuple":
+        if op in TUPLES:
             return inputs
         if op == "Partial":
             if not isinstance(inputs[0], Partial):

@@ -76,6 +76,14 @@ def activation(ctx: ImportContext) -> None:
     ctx.emit("Activation", [ctx.input(0)], [ctx.output], type=kind, **params)
 
 
+@mindir_op("ClampScalar")
+def clamp(ctx: ImportContext) -> None:
+    """Inputs x, min, max (None: unbounded): our HARD_TANH."""
+    low, high = ctx.arg(1, "min", None), ctx.arg(2, "max", None)
+    ctx.emit("Activation", [ctx.input(0)], [ctx.output], type=A.HARD_TANH,
+             min_val=-np.inf if low is None else float(low), max_val=np.inf if high is None else float(high))
+
+
 @mindir_op("Elu")
 def elu(ctx: ImportContext) -> None:
     ctx.emit("Activation", [ctx.input(0)], [ctx.output], type=A.ELU, alpha=float(ctx.arg(1, "alpha", 1.0)))
@@ -100,7 +108,7 @@ def reduce(ctx: ImportContext) -> None:
 def cast(ctx: ImportContext) -> None:
     """The target type is a MindSpore TypeId (an int; 2.3 and later) or a tensor type (2.0)."""
     to = ctx.arg(1, "dst_type", None)
-    dtype = _numpy_type(to)
+    dtype = numpy_type(to)
     if dtype is None:
         raise ctx.error(f"cast to {to!r} is not supported")
     ctx.emit("Cast", [ctx.input(0)], [ctx.output], to=dtypes.from_numpy(dtype))
@@ -111,7 +119,8 @@ TYPE_IDS = {30: np.bool_, 32: np.int8, 33: np.int16, 34: np.int32, 35: np.int64,
             39: np.uint32, 40: np.uint64, 42: np.float16, 43: np.float32, 44: np.float64}
 
 
-def _numpy_type(to: object) -> np.dtype | None:
+def numpy_type(to: object) -> np.dtype | None:
+    """A MindSpore tensor type, given as a TypeId or as the type itself, as a numpy dtype (None: not one)."""
     if isinstance(to, np.dtype):        # a tensor type (MindSpore 2.0)
         return to
     return TYPE_IDS.get(to) if isinstance(to, int) else None

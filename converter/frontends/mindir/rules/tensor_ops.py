@@ -1,12 +1,17 @@
-"""MINDIR rules for shape and indexing primitives: Reshape, Flatten, Transpose, Concat, Squeeze, ExpandDims,
-Gather, StridedSlice, ReverseV2, Identity, Dropout (an identity in inference)."""
+"""MINDIR rules for shape and indexing primitives: Reshape, Flatten, Transpose, Concat, Split, Squeeze,
+ExpandDims, Gather, Slice, StridedSlice, ReverseV2, Tile, PadV3, Argmax, Identity, Dropout (an identity in
+inference)."""
 from __future__ import annotations
 
 import numpy as np
 
 from converter.frontends.mindir.registry import ImportContext, mindir_op
+from converter.frontends.mindir.rules.elementwise import numpy_type
+from lite import dtypes
+from schema import fb
 
 INT64_MAX = np.iinfo(np.int64).max
+PAD_MODES = {"constant": fb.PaddingFill.CONSTANT, "reflect": fb.PaddingFill.REFLECT, "edge": fb.PaddingFill.EDGE}
 
 
 def _ints(ctx: ImportContext, k: int, name: str) -> np.ndarray:
@@ -34,6 +39,17 @@ def concat(ctx: ImportContext) -> None:
     ctx.emit("Concat", ctx.tensors(0), [ctx.output], axis=int(ctx.arg(1, "axis", 0)))
 
 
+@mindir_op("Split")
+def split(ctx: ImportContext) -> None:
+    """Inputs x, axis, output_num: equal parts, the tuple's items."""
+    x, axis, parts = ctx.input(0), int(ctx.arg(1, "axis", 0)), int(ctx.arg(2, "output_num", 1))
+    dim = ctx.value(x).shape[axis]
+    if dim < 0 or dim % parts:
+        raise ctx.error(f"dim {dim} of axis {axis} does not split into {parts} equal parts")
+    sizes = ctx.add_const(np.full(parts, dim // parts, np.int64), "sizes")
+    ctx.emit("Split", [x, sizes], [ctx.item(k) for k in range(parts)], axis=axis)
+
+
 @mindir_op("Squeeze")
 def squeeze(ctx: ImportContext) -> None:
     """Empty axis squeezes every dim of size 1."""
@@ -53,6 +69,16 @@ def gather(ctx: ImportContext) -> None:
     if int(ctx.arg(3, "batch_dims", 0)):
         raise ctx.error("batch_dims other than 0 is not supported")
     ctx.emit("Gather", [ctx.input(0), ctx.input(1)], [ctx.output], axis=int(ctx.arg(2, "axis", 0)))
+
+
+@mindir_op("Slice")
+def slice_(ctx: ImportContext) -> None:
+    """Inputs x, begin, size (-1: to the end of the axis)."""
+    begin, size = _ints(ctx, 1, "begin"), _ints(ctx, 2, "size")
+    ends = np.where(size < 0, INT64_MAX, begin + size)
+    params = [ctx.add_const(v, hint) for v, hint in ((begin, "starts"), (ends, "ends"),
+                                                      (np.arange(begin.size, dtype=np.int64), "axes"))]
+    ctx.emit("Slice", [ctx.input(0), *params], [ctx.output])
 
 
 @mindir_op("StridedSlice")
@@ -93,6 +119,48 @@ def reverse(ctx: ImportContext) -> None:
     params = [ctx.add_const(v, hint) for v, hint in ((-ones, "starts"), (-INT64_MAX * ones, "ends"), (axes, "axes"),
                                                       (-ones, "steps"))]
     ctx.emit("Slice", [ctx.input(0), *params], [ctx.output])
+
+
+@mindir_op("Tile")
+def tile(ctx: ImportContext) -> None:
+    """Multiples for the trailing axes (a shorter tuple leaves the leading axes as they are)."""
+    x = ctx.input(0)
+    multiples = _ints(ctx, 1, "multiples")
+    rank = ctx.value(x).rank
+    if multiples.size > rank:
+        raise ctx.error(f"{multiples.size} multiples for an input of rank {rank}")
+    repeats = np.concatenate([np.ones(rank - multiples.size, np.int64), multiples])
+    ctx.emit("Tile", [x, ctx.add_const(repeats, "repeats")], [ctx.output])
+
+
+@mindir_op("PadV3")
+def pad(ctx: ImportContext) -> None:
+    """Inputs x, paddings ((begin, end) pairs from the last axis backwards), the fill value; `mode` attribute."""
+    x = ctx.input(0)
+    rank = ctx.value(x).rank
+    if not ctx.attrs.get("paddings_contiguous", True):
+        raise ctx.error("paddings_contiguous=False is not supported")
+    pairs = _ints(ctx, 1, "paddings").reshape(-1, 2)[::-1]
+    pairs = np.concatenate([np.zeros((rank - len(pairs), 2), np.int64), pairs])
+    mode = str(ctx.attrs.get("mode", "constant")).lower()
+    if mode not in PAD_MODES or len(pairs) != rank:
+        raise ctx.error(f"padding {pairs.tolist()} in mode '{mode}' is not supported for rank {rank}")
+    pads = ctx.add_const(np.concatenate([pairs[:, 0], pairs[:, 1]]), "pads")
+    value = ctx.input(2) if mode == "constant" else ""
+    ctx.emit("Pad", [x, pads] + ([value] if value else []), [ctx.output], mode=PAD_MODES[mode])
+
+
+@mindir_op("Argmax", "Argmin")
+def arg_extreme(ctx: ImportContext) -> None:
+    """Inputs x, axis, output_type (int32 or int64); the axis is dropped."""
+    mode = fb.ArgMode.MAX if ctx.op == "Argmax" else fb.ArgMode.MIN
+    dtype = numpy_type(ctx.arg(2, "output_type", np.dtype(np.int32)))
+    if dtype is None:
+        raise ctx.error(f"output type {ctx.arg(2, 'output_type')!r} is not supported")
+    y = ctx.emit1("ArgMinMax", [ctx.input(0)], ctx.output if dtype == np.int64 else None, mode=mode,
+                  axis=int(ctx.arg(1, "axis", -1)), keep_dims=False, select_last_index=False)
+    if dtype != np.int64:
+        ctx.emit("Cast", [y], [ctx.output], to=dtypes.from_numpy(dtype))
 
 
 @mindir_op("Identity")

@@ -189,11 +189,23 @@ class WhileLoop(nn.Cell):
         return y - x
 
 
+class MorePrimitives(nn.Cell):
+    """Split, Slice, PadV3, Tile, Argmax, ClampScalar, Pow, Erf on [2, 4, 6, 8] inputs, flattened and joined."""
+
+    def construct(self, x):
+        a, b = ops.split(x, 4, axis=3)
+        c = ops.slice(x, (0, 1, 0, 0), (2, 2, 6, 8))
+        parts = (ops.pad(a, (1, 1, 2, 0), value=0.5), ops.tile(b, (1, 1, 1, 2)),
+                 ops.argmax(x, dim=1).astype(ms.float32), ops.maximum(ops.exp(-c), ops.sqrt(ops.abs(c))) ** 2,
+                 ops.clip(x, -0.5, 0.5), ops.erf(x))
+        return ops.concat([ops.reshape(p, (2, -1)) for p in parts], 1)
+
+
 NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)),
         "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32)), "primitives": (Primitives, (2, 4, 6, 8)),
         "attention": (Attention, (2, 5, 16)), "upsampler": (Upsampler, (2, 4, 5, 5)),
         "recurrent": (Recurrent, (2, 7, 8)), "branches": (Branches, (2, 4)),
-        "loop": (WhileLoop, (2, 4))}
+        "loop": (WhileLoop, (2, 4)), "more_primitives": (MorePrimitives, (2, 4, 6, 8))}
 CLASSIFIERS = ("lenet", "resnet", "mobilenetv2", "attention", "recurrent")     # trained on [N] class labels
 
 

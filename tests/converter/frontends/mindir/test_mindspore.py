@@ -22,8 +22,8 @@ def converted(tmp_path, source, *flags: str) -> bytes:
     return (tmp_path / "model.ms").read_bytes()
 
 
-@pytest.mark.parametrize("key", ["lenet", "resnet", "mobilenetv2", "primitives", "attention", "upsampler",
-                                 "recurrent"])
+@pytest.mark.parametrize("key", ["lenet", "resnet", "mobilenetv2", "primitives", "more_primitives", "attention",
+                                 "upsampler", "recurrent"])
 def test_inference_matches_mindspore(key, tmp_path):
     source, x, want = export(key, tmp_path)
     buf = converted(tmp_path, source)
