@@ -1,6 +1,6 @@
-"""MINDIR rules for shape and indexing primitives: Reshape, Flatten, Transpose, Concat, Split, Squeeze,
+"""MINDIR rules for shape and indexing primitives: Reshape, Flatten, Transpose, Concat, Stack, Split, Squeeze,
 ExpandDims, Gather, Slice, StridedSlice, ReverseV2, Tile, PadV3, Argmax, Identity, Dropout (an identity in
-inference)."""
+inference); the resizes ResizeNearestNeighborV2 and ResizeBilinearV2."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,6 +12,9 @@ from schema import fb
 
 INT64_MAX = np.iinfo(np.int64).max
 PAD_MODES = {"constant": fb.PaddingFill.CONSTANT, "reflect": fb.PaddingFill.REFLECT, "edge": fb.PaddingFill.EDGE}
+T = fb.CoordinateTransform
+# (align_corners, half_pixel_centers) -> where an output pixel samples the input, as TensorFlow's resizes
+RESIZE_TRANSFORMS = {(False, False): T.ASYMMETRIC, (True, False): T.ALIGN_CORNERS, (False, True): T.HALF_PIXEL}
 
 
 def _ints(ctx: ImportContext, k: int, name: str) -> np.ndarray:
@@ -37,6 +40,14 @@ def transpose(ctx: ImportContext) -> None:
 @mindir_op("Concat")
 def concat(ctx: ImportContext) -> None:
     ctx.emit("Concat", ctx.tensors(0), [ctx.output], axis=int(ctx.arg(1, "axis", 0)))
+
+
+@mindir_op("Stack")
+def stack(ctx: ImportContext) -> None:
+    """The tuple's tensors joined along a new axis."""
+    axis = int(ctx.arg(1, "axis", 0))
+    axes = ctx.add_const(np.array([axis], np.int64), "axis")
+    ctx.emit("Concat", [ctx.emit1("Unsqueeze", [t, axes]) for t in ctx.tensors(0)], [ctx.output], axis=axis)
 
 
 @mindir_op("Split")
@@ -161,6 +172,25 @@ def arg_extreme(ctx: ImportContext) -> None:
                   axis=int(ctx.arg(1, "axis", -1)), keep_dims=False, select_last_index=False)
     if dtype != np.int64:
         ctx.emit("Cast", [y], [ctx.output], to=dtypes.from_numpy(dtype))
+
+
+@mindir_op("ResizeNearestNeighborV2", "ResizeBilinearV2")
+def resize(ctx: ImportContext) -> None:
+    """Inputs x (NCHW), size (H, W), align_corners, half_pixel_centers."""
+    x = ctx.input(0)
+    n, c = ctx.value(x).shape[:2]
+    size = np.concatenate([[n, c], _ints(ctx, 1, "size")]).astype(np.int64)
+    corners = (bool(ctx.arg(2, "align_corners", False)), bool(ctx.arg(3, "half_pixel_centers", False)))
+    if corners not in RESIZE_TRANSFORMS:
+        raise ctx.error("align_corners and half_pixel_centers together are not supported")
+    nearest = ctx.op == "ResizeNearestNeighborV2"
+    attrs = dict(mode=fb.ResizeMode.NEAREST if nearest else fb.ResizeMode.LINEAR,
+                 coordinate_transform=RESIZE_TRANSFORMS[corners])
+    if nearest:     # TensorFlow's rules: round half up when aligning corners, else floor (centres: at x + 0.5)
+        attrs.update(coordinate_transform=T.TF_HALF_PIXEL_FOR_NN if corners[1] else attrs["coordinate_transform"],
+                     nearest_rounding=fb.NearestRounding.ROUND_PREFER_CEIL if corners[0]
+                     else fb.NearestRounding.FLOOR)
+    ctx.emit("Resize", [x, "", "", ctx.add_const(size, "sizes")], [ctx.output], **attrs)
 
 
 @mindir_op("Identity")

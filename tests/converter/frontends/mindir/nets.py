@@ -145,6 +145,17 @@ class Upsampler(nn.Cell):
         return self.up(x)
 
 
+class GRU(nn.Cell):
+    """A GRU over [N, T, F] features (MindSpore unrolls it into elementary primitives)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(8, 6, batch_first=True)
+
+    def construct(self, x):
+        return self.gru(x)[0]
+
+
 class Recurrent(nn.Cell):
     """A two-layer bidirectional LSTM over [N, T, F] features, classified from its last step."""
 
@@ -201,11 +212,24 @@ class MorePrimitives(nn.Cell):
         return ops.concat([ops.reshape(p, (2, -1)) for p in parts], 1)
 
 
+class Resizes(nn.Cell):
+    """Nearest and bilinear resizes to a size of other ratios per axis, in each corner convention."""
+
+    def __init__(self):
+        super().__init__()
+        flags = ((False, False), (True, False), (False, True))
+        self.resizes = [cls(*f) for cls in (ops.ResizeNearestNeighborV2, ops.ResizeBilinearV2) for f in flags]
+
+    def construct(self, x):
+        return ops.concat([ops.reshape(r(x, (9, 13)), (2, -1)) for r in self.resizes], 1)
+
+
 NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)),
         "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32)), "primitives": (Primitives, (2, 4, 6, 8)),
         "attention": (Attention, (2, 5, 16)), "upsampler": (Upsampler, (2, 4, 5, 5)),
         "recurrent": (Recurrent, (2, 7, 8)), "branches": (Branches, (2, 4)),
-        "loop": (WhileLoop, (2, 4)), "more_primitives": (MorePrimitives, (2, 4, 6, 8))}
+        "loop": (WhileLoop, (2, 4)), "more_primitives": (MorePrimitives, (2, 4, 6, 8)),
+        "resizes": (Resizes, (2, 3, 6, 8)), "gru": (GRU, (2, 3, 8))}
 CLASSIFIERS = ("lenet", "resnet", "mobilenetv2", "attention", "recurrent")     # trained on [N] class labels
 
 
