@@ -9,6 +9,8 @@ import numpy as np
 from lite import dtypes
 from lite.format.graph import assemble
 from lite.format.mindspore_lite.ops import Graph, primitive_name, translate
+from lite.format.mindspore_lite.residuals import fuse_residuals
+from lite.format.mindspore_lite.transposes import cancel_transposes
 from lite.model import Model, TensorDef
 from lite.status import GraphFileError, LiteError, NotSupportedError
 from schema import bitpack
@@ -79,7 +81,8 @@ def read(buf: memoryview) -> Model:
         inputs = [graph.check_index(i, f"node '{name}'") for i in _vector(node, "InputIndex")]
         outputs = [graph.check_index(i, f"node '{name}'") for i in _vector(node, "OutputIndex")]
         translate(graph, name, op, table, inputs, outputs, _QUANT_TYPES[node.QuantType()])
-    return assemble(_text(root.Name(), ""), _text(root.Version(), ""), graph.tensors, graph.nodes, graph_in,
+    nodes = fuse_residuals(graph.tensors, cancel_transposes(graph.tensors, graph.nodes, graph_out), graph_out)
+    return assemble(_text(root.Name(), ""), _text(root.Version(), ""), graph.tensors, nodes, graph_in,
                     graph_out, [], buf.obj, root.FmkType())
 
 
