@@ -76,19 +76,21 @@ class Model:
 
     def primitive(self, node: pb.NodeProto) -> str:
         """The primitive a node applies: "Constant" for a value node, CALL for a call of a graph or of a value."""
-        target = node.op_type[len(REF):] if node.op_type.startswith(REF) else node.op_type
+        target = self.callee(node)
         if target == "Constant":
             return target
         return self.primitives[target].op_type if target in self.primitives else CALL
 
     def callee(self, node: pb.NodeProto) -> str:
+        """What a node's op_type names: a primitive, a graph, or a value of its graph."""
         return node.op_type[len(REF):] if node.op_type.startswith(REF) else node.op_type
 
     def walk(self, graph: pb.GraphProto, env: dict[str, Entry]) \
             -> Iterator[tuple[pb.NodeProto, str, list[Entry]]]:
         """The compute nodes and calls of `graph` in order with their primitive and resolved inputs (a call's
         first input: what it calls); Constant nodes and plumbing are resolved into `env` (keyed by the file's
-        names) on the way. The caller stores each compute node's result."""
+        names) on the way, and a compute node's output is recorded under its short name (which the importer may
+        replace by a fresh one)."""
         for node in graph.node:
             op = self.primitive(node)
             out = node.output[0] if node.output else node.name
@@ -97,7 +99,11 @@ class Model:
                 continue
             inputs = [self.resolve(env, i, node) for i in node.input]
             if op in PLUMBING:
-                env[out] = self.plumbing(op, inputs, node)
+                try:
+                    env[out] = self.plumbing(op, inputs, node)
+                except (ValueError, TypeError, IndexError) as e:
+                    raise GraphFileError(f"'{self.source}': {op} node '{self.short(node.name)}' cannot be "
+                                         f"resolved: {e}") from None
                 continue
             env[out] = self.short(out)         # the rule writes this IR value (a tuple: its items)
             if op == CALL:                      # a graph's parameters may be tokens: they stay

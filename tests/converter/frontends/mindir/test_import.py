@@ -201,3 +201,13 @@ def test_input_shape_overrides_the_exported_batch(tmp_path):
     assert session.GetInputsByTensorName("x").shape() == [1, 1, 32, 32]
     got = next(iter(run_lite(session, {"x": data["x"][:1]}).values()))
     assert relative_to_range(got, data["expected"][:1]) <= 1e-4
+
+
+def test_a_malformed_tuple_read_is_refused_naming_the_node(tmp_path):
+    model = lenet_proto()
+    get = next(n for n in model.graph.node if n.op_type == "REF::" + next(
+        p.name for p in model.primitives if p.op_type == "MakeTuple"))
+    get.op_type = "REF::" + model.primitives.add(name="TupleGetItem:99", op_type="TupleGetItem").name
+    with pytest.raises(lite.GraphFileError, match=r"'.*tuple\.mindir': TupleGetItem node 'CNode_33:32' cannot be "
+                                                  r"resolved"):
+        read_model("MINDIR", write(model, tmp_path / "tuple.mindir")).to_ir()
