@@ -211,3 +211,12 @@ def test_a_malformed_tuple_read_is_refused_naming_the_node(tmp_path):
     with pytest.raises(lite.GraphFileError, match=r"'.*tuple\.mindir': TupleGetItem node 'CNode_33:32' cannot be "
                                                   r"resolved"):
         read_model("MINDIR", write(model, tmp_path / "tuple.mindir")).to_ir()
+
+
+def test_a_training_graph_is_refused_saying_what_converts(tmp_path):
+    """An exported TrainOneStepCell holds gradient and optimizer primitives (here: ReLU renamed ReluGrad)."""
+    model = lenet_proto()
+    next(p for p in model.primitives if p.op_type == "ReLU").op_type = "ReluGrad"
+    with pytest.raises(lite.NotSupportedError, match=r"'.*train\.mindir' is a training graph \(it applies ReluGrad\): "
+                                                     r".*convert it with --trainModel=true"):
+        read_model("MINDIR", write(model, tmp_path / "train.mindir")).to_ir()

@@ -106,3 +106,14 @@ def test_a_loop_of_run_time_count_iterates_as_often_as_mindspores(tmp_path):
     for sample in (x * 0.01, x, x * 10):
         got = next(iter(run_lite(session, {name: sample}).values()))
         assert relative_to_range(got, net(ms.Tensor(sample)).asnumpy()) <= 1e-4
+
+
+def test_an_exported_train_one_step_cell_is_refused_naming_its_training_primitives(tmp_path):
+    net = network("lenet")
+    loss = ms.nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    step = ms.nn.TrainOneStepCell(ms.nn.WithLossCell(net, loss), ms.nn.Momentum(net.trainable_params(), 0.01, 0.9))
+    x, labels = training_batches("lenet")[0]
+    ms.export(step, ms.Tensor(x), ms.Tensor(labels), file_name=str(tmp_path / "step"), file_format="MINDIR")
+    with pytest.raises(lite.NotSupportedError, match=r"is a training graph \(it applies ApplyMomentum, "
+                                                     r"BiasAddGrad, Conv2DBackpropFilter, Conv2DBackpropInput, \.\.\.\)"):
+        read_model("MINDIR", tmp_path / "step.mindir").to_ir()
