@@ -1,7 +1,7 @@
 """The MindSpore networks the MINDIR tests export (needs `mindspore`): LeNet, a small ResNet with BatchNorm, a
 MobileNetV2-style net (depthwise convolutions, ReLU6, inverted residuals, global average pooling), a transformer
-encoder block, transposed convolutions, a bidirectional LSTM, an if/else, a while loop, and a net of the remaining shape,
-indexing and elementwise primitives."""
+encoder block, transposed convolutions, a bidirectional LSTM, a GRU, resizes, an if/else, a while loop, and nets of
+the remaining shape, indexing and elementwise primitives."""
 from __future__ import annotations
 
 import mindspore as ms

@@ -114,6 +114,6 @@ def test_an_exported_train_one_step_cell_is_refused_naming_its_training_primitiv
     step = ms.nn.TrainOneStepCell(ms.nn.WithLossCell(net, loss), ms.nn.Momentum(net.trainable_params(), 0.01, 0.9))
     x, labels = training_batches("lenet")[0]
     ms.export(step, ms.Tensor(x), ms.Tensor(labels), file_name=str(tmp_path / "step"), file_format="MINDIR")
-    with pytest.raises(lite.NotSupportedError, match=r"is a training graph \(it applies ApplyMomentum, "
-                                                     r"BiasAddGrad, Conv2DBackpropFilter, Conv2DBackpropInput, \.\.\.\)"):
+    applied = r"ApplyMomentum, BiasAddGrad, Conv2DBackpropFilter, Conv2DBackpropInput, \.\.\."
+    with pytest.raises(lite.NotSupportedError, match=rf"is a training graph \(it applies {applied}\)"):
         read_model("MINDIR", tmp_path / "step.mindir").to_ir()
