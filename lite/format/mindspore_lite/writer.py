@@ -5,9 +5,11 @@ it (Conv2D -> Conv2DFusion, FullConnection -> MatMulFusion with transposed B, Ad
 attributes that the official op takes as const inputs (Transpose's perm) become int32 const tensors, and a
 convolution's fused residual becomes a following AddFusion. The graph keeps our converter's layout: inputs and
 outputs as the source model lays them out, NHWC inside between the Transposes our converter inserted, so the
-official runtime is fed the same arrays as onnxruntime. What the official format cannot express (an op without an
-official counterpart, an attribute value its kernels do not honour, quantized tensors for now) is refused with
-`NotSupportedError` naming the op and node.
+official runtime is fed the same arrays as onnxruntime. Full-quant int8 graphs keep their tensors' quant params
+(per tensor, or per output channel of the weights) and mark their nodes QUANT_ALL. What the official format or
+runtime cannot take (an op without an official counterpart, an attribute value its kernels do not honour,
+weight-quant nodes, quantization of other than 8 bits) is refused with `NotSupportedError` naming the op and node
+or tensor.
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ class _Tensor:
     dims: tuple[int, ...]
     format: int = _F.NCHW
     data: np.ndarray | None = None
+    quant_params: list[Any] = field(default_factory=list)     # ours (QuantParamT): one, or one per channel
 
 
 @dataclass
@@ -157,6 +160,18 @@ def _reshape(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Reshape", {}, n.inputs[:2])
 
 
+def _flatten(g: _Graph, n: NodeDef) -> None:
+    """Flatten; of int8 data (for which the official runtime has no Flatten kernel) a Reshape to the output's
+    dims."""
+    x, y = g.tensors[n.inputs[0]], g.tensors[n.outputs[0]]
+    if not x.quant_params:
+        g.add(n, "Flatten", dict(axis=n.attrs.axis), n.inputs[:1])
+        return
+    if not y.dims or min(y.dims) < 0:
+        raise _refuse(n, f"a quantized Flatten to unknown dims {list(y.dims)}")
+    g.add(n, "Reshape", {}, [n.inputs[0], g.const(f"{n.name}/shape", np.asarray(y.dims, np.int32))])
+
+
 def _softmax(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Softmax", dict(axis=[n.attrs.axis]), n.inputs[:1])
 
@@ -197,23 +212,30 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "Activation": _activation_op,
     "Transpose": _transpose,
     "Reshape": _reshape,
-    "Flatten": lambda g, n: g.add(n, "Flatten", dict(axis=n.attrs.axis), n.inputs[:1]),
+    "Flatten": _flatten,
     "Concat": lambda g, n: g.add(n, "Concat", dict(axis=n.attrs.axis), n.inputs),
     "Softmax": _softmax,
+    "QuantDTypeCast": lambda g, n: g.add(n, "QuantDTypeCast", dict(src_t=n.attrs.src_t, dst_t=n.attrs.dst_t),
+                                         n.inputs[:1]),
 }
 
 
 def _official_tensor(t: TensorDef) -> _Tensor:
-    """Our tensor as the official one: int64 consts narrowed to int32 (the official kernels' index type)."""
-    if t.quant_params:
-        raise NotSupportedError(f"tensor '{t.name}' is quantized, which MindSpore Lite files of ours do not carry "
-                                f"yet")
+    """Our tensor as the official one: int64 consts narrowed to int32 (the official kernels' index type); quant
+    params per tensor, or per channel along the first axis (the official weights' output channels)."""
+    if len(t.quant_params) > 1 and t.quant_axis != 0:
+        raise NotSupportedError(f"tensor '{t.name}' is quantized per channel along axis {t.quant_axis}, but "
+                                f"MindSpore Lite's quant params run along the first")
+    if t.quant_params and t.data_type != DataType.INT32 and any(q.numBits != 8 for q in t.quant_params):
+        raise NotSupportedError(f"tensor '{t.name}' is quantized to {t.quant_params[0].numBits} bits; MindSpore "
+                                f"Lite files of ours carry 8-bit tensors")
     data, data_type = t.data, t.data_type
     if data is not None and data.dtype == np.int64:
         if data.size and not (_INT32_MIN <= data.min() and data.max() <= _INT32_MAX):
             raise NotSupportedError(f"tensor '{t.name}' holds int64 values beyond int32")
         data, data_type = data.astype(np.int32), DataType.INT32
-    return _Tensor(t.name, _VALUE_NODE if data is not None else _CNODE, data_type, tuple(t.dims), _F.NCHW, data)
+    return _Tensor(t.name, _VALUE_NODE if data is not None else _CNODE, data_type, tuple(t.dims), _F.NCHW, data,
+                   list(t.quant_params))
 
 
 _NHWC_OPS = {"Conv2DFusion", "MaxPoolFusion", "AvgPoolFusion"}
@@ -251,9 +273,9 @@ def translate(tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inputs: Se
         rule = _RULES.get(n.op)
         if rule is None:
             raise NotSupportedError(f"{n.op} node '{n.name}': the op has no MindSpore Lite counterpart")
-        if n.quant_type:
-            raise NotSupportedError(f"{n.op} node '{n.name}' is quantized, which MindSpore Lite files of ours do "
-                                    f"not carry yet")
+        if n.quant_type == ours.QuantType.WEIGHT:
+            raise NotSupportedError(f"{n.op} node '{n.name}' is weight-quantized, which the official runtime "
+                                    f"cannot load")
         rule(g, n)
     _formats(g, inputs, {i for i in inputs if tensors[i].format == ours.Format.NHWC})
     return g
@@ -272,12 +294,29 @@ def _attribute_table(builder: flatbuffers.Builder, op: str, fields: dict[str, An
     return getattr(fb, f"{op}End")(builder)
 
 
+def _quant_param(builder: flatbuffers.Builder, q: Any) -> int:
+    """Ours as the official QuantParam (real = scale * (q - zero_point) in both), marked initialised."""
+    fb.QuantParamStart(builder)
+    fb.QuantParamAddScale(builder, q.scale)
+    fb.QuantParamAddZeroPoint(builder, q.zeroPoint)
+    fb.QuantParamAddMin(builder, q.min)
+    fb.QuantParamAddMax(builder, q.max)
+    fb.QuantParamAddNarrowRange(builder, q.narrowRange)
+    fb.QuantParamAddNumBits(builder, q.numBits)
+    fb.QuantParamAddInited(builder, True)
+    fb.QuantParamAddVarCorr(builder, q.varCorr)
+    fb.QuantParamAddMeanCorr(builder, q.meanCorr)
+    fb.QuantParamAddDstDtype(builder, q.dstDtype)
+    return fb.QuantParamEnd(builder)
+
+
 def _tensor(builder: flatbuffers.Builder, t: _Tensor) -> int:
     name = builder.CreateString(t.name)
     dims = _ints(builder, t.dims, np.int32)
     data = None
     if t.data is not None:
         data = _aligned_bytes(builder, np.ascontiguousarray(t.data, t.data.dtype.newbyteorder("<")).tobytes())
+    quant = _tables(builder, [_quant_param(builder, q) for q in t.quant_params]) if t.quant_params else None
     fb.TensorStart(builder)
     fb.TensorAddNodeType(builder, t.node_type)
     fb.TensorAddDataType(builder, t.data_type)
@@ -285,11 +324,13 @@ def _tensor(builder: flatbuffers.Builder, t: _Tensor) -> int:
     fb.TensorAddFormat(builder, t.format)
     if data is not None:
         fb.TensorAddData(builder, data)
+    if quant is not None:
+        fb.TensorAddQuantParams(builder, quant)
     fb.TensorAddName(builder, name)
     return fb.TensorEnd(builder)
 
 
-def _node(builder: flatbuffers.Builder, n: _Node) -> int:
+def _node(builder: flatbuffers.Builder, n: _Node, quantized: bool) -> int:
     table = _attribute_table(builder, n.op, n.fields)
     fb.PrimitiveStart(builder)
     fb.PrimitiveAddValueType(builder, getattr(fb.PrimitiveType, n.op))
@@ -301,7 +342,7 @@ def _node(builder: flatbuffers.Builder, n: _Node) -> int:
     fb.CNodeAddPrimitive(builder, primitive)
     fb.CNodeAddInputIndex(builder, ins)
     fb.CNodeAddOutputIndex(builder, outs)
-    fb.CNodeAddQuantType(builder, fb.QuantType.QUANT_NONE)
+    fb.CNodeAddQuantType(builder, fb.QuantType.QUANT_ALL if quantized else fb.QuantType.QUANT_NONE)
     return fb.CNodeEnd(builder)
 
 
@@ -315,7 +356,8 @@ def write(name: str, tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inp
     g = translate(tensors, nodes, inputs)
     builder = flatbuffers.Builder(1 << 20)
     tensor_vec = _tables(builder, [_tensor(builder, t) for t in g.tensors])
-    node_vec = _tables(builder, [_node(builder, n) for n in g.nodes])
+    node_vec = _tables(builder, [_node(builder, n, any(g.tensors[i].quant_params for i in (*n.inputs, *n.outputs)))
+                                 for n in g.nodes])
     sub_name = builder.CreateString(f"{name or 'graph'}_main_graph")
     sub_in, sub_out = _ints(builder, inputs), _ints(builder, outputs)
     members, every = _ints(builder, range(len(g.nodes))), _ints(builder, range(len(g.tensors)))
