@@ -70,6 +70,8 @@ class LiteSession:
         self._plan: ExecutionPlan | None = None
         self._tensors: dict[int, MSTensor] = {}
         self._state: dict[int, np.ndarray] = {}     # the variables the graph writes (Assign), session-owned
+        self._sized_plans: dict[tuple, ExecutionPlan] | None = None   # by input shapes, for unknown input dims
+        self._unfixed: set[int] = set()     # inputs whose unknown dims no Resize or set_data has fixed yet
         self._node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]] | None = None
         self._guard = threading.RLock()
         self._in_callback = False
@@ -98,17 +100,64 @@ class LiteSession:
         self._model = model
         self._graph = model.subgraphs.get(EVAL, model)   # a training model: its forward only
         self._state = _state_variables(model, self._graph)   # kept across runs and recompiles
-        self._compile({i: tuple(max(d, 1) if d < 0 else d for d in model.tensors[i].dims)
-                       for i in self._graph.inputs})
+        unknown = any(d < 0 for i in self._graph.inputs for d in model.tensors[i].dims)
+        self._sized_plans = {} if unknown else None
+        self._unfixed = set()
+        try:
+            self._compile({i: tuple(max(d, 1) if d < 0 else d for d in model.tensors[i].dims)
+                           for i in self._graph.inputs})
+        except LiteError:
+            if not unknown:
+                raise
+            self._defer()       # no plan fits dims of 1: the first Resize or set_data of a size makes it
         return RET_OK
 
+    def _defer(self) -> None:
+        """No plan until the unknown input dims are fixed: the inputs are empty tensors (0 for an unknown dim)
+        that Resize, or set_data of a size, fixes."""
+        self._plan = None
+        self._unfixed = {i for i in self._graph.inputs if any(d < 0 for d in self._model.tensors[i].dims)}
+        for i in self._graph.inputs:
+            t = self._model.tensors[i]
+            array = np.zeros(tuple(max(d, 0) for d in t.dims), dtypes.to_numpy(t.data_type))
+            self._tensors.setdefault(i, MSTensor(t.name, t.data_type))._rebind(array, t.data_type)
+            self._tensors[i]._fit = functools.partial(self._fit, i)
+
+    def _fit(self, i: int, shape: tuple[int, ...]) -> bool:
+        """set_data of a new size on input `i`, when it keeps the model's known dims: the tensor takes an array
+        of that size, and the next RunGraph plans for the inputs' sizes (`_follow_input_sizes`)."""
+        t = self._model.tensors[i]
+        if len(shape) != len(t.dims) or any(0 <= d != n for d, n in zip(t.dims, shape)):
+            return False
+        self._tensors[i]._rebind(np.zeros(shape, dtypes.to_numpy(self._tensors[i].data_type())))
+        self._unfixed.discard(i)
+        return True
+
+    def _follow_input_sizes(self) -> None:
+        """Before a run of a model with unknown input dims: when set_data gave inputs data of new sizes, the plan
+        for those sizes (one made before, or a new one), the data kept."""
+        if self._sized_plans is None or self._unfixed:
+            return
+        shapes = {i: tuple(self._tensors[i].shape()) for i in self._graph.inputs}
+        if self._plan is not None and all(shapes[i] == tuple(self._plan.specs[i].shape) for i in shapes):
+            return
+        data = {i: self._tensors[i].MutableData() for i in self._graph.inputs}
+        self.Resize([self._tensors[i] for i in self._graph.inputs], [list(shapes[i]) for i in self._graph.inputs])
+        for i, array in data.items():
+            np.copyto(self._tensors[i].MutableData(), array)
+
     def _compile(self, shapes: dict[int, tuple[int, ...]]) -> None:
-        start = startup_seconds()
-        with selection(self.context.kernels, self.context.thread_num), float16_compute(self.float16), \
-                gc_pause.paused():
-            plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None,
-                                 self._state)
-        self.jit_seconds = startup_seconds() - start
+        key = tuple(shapes[i] for i in self._graph.inputs)
+        plan = self._sized_plans.get(key) if self._sized_plans is not None else None    # a size seen before
+        if plan is None:
+            start = startup_seconds()
+            with selection(self.context.kernels, self.context.thread_num), float16_compute(self.float16), \
+                    gc_pause.paused():
+                plan = compile_graph(self._model, shapes, self._graph if self._graph is not self._model else None,
+                                     self._state)
+            self.jit_seconds = startup_seconds() - start
+            if self._sized_plans is not None:
+                self._sized_plans[key] = plan
         self._plan = plan
         self._compiled_first = compiled_first(step.kernel for step in plan.steps)
         self._node_io = None
@@ -120,6 +169,8 @@ class LiteSession:
                 self._tensors[i]._rebind(plan.arrays[i], type_id)
             else:
                 self._tensors[i] = MSTensor(t.name, type_id, plan.arrays[i])
+            if self._sized_plans is not None and i in self._graph.inputs:
+                self._tensors[i]._fit = functools.partial(self._fit, i)
 
     @property
     def model(self) -> Model | None:
@@ -133,8 +184,24 @@ class LiteSession:
 
     def _require_compiled(self) -> ExecutionPlan:
         if self._plan is None:
-            raise ParamInvalidError("the session has no compiled graph: call CompileGraph first")
+            self._require_model()
+            unknown = next((t for t in (self._model.tensors[i] for i in self._graph.inputs)
+                            if any(d < 0 for d in t.dims)), None)
+            if unknown is None:
+                raise ParamInvalidError("the session has no compiled graph: call CompileGraph first")
+            raise InputTensorError(f"input '{unknown.name}' has unknown dims {list(unknown.dims)}: Resize it, or "
+                                   f"set data of its size, first")
         return self._plan
+
+    def _require_model(self) -> None:
+        if self._model is None:
+            raise ParamInvalidError("the session has no compiled graph: call CompileGraph first")
+
+    def _input_shapes(self) -> dict[int, tuple[int, ...]]:
+        """The inputs' shapes: the plan's, or the model's dims (-1 unknown) before the first plan."""
+        if self._plan is None:
+            return {i: tuple(self._model.tensors[i].dims) for i in self._graph.inputs}
+        return {i: tuple(self._plan.specs[i].shape) for i in self._graph.inputs}
 
     def _threads(self) -> thread_limit:
         """The threads of a run: `Context.thread_num` to the pool that runs most of the plan's work."""
@@ -147,7 +214,7 @@ class LiteSession:
 
     # ---- inputs / outputs ----------------------------------------------------------------------------------
     def GetInputs(self) -> list[MSTensor]:
-        self._require_compiled()
+        self._require_model()
         return [self._tensors[i] for i in self._graph.inputs]
 
     def GetInputsByTensorName(self, name: str) -> MSTensor | None:
@@ -177,6 +244,7 @@ class LiteSession:
     def RunGraph(self, before: KernelCallBack | None = None, after: KernelCallBack | None = None) -> int:
         """Run every node in order. A callback returning False stops the run: the remaining nodes are skipped
         and RET_SUCCESS_EXIT is returned."""
+        self._follow_input_sizes()
         plan = self._require_compiled()
         with self._threads():
             if before is None and after is None:
@@ -266,11 +334,11 @@ class LiteSession:
     @exclusive
     def Resize(self, inputs: Sequence[MSTensor], dims: Sequence[Sequence[int]]) -> int:
         """Give graph inputs new shapes and recompile (shapes, folding, memory plan). Input data is reset."""
-        self._require_compiled()
+        self._require_model()
         if len(inputs) != len(dims):
             raise ParamInvalidError(f"Resize got {len(inputs)} tensors but {len(dims)} shapes")
         by_name = {self._tensors[i].tensor_name(): i for i in self._graph.inputs}
-        shapes = {i: tuple(self._plan.specs[i].shape) for i in self._graph.inputs}
+        shapes = self._input_shapes()
         for tensor, shape in zip(inputs, dims):
             name = tensor.tensor_name() if isinstance(tensor, MSTensor) else str(tensor)
             if name not in by_name:
@@ -281,11 +349,20 @@ class LiteSession:
                 raise InputTensorError(f"Resize: input '{name}' has shape {list(old)}; {list(shape)} must have "
                                        f"the same rank and non-negative dims")
             shapes[by_name[name]] = shape
-        previous = {i: tuple(self._plan.specs[i].shape) for i in self._graph.inputs}
+            self._unfixed.discard(by_name[name])
+        if self._unfixed:       # other inputs' dims are still unknown: the first run with every size plans
+            for i, shape in shapes.items():
+                if i not in self._unfixed:
+                    self._tensors[i]._rebind(np.zeros(shape, dtypes.to_numpy(self._tensors[i].data_type())))
+            return RET_OK
+        previous = self._input_shapes()
         try:
             self._compile(shapes)
         except LiteError:
-            self._compile(previous)     # the session stays usable with its former shapes
+            if any(d < 0 for shape in previous.values() for d in shape):
+                self._defer()
+            else:
+                self._compile(previous)     # the session stays usable with its former shapes
             raise
         return RET_OK
 

@@ -1,7 +1,7 @@
 """`MSTensor`: a named view of one session tensor."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -19,6 +19,8 @@ class MSTensor:
         self._type = data_type
         self._array = array if array is not None else np.zeros((0,), dtypes.to_numpy(data_type))
         self._quant = quant_params or []
+        # an input of a model with unknown dims: fixes them to a new shape (Resize), False when it does not fit
+        self._fit: Callable[[tuple[int, ...]], bool] | None = None
 
     def _rebind(self, array: np.ndarray | None, data_type: int | None = None) -> None:
         """Point at the session's new memory (after a compile, or a run that computed this tensor's shape);
@@ -60,11 +62,12 @@ class MSTensor:
         return self._array
 
     def set_data(self, data: Any) -> None:
-        """Copy `data` in; its shape and dtype must be the tensor's (no silent casts or reshapes)."""
+        """Copy `data` in; its shape and dtype must be the tensor's (no silent casts or reshapes), except that
+        data of a new size fixes the unknown dims of an input (the session resizes to it)."""
         arr = np.asarray(data)
         if arr.dtype != self._array.dtype:
             raise InputTensorError(f"tensor '{self._name}' expects {self._array.dtype} data, got {arr.dtype}")
-        if arr.shape != self._array.shape:
+        if arr.shape != self._array.shape and not (self._fit and self._fit(arr.shape)):
             raise InputTensorError(f"tensor '{self._name}' expects shape {list(self._array.shape)}, got "
                                    f"{list(arr.shape)} (call Resize first to change it)")
         np.copyto(self._array, arr)

@@ -260,13 +260,13 @@ def open_session(opts: SimpleNamespace) -> lite.LiteSession:
     start = time.perf_counter()
     session = lite.LiteSession.CreateSession(context)
     session.CompileGraph(lite.Model.Load(opts.modelFile, dec_key=opts.decryptKey))
-    print(kernel_line(session, time.perf_counter() - start))
-    if opts.inputShapes:
+    if opts.inputShapes:        # before the first plan of a model whose input dims are unknown
         shapes = parse_shapes(opts.inputShapes)
         inputs = session.GetInputs()
         if len(shapes) != len(inputs):
             raise UsageError(f"--inputShapes gives {len(shapes)} shapes, but the model has {len(inputs)} inputs")
         session.Resize(inputs, shapes)
+    print(kernel_line(session, time.perf_counter() - start))
     load_inputs(session, opts.inDataFile)
     return session
 

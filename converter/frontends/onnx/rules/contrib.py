@@ -1,7 +1,8 @@
 """ONNX importer rules for onnxruntime's float contrib ops (domain com.microsoft), as its transformer optimizer and
 exporters write them: Gelu, FastGelu, BiasGelu, QuickGelu, FusedConv, FusedGemm, FusedMatMul,
 SimplifiedLayerNormalization (default domain), SkipLayerNormalization, SkipSimplifiedLayerNormalization,
-EmbedLayerNormalization, Attention, MultiHeadAttention, GroupQueryAttention, RotaryEmbedding, MatMulNBits, DynamicQuantizeLSTM.
+EmbedLayerNormalization, Attention, MultiHeadAttention, GroupQueryAttention, RotaryEmbedding, MatMulNBits,
+DynamicQuantizeLSTM.
 
 Each is decomposed onto the default-domain rules of the ops it fuses (`ImportContext.delegate`), so it runs on
 their kernels and the fusion passes see the same graph as for the unfused model.
