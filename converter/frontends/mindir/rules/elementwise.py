@@ -21,10 +21,11 @@ ACTIVATIONS = {"ReLU": (A.RELU, {}), "ReLU6": (A.RELU6, {}), "Sigmoid": (A.SIGMO
                "SiLU": (A.SWISH, {}), "Softplus": (A.SOFTPLUS, {}), "Mish": (A.MISH, {}),
                "SeLU": (A.SELU, {"alpha": 1.67326319217681884765625, "beta": 1.05070102214813232421875})}
 REDUCTIONS = {"ReduceMean": R.MEAN, "ReduceSum": R.SUM, "ReduceMax": R.MAX, "ReduceMin": R.MIN,
-              "ReduceProd": R.PROD, "SumExt": R.SUM, "MeanExt": R.MEAN}    # *Ext: x, dim, keepdim, dtype
+              "ReduceProd": R.PROD,
+              "SumExt": R.SUM, "MeanExt": R.MEAN, "ProdExt": R.PROD}    # *Ext: x, dim, keepdim, dtype
 C, B = fb.CompareMode, fb.BitwiseMode
 COMPARISONS = {"Equal": C.EQUAL, "Greater": C.GREATER, "GreaterEqual": C.GREATER_EQUAL, "Less": C.LESS,
-               "LessEqual": C.LESS_EQUAL, "LessScalar": C.LESS, "GreaterScalar": C.GREATER}
+               "LessEqual": C.LESS_EQUAL, "LessScalar": C.LESS, "GreaterScalar": C.GREATER, "EqScalar": C.EQUAL}
 LOGIC = {"LogicalAnd": B.AND, "LogicalOr": B.OR, "LogicalNot": B.NOT}
 
 

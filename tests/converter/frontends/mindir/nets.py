@@ -224,12 +224,33 @@ class Resizes(nn.Cell):
         return ops.concat([ops.reshape(r(x, (9, 13)), (2, -1)) for r in self.resizes], 1)
 
 
+class Elementwise(nn.Cell):
+    """Activations, unary math, reductions, comparisons and logic, ops.dense and a dilated convolution, on
+    [2, 4, 6, 8] inputs, flattened and joined."""
+
+    def __init__(self):
+        super().__init__()
+        self.acts = [nn.ELU(), nn.HSigmoid(), nn.SiLU(), ops.Softplus(), nn.Mish(), nn.SeLU(), nn.LeakyReLU(0.2)]
+        self.conv = nn.Conv2d(4, 3, 3, pad_mode="pad", padding=2, dilation=2, has_bias=True)
+        self.w = ms.Parameter(ms.Tensor(np.linspace(-1, 1, 40).reshape(5, 8).astype(np.float32)), name="w")
+        self.b = ms.Parameter(ms.Tensor(np.linspace(0, 1, 5).astype(np.float32)), name="b")
+
+    def construct(self, x):
+        parts = [a(x) for a in self.acts]
+        parts += [ops.rsqrt(ops.abs(x) + 0.5), ops.square(x), ops.addn((x, x, -x)), self.conv(x),
+                  ops.dense(x, self.w, self.b), ops.amax(x, 1), ops.amin(x, (2, 3), True), ops.prod(x, 3),
+                  ops.sum(x, 2), ops.logical_not(ops.logical_and(x > 0, x <= 1)).astype(ms.float32),
+                  ops.logical_or(x == 0, x >= 0.5).astype(ms.float32), ops.minimum(x, 0.3)]
+        return ops.concat([ops.reshape(p, (2, -1)) for p in parts], 1)
+
+
 NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)),
         "mobilenetv2": (MobileNetV2Like, (2, 3, 32, 32)), "primitives": (Primitives, (2, 4, 6, 8)),
         "attention": (Attention, (2, 5, 16)), "upsampler": (Upsampler, (2, 4, 5, 5)),
         "recurrent": (Recurrent, (2, 7, 8)), "branches": (Branches, (2, 4)),
         "loop": (WhileLoop, (2, 4)), "more_primitives": (MorePrimitives, (2, 4, 6, 8)),
-        "resizes": (Resizes, (2, 3, 6, 8)), "gru": (GRU, (2, 3, 8))}
+        "resizes": (Resizes, (2, 3, 6, 8)), "gru": (GRU, (2, 3, 8)),
+        "elementwise": (Elementwise, (2, 4, 6, 8))}
 CLASSIFIERS = ("lenet", "resnet", "mobilenetv2", "attention", "recurrent")     # trained on [N] class labels
 
 

@@ -23,7 +23,7 @@ def converted(tmp_path, source, *flags: str) -> bytes:
 
 
 @pytest.mark.parametrize("key", ["lenet", "resnet", "mobilenetv2", "primitives", "more_primitives", "attention",
-                                 "upsampler", "recurrent", "gru", "resizes"])
+                                 "elementwise", "upsampler", "recurrent", "gru", "resizes"])
 def test_inference_matches_mindspore(key, tmp_path):
     source, x, want = export(key, tmp_path)
     buf = converted(tmp_path, source)
