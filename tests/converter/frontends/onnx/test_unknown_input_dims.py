@@ -78,3 +78,28 @@ def test_benchmark_input_shapes_resize_before_compiling(tmp_path):
     path.write_bytes(bytes(convert(pooled_model())))
     assert benchmark.main([f"--modelFile={path}", "--inputShapes=1,3,48,192", "--loopCount=1",
                            "--warmUpLoopCount=0"]) == 0
+
+
+@pytest.mark.parametrize("name", ["tiny_yolo", "tiny_unet"])
+def test_zoo_model_with_symbolic_batch_height_and_width_runs_at_three_sizes(name, plans):
+    import models
+    model = models.build(name)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    for k, param in ((0, "N"), (2, "H"), (3, "W")):
+        dims[k].ClearField("dim_value")
+        dims[k].dim_param = param
+    for output in model.graph.output:
+        output.type.tensor_type.ClearField("shape")
+    buf = convert(model)
+    session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context())
+    before = len(plans)
+    for shape in [(1, 3, 64, 96), (2, 3, 96, 64), (1, 3, 128, 128), (1, 3, 64, 96)]:
+        data = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        session.GetInputs()[0].set_data(data)
+        session.RunGraph()
+        want = run_ort(model, {model.graph.input[0].name: data})
+        for key, expected in want.items():
+            got = session.GetOutputByTensorName(key).numpy()
+            assert got.shape == expected.shape
+            assert np.abs(got - expected).max() <= 1e-5 * max(float(np.abs(expected).max()), 1.0), key
+    assert len(plans) - before == 3
