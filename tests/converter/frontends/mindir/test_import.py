@@ -35,9 +35,10 @@ def write(model: pb.ModelProto, path: Path) -> Path:
 
 
 def output(session: lite.LiteSession, fixture: Path = LENET) -> tuple[np.ndarray, np.ndarray]:
-    """(our output, MindSpore's) for the input committed with `fixture`."""
+    """(our output, MindSpore's) for the input committed with `fixture` (the one graph input)."""
     data = np.load(fixture.with_suffix(".npz"))
-    return next(iter(run_lite(session, {"x": data["x"]}).values())), data["expected"]
+    (name,) = [t.tensor_name() for t in session.GetInputs()]
+    return next(iter(run_lite(session, {name: data["x"]}).values())), data["expected"]
 
 
 @pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*/*.mindir")), ids=lambda p: f"{p.parent.name}/{p.stem}")
