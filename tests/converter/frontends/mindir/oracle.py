@@ -3,9 +3,13 @@ input, MindSpore's inference output, and the losses of its own training steps.
 
 ``python -m tests.converter.frontends.mindir.oracle [network ...]`` rewrites the committed fixtures of the
 installed MindSpore (a network's .mindir, an input and MindSpore's output, in fixtures/mindspore-<version>/), which
-let CI check the import without MindSpore: LeNet from MindSpore 2.10 (mind_ir_version 3, arguments as inputs);
-the ResNet and the net of primitives from MindSpore 2.0 (mind_ir_version 1, arguments as attributes; it needs
-Python 3.9 or older, numpy<1.24, pillow<10 and protobuf<4).
+let CI check the import without MindSpore: LeNet (with the losses of MindSpore's training steps), an if/else and
+a while loop from MindSpore 2.10 (mind_ir_version 3, arguments as inputs); the ResNet (with losses), the nets of
+primitives, the if/else and the loop from MindSpore 2.0 (mind_ir_version 1, arguments as attributes; it needs
+Python 3.9 or older, numpy<1.24, pillow<10 and protobuf<4):
+
+    python -m tests.converter.frontends.mindir.oracle lenet branches loop               # MindSpore 2.10
+    python -m tests.converter.frontends.mindir.oracle resnet primitives more_primitives branches loop   # 2.0
 """
 from __future__ import annotations
 
