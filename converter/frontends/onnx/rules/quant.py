@@ -3,8 +3,9 @@ ConvInteger, MatMulInteger.
 
 Mapping (docs/quantization.md):
 - QuantizeLinear / DequantizeLinear with constant per-tensor params -> `QuantDTypeCast`, the params stored on the
-  quantized tensor. Per-axis or run-time params use QuantDTypeCast's general form: scale and zero point as inputs
-  (reshaped to broadcast along `axis`). Constant inputs fold at import.
+  quantized tensor. Per-axis or run-time params, and the DequantizeLinear of a tensor no quantizing op wrote (a
+  Gather of a quantized table), use QuantDTypeCast's general form: scale and zero point as inputs (reshaped to
+  broadcast along `axis`). Constant inputs fold at import.
 - QDQ: QuantizeLinear(int8) of a float Conv / Gemm / MatMul whose input comes from a DequantizeLinear and whose
   weight is a dequantized constant becomes an int8 Conv2D / FullConnection: weight int8 per channel, bias
   rint(b / (s_x * s_w)) as int32, output params from the QuantizeLinear.
