@@ -264,10 +264,22 @@ def _call(model: Model, env: dict[str, Entry], ctx: ImportContext, node: pb.Node
     if _loop_header(model, g):
         _loop(model, env, ctx, node, g, args, stack)
         return
+    env[node.output[0]] = _inline(model, env, ctx, node, g, args, stack)
+
+
+def _bound(env: dict[str, Entry], g: pb.GraphProto, args: list[Entry]) -> dict[str, Entry]:
+    """`env` with the parameters of `g` bound to `args`."""
     inner = dict(env)
     inner.update((param.name, arg) for param, arg in zip(g.input, args))
+    return inner
+
+
+def _inline(model: Model, env: dict[str, Entry], ctx: ImportContext, node: pb.NodeProto, g: pb.GraphProto,
+            args: list[Entry], stack: tuple[str, ...]) -> Entry:
+    """Import the nodes of `g` called with `args` into the graph being built; what `g` returns."""
+    inner = _bound(env, g, args)
     import_nodes(model, g, inner, ctx, (*stack, g.name))
-    env[node.output[0]] = model.resolve(inner, g.output[0].name, node)
+    return model.resolve(inner, g.output[0].name, node)
 
 
 # ---- loops --------------------------------------------------------------------------------------------------------
@@ -301,8 +313,7 @@ def _loop_header(model: Model, g: pb.GraphProto) -> bool:
 def _header(model: Model, env: dict[str, Entry], ctx: ImportContext, g: pb.GraphProto, state: list[Entry],
             stack: tuple[str, ...]) -> Switch:
     """Import header `g` on `state` up to its call of a Switch: that Switch."""
-    inner = dict(env)
-    inner.update((param.name, arg) for param, arg in zip(g.input, state))
+    inner = _bound(env, g, state)
     call = _switch_call(model, g)
     import_nodes(model, g, inner, ctx, (*stack, g.name), until=call.output[0])
     switch = model.resolve(inner, model.callee(call), call)
@@ -346,8 +357,7 @@ def _loop(model: Model, env: dict[str, Entry], ctx: ImportContext, node: pb.Node
     inner_ctx = ImportContext(body)
     switch = _header(model, env, inner_ctx, g, with_tokens(body.inputs[2:]), stack)
     b, args = _bind(model, inner_ctx, switch.then, [], (*stack, g.name))
-    inner = dict(env)
-    inner.update((param.name, arg) for param, arg in zip(b.input, args))
+    inner = _bound(env, b, args)
     back = _calling(model, b, g.name)
     if back is None:
         raise ctx.error(f"the loop's body '{model.short(b.name)}' does not call its header back")
@@ -373,10 +383,7 @@ def _loop(model: Model, env: dict[str, Entry], ctx: ImportContext, node: pb.Node
     ctx.emit_control("Loop", ["", first.cond, *carried], final, [body], implicit_inputs=0)
     last = _header(model, env, ctx, g, with_tokens([v.name for v in final]), stack)
     e, args = _bind(model, ctx, last.other, [], (*stack, g.name))
-    inner = dict(env)
-    inner.update((param.name, arg) for param, arg in zip(e.input, args))
-    import_nodes(model, e, inner, ctx, (*stack, g.name, e.name))
-    env[output] = model.resolve(inner, e.output[0].name, node)
+    env[output] = _inline(model, env, ctx, node, e, args, (*stack, g.name))
 
 
 def _bind(model: Model, ctx: ImportContext, callee: Entry, args: list[Entry],
@@ -403,17 +410,14 @@ def _if(model: Model, env: dict[str, Entry], ctx: ImportContext, node: pb.NodePr
     for branch in (switch.then, switch.other):
         g, bound = _bind(model, ctx, branch, args, stack)
         body = Graph(model.short(g.name))
-        inner = dict(env)
-        for param, arg in zip(g.input, bound):
-            inner[param.name] = arg
+        for arg in bound:
             if isinstance(arg, str) and arg not in body.values:
                 outer = ctx.value(arg)
                 body.values[arg] = dataclasses.replace(outer) if outer.const is not None else \
                     Value(arg, outer.shape, outer.dtype, format=outer.format, dynamic=outer.dynamic)
                 if outer.const is None:
                     body.inputs.append(arg)
-        import_nodes(model, g, inner, ImportContext(body), (*stack, g.name))
-        result = model.resolve(inner, g.output[0].name, node)
+        result = _inline(model, env, ImportContext(body), node, g, bound, stack)
         if not isinstance(result, str):
             raise NotSupportedError(f"'{model.source}': branch '{model.short(g.name)}' of node '{name}' returns "
                                     f"no single tensor: only such branches are supported")
