@@ -36,6 +36,7 @@ _PLAIN = {_OA.NO_ACTIVATION, _OA.RELU, _OA.SIGMOID, _OA.RELU6, _OA.SOFTSIGN, _OA
 _PAD_MODES = {ours.PadMode.PAD: fb.PadMode.PAD, ours.PadMode.SAME_UPPER: fb.PadMode.SAME,
               ours.PadMode.VALID: fb.PadMode.VALID}
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_KERNEL_FUSED = {_A.NO_ACTIVATION, _A.RELU, _A.RELU6}     # what the official kernels apply themselves
 _TO_NHWC, _TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
 
 
@@ -67,7 +68,20 @@ class _Graph:
 
     def add(self, n: NodeDef, op: str, fields: dict[str, Any], inputs: list[int], outputs: list[int] | None = None,
             part: str = "") -> None:
-        self.nodes.append(_Node(n.name + part, op, fields, inputs, list(n.outputs) if outputs is None else outputs))
+        """The official `op`; a fused activation its kernels do not take (only ReLU and ReLU6) as an Activation
+        node after it."""
+        outputs = list(n.outputs) if outputs is None else outputs
+        kind = fields.get("activation_type", _A.NO_ACTIVATION)
+        if op == "Activation" or kind in _KERNEL_FUSED:
+            self.nodes.append(_Node(n.name + part, op, fields, inputs, outputs))
+            return
+        if self.tensors[outputs[0]].quant_params:
+            raise _refuse(n, f"an int8 output with fused activation type {kind}")
+        before = self.computed(f"{n.name}{part}/before_activation", outputs[0])
+        self.nodes.append(_Node(n.name + part, op, {**fields, "activation_type": _A.NO_ACTIVATION}, inputs,
+                                [before, *outputs[1:]]))
+        self.nodes.append(_Node(f"{n.name}{part}/activation", "Activation", dict(activation_type=kind), [before],
+                                outputs[:1]))
 
     def const(self, name: str, values: np.ndarray) -> int:
         data = np.ascontiguousarray(values)
@@ -172,6 +186,51 @@ def _flatten(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Reshape", {}, [n.inputs[0], g.const(f"{n.name}/shape", np.asarray(y.dims, np.int32))])
 
 
+def _lrn(g: _Graph, n: NodeDef) -> None:
+    """LRN across channels of an odd size 2r + 1: the official depth radius r, alpha per tap."""
+    a = n.attrs
+    if a.size % 2 == 0:
+        raise _refuse(n, f"an even size {a.size}")
+    g.add(n, "LRN", dict(depth_radius=a.size // 2, bias=a.bias, alpha=a.alpha / a.size, beta=a.beta,
+                         norm_region="ACROSS_CHANNELS"), n.inputs[:1])
+
+
+def _group_norm(g: _Graph, n: NodeDef) -> None:
+    """GroupNorm of one group per channel over the last axis (our InstanceNorm): the official InstanceNorm."""
+    x, scale = g.tensors[n.inputs[0]], g.tensors[n.inputs[1]]
+    if len(scale.dims) != 1 or n.attrs.num_groups != scale.dims[0] or n.attrs.axis not in (-1, len(x.dims) - 1):
+        raise _refuse(n, f"{n.attrs.num_groups} groups along axis {n.attrs.axis}, not one per channel of the "
+                         f"last axis")
+    g.add(n, "InstanceNorm", dict(epsilon=n.attrs.epsilon), n.inputs[:3])
+
+
+_RM, _CT, _NR = ours.ResizeMode, ours.CoordinateTransform, ours.NearestRounding
+_RESIZE_METHODS = {_RM.NEAREST: fb.ResizeMethod.NEAREST, _RM.LINEAR: fb.ResizeMethod.LINEAR,
+                   _RM.CUBIC: fb.ResizeMethod.CUBIC}
+_COORDINATES = {_CT.HALF_PIXEL: fb.CoordinateTransformMode.HALF_PIXEL,
+                _CT.ASYMMETRIC: fb.CoordinateTransformMode.ASYMMETRIC,
+                _CT.ALIGN_CORNERS: fb.CoordinateTransformMode.ALIGN_CORNERS}
+_ROUNDINGS = {_NR.ROUND_PREFER_FLOOR: fb.NearestMode.ROUND_HALF_DOWN, _NR.ROUND_PREFER_CEIL: fb.NearestMode.ROUND_HALF_UP,
+              _NR.FLOOR: fb.NearestMode.FLOOR, _NR.CEIL: fb.NearestMode.CEIL}
+
+
+def _resize(g: _Graph, n: NodeDef) -> None:
+    """Resize of an NHWC tensor over H and W to the output's known size (new_height x new_width)."""
+    a = n.attrs
+    x, y = g.tensors[n.inputs[0]].dims, g.tensors[n.outputs[0]].dims
+    if len(x) != 4 or len(y) != 4 or min(y) < 0 or (x[0], x[3]) != (y[0], y[3]):
+        raise _refuse(n, f"a resize from {list(x)} to {list(y)}, not of the known H and W of an NHWC tensor")
+    if a.mode not in _RESIZE_METHODS or a.coordinate_transform not in _COORDINATES or a.antialias or \
+            a.nearest_rounding not in _ROUNDINGS or a.aspect_policy:
+        raise _refuse(n, f"mode {a.mode} with coordinate transform {a.coordinate_transform}, nearest rounding "
+                         f"{a.nearest_rounding}, antialias {a.antialias}, aspect policy {a.aspect_policy}")
+    g.add(n, "Resize", dict(format=_F.NHWC, method=_RESIZE_METHODS[a.mode], new_height=y[1], new_width=y[2],
+                            coordinate_transform_mode=_COORDINATES[a.coordinate_transform],
+                            cubic_coeff=a.cubic_coeff_a, exclude_outside=int(a.exclude_outside),
+                            extrapolation_value=a.extrapolation_value, nearest_mode=_ROUNDINGS[a.nearest_rounding]),
+          n.inputs[:1])
+
+
 def _softmax(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Softmax", dict(axis=[n.attrs.axis]), n.inputs[:1])
 
@@ -215,6 +274,9 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "Flatten": _flatten,
     "Concat": lambda g, n: g.add(n, "Concat", dict(axis=n.attrs.axis), n.inputs),
     "Softmax": _softmax,
+    "LRN": _lrn,
+    "GroupNorm": _group_norm,
+    "Resize": _resize,
     "QuantDTypeCast": lambda g, n: g.add(n, "QuantDTypeCast", dict(src_t=n.attrs.src_t, dst_t=n.attrs.dst_t),
                                          n.inputs[:1]),
 }
@@ -238,7 +300,7 @@ def _official_tensor(t: TensorDef) -> _Tensor:
                    list(t.quant_params))
 
 
-_NHWC_OPS = {"Conv2DFusion", "MaxPoolFusion", "AvgPoolFusion"}
+_NHWC_OPS = {"Conv2DFusion", "MaxPoolFusion", "AvgPoolFusion", "Resize", "InstanceNorm", "LRN"}
 
 
 def _formats(g: _Graph, inputs: Sequence[int], nhwc_inputs: set[int]) -> None:
@@ -286,8 +348,10 @@ def _camel(snake: str) -> str:
 
 
 def _attribute_table(builder: flatbuffers.Builder, op: str, fields: dict[str, Any]) -> int:
-    """The primitive's table through flatc's builder functions: lists as [long] vectors, the rest scalars."""
-    values = {k: _ints(builder, v, np.int64) if isinstance(v, list) else v for k, v in fields.items()}
+    """The primitive's table through flatc's builder functions: lists as [long] vectors, strings, the rest
+    scalars."""
+    values = {k: _ints(builder, v, np.int64) if isinstance(v, list) else builder.CreateString(v)
+              if isinstance(v, str) else v for k, v in fields.items()}
     getattr(fb, f"{op}Start")(builder)
     for key, value in values.items():
         getattr(fb, f"{op}Add{_camel(key)}")(builder, value)

@@ -31,9 +31,11 @@ def within(got: list[np.ndarray], expected: list[np.ndarray], tolerance: float =
         assert np.abs(ours.astype(np.float64) - theirs).max() <= tolerance * span
 
 
-@pytest.mark.parametrize("name", ZOO)
+@pytest.mark.parametrize("name", [*ZOO, "mobilenet_v3_small", *(pytest.param(n, marks=pytest.mark.slow)
+                                                                for n in ("efficientnet_lite0", "alexnet"))])
 def test_our_file_runs_in_the_official_runtime_as_onnxruntime(tmp_path: Path, name: str) -> None:
-    """Converted by our converter_lite with --saveType=MINDIR_LITE, fed the ONNX model's NCHW array."""
+    """Converted by our converter_lite with --saveType=MINDIR_LITE, fed the ONNX model's NCHW array (MobileNetV3's
+    hard-swish, which the official convolution cannot fuse, as an Activation after it; AlexNet's LRN)."""
     official.require()
     onnx_path = tmp_path / f"{name}.onnx"
     models.save(models.build(name), onnx_path)
@@ -164,3 +166,28 @@ def test_our_int8_mobilenet_v2_runs_in_the_official_runtime_as_well_as_in_ours(t
     [expected] = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})
     sqnr = [10 * np.log10((expected ** 2).sum() / ((y - expected) ** 2).sum()) for y in (ours, theirs)]
     assert sqnr[0] > 10 and abs(sqnr[1] - sqnr[0]) < 1.5
+
+
+@pytest.mark.parametrize("mode, transform", [("linear", "half_pixel"), ("nearest", "asymmetric"),
+                                             ("linear", "align_corners")])
+def test_our_instance_norm_and_resize_run_in_the_official_runtime(tmp_path: Path, mode: str, transform: str) -> None:
+    """InstanceNormalization (our GroupNorm of one group per channel) and a 2x Resize of the NHWC map."""
+    official.require()
+    rng = np.random.default_rng(8)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+         helper.make_node("InstanceNormalization", ["c", "s", "b"], ["n"], epsilon=1e-5),
+         helper.make_node("Resize", ["n", "", "scales"], ["y"], mode=mode, coordinate_transformation_mode=transform,
+                          nearest_mode="floor")], "norm_resize",
+        [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 6, 16, 16])],
+        [onnx.numpy_helper.from_array(rng.standard_normal((6, 4, 3, 3)).astype(np.float32), "w"),
+         onnx.numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "s"),
+         onnx.numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b"),
+         onnx.numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "norm_resize.ms"
+    path.write_bytes(convert(model, save_type="MINDIR_LITE"))
+    x = rng.standard_normal((1, 4, 8, 8)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})
+    within(official.as_arrays(official.run(path, x), expected), expected)
