@@ -240,7 +240,8 @@ class Elementwise(nn.Cell):
         parts += [ops.rsqrt(ops.abs(x) + 0.5), ops.square(x), ops.addn((x, x, -x)), self.conv(x),
                   ops.dense(x, self.w, self.b), ops.amax(x, 1), ops.amin(x, (2, 3), True), ops.prod(x, 3),
                   ops.sum(x, 2), ops.logical_not(ops.logical_and(x > 0, x <= 1)).astype(ms.float32),
-                  ops.logical_or(x == 0, x >= 0.5).astype(ms.float32), ops.minimum(x, 0.3)]
+                  ops.logical_or(x == 0, x >= 0.5).astype(ms.float32), ops.minimum(x, 0.3),
+                  ops.stop_gradient(x) / (ops.abs(x) + 1), ops.pow(ops.abs(x), x), ops.exp(x) - ops.log(x * x + 1)]
         return ops.concat([ops.reshape(p, (2, -1)) for p in parts], 1)
 
 
