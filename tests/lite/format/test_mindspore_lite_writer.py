@@ -156,13 +156,14 @@ def test_our_int8_conv_runs_in_the_official_runtime_within_one_quantum(tmp_path:
 
 
 @pytest.mark.slow
-def test_our_int8_mobilenet_v2_runs_in_the_official_runtime_as_well_as_in_ours(tmp_path: Path) -> None:
-    """Our A8W8 MobileNetV2 in the official runtime: as close to onnxruntime's float outputs as in ours (the
-    runtimes round int8 averages and requantizations differently, which over 50 layers moves logits by more than
-    a quantum, not their accuracy)."""
+@pytest.mark.parametrize("name", ["mobilenet_v2", "efficientnet_lite0"])
+def test_our_int8_model_runs_in_the_official_runtime_as_well_as_in_ours(tmp_path: Path, name: str) -> None:
+    """Our A8W8 MobileNetV2 and EfficientNet-Lite0 in the official runtime: as close to onnxruntime's float
+    outputs as in ours (the runtimes round int8 averages and requantizations differently, which over 50 layers
+    moves logits by more than a quantum, not their accuracy)."""
     official.require()
-    model = models.build("mobilenet_v2")
-    ours, theirs, _, x = _int8_outputs(model, SHAPES["mobilenet_v2"], tmp_path, 12)
+    model = models.build(name)
+    ours, theirs, _, x = _int8_outputs(model, SHAPES[name], tmp_path, 12)
     [expected] = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})
     sqnr = [10 * np.log10((expected ** 2).sum() / ((y - expected) ** 2).sum()) for y in (ours, theirs)]
     assert sqnr[0] > 10 and abs(sqnr[1] - sqnr[0]) < 1.5
