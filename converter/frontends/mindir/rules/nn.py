@@ -69,7 +69,7 @@ def conv2d(ctx: ImportContext) -> None:
     ctx.nhwc_op("Conv2D", x, [weight], group=group, in_channel=in_per_group * group, out_channel=out_c, **attrs)
 
 
-@mindir_op("Conv2DTranspose", "Conv2DBackpropInput")
+@mindir_op("Conv2DTranspose")
 def conv2d_transpose(ctx: ImportContext) -> None:
     """Inputs x, weight [I, O/G, KH, KW] and the output's NCHW shape. The padding is made explicit: "same" crops
     the odd pixel at the end (the gradient of Conv2D's "same"), and rows the window does not reach at the end
