@@ -314,15 +314,17 @@ def _integer_matmul(ctx: ImportContext, a: str, a_zp: str, b: str, b_zp: str) ->
 
 def _requantize_float(ctx: ImportContext, acc: str, x_s: str, w_s: str, y_s: str, y_zp: str, channel_axis: int
                       ) -> None:
-    """QuantizeLinear(acc, y_s / (x_s * w_s), y_zp): w_s may be per channel along `channel_axis` of acc."""
+    """rint(acc * (x_s * w_s / y_s)) + y_zp, saturated, the multiplier and the product in float32 as onnxruntime
+    requantizes; w_s may be per channel along `channel_axis` of acc."""
     rank = ctx.value(acc).rank
     w_scale = w_s
     if ctx.value(w_s).rank == 1 and ctx.value(w_s).shape[0] != 1:
         shape = ctx.add_const(np.array([-1 if i == channel_axis else 1 for i in range(rank)], np.int64), "shape")
         w_scale = ctx.emit1("Reshape", [w_s, shape])
-    step = ctx.emit1("Div", [y_s, ctx.emit1("Mul", [x_s, w_scale])])
-    ctx.emit("QuantDTypeCast", [acc, step, y_zp], ctx.outputs[:1], src_t=DataType.FLOAT32,
-             dst_t=from_numpy(ctx.value(y_zp).dtype))
+    multiplier = ctx.emit1("Div", [ctx.emit1("Mul", [x_s, w_scale]), y_s])
+    one = ctx.add_const(np.ones((), np.float32), "one")
+    ctx.emit("QuantDTypeCast", [ctx.emit1("Mul", [acc, multiplier]), one, y_zp], ctx.outputs[:1],
+             src_t=DataType.FLOAT32, dst_t=from_numpy(ctx.value(y_zp).dtype))
 
 
 @onnx_op("ConvInteger")
