@@ -120,6 +120,14 @@ def test_16_bit_qdq_with_onnxruntime_contrib_quantizers_matches_onnxruntime(name
     assert_matches_onnxruntime(model)
 
 
+def test_qoperator_mobilenet_v2_matches_onnxruntime_exactly(tmp_path):
+    """QLinearConv requantized as onnxruntime does (float32 multiplier and product) over 52 convolutions: no
+    rounding step apart anywhere, so the logits are equal."""
+    model = quantized(models.build("mobilenet_v2"), "qoperator", tmp_path)
+    feeds = _feeds(model, np.random.default_rng(5))
+    np.testing.assert_array_equal(run_lite(session_for(model), feeds)["logits"], run_ort(model, feeds)["logits"])
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_quantized_text_encoder_matches_onnxruntime(form, tmp_path):
     """quantize_dynamic dequantizes the Gather of a quantized embedding table (a computed uint8 tensor); the
