@@ -127,7 +127,7 @@ def _int8_outputs(model: onnx.ModelProto, shape: tuple[int, ...], tmp_path: Path
     path = tmp_path / "int8.ms"
     path.write_bytes(_quantized(model, shape, "MINDIR_LITE"))
     ours_model = lite.Model.Import(_quantized(model, shape, "MSPY"))
-    [quantum] = {ours_model.tensors[ours_model.nodes[-1].inputs[0]].quant_params[0].scale}
+    quantum = ours_model.tensors[ours_model.nodes[-1].inputs[0]].quant_params[0].scale     # of the int8 logits
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     session = lite.LiteSession.CreateSession(lite.Context(thread_num=2))
     session.CompileGraph(ours_model)
