@@ -231,6 +231,19 @@ def _resize(g: _Graph, n: NodeDef) -> None:
           n.inputs[:1])
 
 
+def _arg_min_max(g: _Graph, n: NodeDef) -> None:
+    """ArgMax/ArgMin along one axis: the official ArgMaxFusion/ArgMinFusion, whose indices are int32 (as the
+    official converter's files give them), where ours are int64."""
+    a = n.attrs
+    if a.select_last_index:
+        raise _refuse(n, "selecting the last of equal extremes")
+    out = g.tensors[n.outputs[0]]
+    if out.data_type == DataType.INT64:
+        out.data_type = DataType.INT32
+    op = "ArgMaxFusion" if a.mode == ours.ArgMode.MAX else "ArgMinFusion"
+    g.add(n, op, dict(axis=a.axis, top_k=1, keep_dims=bool(a.keep_dims), out_max_value=False), n.inputs[:1])
+
+
 def _softmax(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Softmax", dict(axis=[n.attrs.axis]), n.inputs[:1])
 
@@ -277,6 +290,7 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "LRN": _lrn,
     "GroupNorm": _group_norm,
     "Resize": _resize,
+    "ArgMinMax": _arg_min_max,
     "QuantDTypeCast": lambda g, n: g.add(n, "QuantDTypeCast", dict(src_t=n.attrs.src_t, dst_t=n.attrs.dst_t),
                                          n.inputs[:1]),
 }

@@ -68,6 +68,22 @@ def _one_node(op: str, **attrs) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def test_our_segmentation_net_runs_in_the_official_runtime_with_int32_indices(tmp_path: Path) -> None:
+    """A small U-Net (InstanceNorm, nearest Resize, Concat) ending in an ArgMax over the classes, whose int64
+    indices come out of the official file as int32, as from the official converter's."""
+    official.require()
+    model = models.build("tiny_unet")
+    path = tmp_path / "unet.ms"
+    path.write_bytes(convert(model, save_type="MINDIR_LITE"))
+    x = np.random.default_rng(6).standard_normal(SHAPES["tiny_unet"]).astype(np.float32)
+    logits, mask = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})
+    assert mask.dtype == np.int64
+    got_logits, got_mask = official.as_arrays(official.run(path, x), [logits, mask.astype(np.int32)])
+    within([got_logits], [logits])
+    np.testing.assert_array_equal(got_mask, mask)
+    assert len(np.unique(mask)) > 1
+
+
 def test_an_op_without_official_counterpart_is_refused_naming_it() -> None:
     with pytest.raises(NotSupportedError, match=r"Erf node 'the_node'.*no MindSpore Lite counterpart"):
         convert(_one_node("Erf"), save_type="MINDIR_LITE")
