@@ -52,7 +52,7 @@ from converter.passes.fuse_residual import split_residuals  # noqa: E402
 from converter.quant import QuantConfig, quantize  # noqa: E402
 from converter.quant.bias_correction import correct_biases  # noqa: E402
 from converter.quant.full_quant import split_activations  # noqa: E402
-from lite.serialize import write_atomic  # noqa: E402
+from lite.atomic_file import write_atomic  # noqa: E402
 from lite.train import load_mnist  # noqa: E402
 
 SHARED = REPO.parent / "shared"

@@ -59,7 +59,7 @@ def machine_line(versions: Mapping[str, str]) -> str:
 def write_report(path: Path, body: str, load_before: float, versions: Mapping[str, str]) -> None:
     """Print the report (machine, date, tables, load average around the measurements) and write it atomically:
     a figure quoted from it can always be read with the machine, the load and the day it was measured on."""
-    from lite.serialize import write_atomic
+    from lite.atomic_file import write_atomic
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = f"1-minute load average {load_before:.1f} before the measurements, {os.getloadavg()[0]:.1f} after."
     report = f"{machine_line(versions)}\nMeasured {date}.\n\n{body}\n\n{load}\n"

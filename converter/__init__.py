@@ -16,7 +16,7 @@ from converter.quant import convert_quantized
 from converter.quant.config import QuantConfig
 from converter.train import TrainParams, to_training_graph
 from lite import protect
-from lite.serialize import write_atomic
+from lite.atomic_file import write_atomic
 
 __all__ = ["convert", "convert_file", "convert_for_training", "convert_tflite", "load_onnx", "tflite_to_graph",
            "to_graph"]

@@ -26,6 +26,7 @@ from converter.frontends.tflite import importer as tflite_importer
 from converter.frontends.tflite.reader import builtin_names
 from converter.frontends.tflite.registry import IMPORTERS as TFLITE_IMPORTERS
 from converter.frontends.tflite.registry import QUANT as TFLITE_QUANT
+from converter.frontends.tflite.variables import RESOURCE_OPS
 from converter.train.bprop import RULES
 from lite import dtypes
 from lite.kernel import ANY, REFERENCE, registered
@@ -200,7 +201,7 @@ def _domain(onnx_op: str) -> str:
 def _tflite_refused() -> list[tuple[str, str]]:
     """(builtin or family, reason) for every TFLite builtin without an importer rule; the StableHLO family is
     one row."""
-    missing = [name for name in builtin_names() if name not in TFLITE_IMPORTERS]
+    missing = [name for name in builtin_names() if name not in TFLITE_IMPORTERS and name not in RESOURCE_OPS]
     stablehlo = [n for n in missing if n.startswith(tflite_importer.STABLEHLO)]
     rows = [(n, tflite_importer.refusal(n)) for n in missing if n not in stablehlo]
     if stablehlo:
@@ -258,6 +259,8 @@ def render() -> str:
     for builtin, rule in sorted(TFLITE_IMPORTERS.items()):
         lines.append(f"| `{builtin}` | `{_module_path(rule)}:{rule.__name__}` | {TFLITE_QUANT[builtin]} | "
                      f"{_cell(_emitted(rule, builtin, ops))} |")
+    lines += [f"| `{builtin}` | `converter/frontends/tflite/variables.py` (a session-state tensor) | float | "
+              f"{'Assign' if builtin == 'ASSIGN_VARIABLE' else '—'} |" for builtin in RESOURCE_OPS]
     lines += ["", "## TFLite builtins not supported", "",
               "Refused with `RET_NOT_SUPPORT` naming the op, the node and this reason.", "",
               "| TFLite builtin | why |", "|---|---|"]

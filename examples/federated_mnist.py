@@ -40,7 +40,7 @@ from lite.federated.launch import run_federation  # noqa: E402
 from lite.federated.local import evaluate_locally, open_session, train_locally  # noqa: E402
 from lite.federated.shards import load_shard, non_iid_split, save_shard  # noqa: E402
 from lite.federated.simulation import simulate  # noqa: E402
-from lite.serialize import write_atomic  # noqa: E402
+from lite.atomic_file import write_atomic  # noqa: E402
 from lite.train import load_mnist  # noqa: E402
 from train_lenet_mnist import DEFAULT_DATA, prepare  # noqa: E402  (the same data and normalisation)
 

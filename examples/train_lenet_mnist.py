@@ -32,7 +32,7 @@ import lite  # noqa: E402
 import models  # noqa: E402
 from converter import convert_for_training  # noqa: E402
 from converter.train import TrainParams  # noqa: E402
-from lite.serialize import write_atomic  # noqa: E402
+from lite.atomic_file import write_atomic  # noqa: E402
 from lite.train import load_mnist  # noqa: E402
 from lite.train.dataset import DatasetError  # noqa: E402
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import onnx
 
-from lite.serialize import write_atomic
+from lite.atomic_file import write_atomic
 
 from .classic import alexnet, lenet5
 from .control_flow import gated_refiner
@@ -54,7 +54,7 @@ def build(name: str, **kwargs: object) -> onnx.ModelProto:
 
 
 def save(model: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
-    """Write ``model`` to ``path`` atomically, with the mode of an ordinary new file (``lite.serialize``)."""
+    """Write ``model`` to ``path`` atomically, with the mode of an ordinary new file (``lite.atomic_file``)."""
     write_atomic(path, model.SerializeToString())
 
 

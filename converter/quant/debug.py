@@ -12,7 +12,7 @@ from converter.ir import Graph
 from converter.quant.calibration import feed, run_samples, session_for
 from converter.quant.progress import progress
 from converter.quant.qparams import dequantize_tensor
-from lite.serialize import write_atomic
+from lite.atomic_file import write_atomic
 
 
 class Agreement:

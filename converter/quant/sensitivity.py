@@ -14,7 +14,7 @@ from converter.ir import Graph
 from converter.quant.debug import graph_outputs, outputs_sqnr
 from converter.quant.full_quant import full_quantize, int8_nodes
 from converter.quant.progress import progress
-from lite.serialize import write_atomic
+from lite.atomic_file import write_atomic
 from lite.traits import traits
 
 Ranges = dict[str, tuple[float, float]]

@@ -29,7 +29,7 @@ from lite.federated.local import evaluate_locally, open_session, train_locally
 from lite.federated.privacy import privacy_mods
 from lite.federated.shards import load_shard
 from lite.federated.wire import train_reply, train_request
-from lite.serialize import write_atomic
+from lite.atomic_file import write_atomic
 from lite.status import ParamInvalidError
 from lite.train.session import TrainSession
 

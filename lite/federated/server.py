@@ -27,7 +27,7 @@ from lite.federated.progress import tag
 from lite.federated.secagg import run_secure
 from lite.federated.shards import load_shard
 from lite.federated.strategies import GuardedUpdates, make_strategy
-from lite.serialize import write_atomic
+from lite.atomic_file import write_atomic
 from lite.status import ParamInvalidError
 from lite.train.session import MT_INFERENCE, TrainSession
 

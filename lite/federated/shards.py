@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lite.serialize import write_atomic
+from lite.atomic_file import write_atomic
 from lite.status import ParamInvalidError
 from lite.train.dataset import DatasetError
 

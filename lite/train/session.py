@@ -26,7 +26,7 @@ from lite.compiler import ExecutionPlan, check_memory, compile_graph
 from lite.context import Context
 from lite.kernel import selection
 from lite.model import Model, SubGraphDef, TensorDef
-from lite.serialize import write_atomic
+from lite.atomic_file import write_atomic
 from lite.session import KernelCallBack, LiteSession, exclusive
 from lite.status import RET_OK, InputTensorError, NotSupportedError, OpExecuteError, ParamInvalidError
 from lite.tensor import MSTensor

@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 
 from lite import dtypes
+from lite.format.fields import int_vector, tensor_header, text
 from lite.format.graph import assemble
 from lite.format.mindspore_lite.ops import Graph, primitive_name, translate
 from lite.format.mindspore_lite.residuals import fuse_residuals
 from lite.format.mindspore_lite.transposes import cancel_transposes
 from lite.model import Model, TensorDef
-from lite.status import GraphFileError, LiteError, NotSupportedError
+from lite.status import GraphFileError, NotSupportedError
 from schema import bitpack
 from schema import fb as ours
 from schema.mindspore_lite import fb
@@ -29,13 +30,6 @@ _QUANT_TYPES = {fb.QuantType.QUANT_NONE: ours.QuantType.NONE, fb.QuantType.QUANT
                 fb.QuantType.WeightQuant: ours.QuantType.WEIGHT}
 
 
-def _text(value: bytes | None, default: str) -> str:
-    return value.decode(errors="replace") if value else default
-
-
-def _vector(table: Any, field: str) -> list[int]:
-    """An integer vector field as a list ([] when absent)."""
-    return getattr(table, field + "AsNumpy")().tolist() if getattr(table, field + "Length")() else []
 
 
 def read(buf: memoryview) -> Model:
@@ -43,13 +37,13 @@ def read(buf: memoryview) -> Model:
     now: fully quantized nodes, otherwise compressed weights and control flow (more than one subgraph) are refused
     with `NotSupportedError` naming what."""
     root = fb.MetaGraph.GetRootAs(buf, 0)
-    graph_in = _vector(root, "InputIndex")
+    graph_in = int_vector(root, "InputIndex")
     inputs = set(graph_in)
     tensors = [_read_tensor(i, root.AllTensors(i), i in inputs) for i in range(root.AllTensorsLength())]
     graph = Graph(tensors)
     for i in graph_in:
         graph.check_index(i, "graph input")
-    graph_out = _vector(root, "OutputIndex")
+    graph_out = int_vector(root, "OutputIndex")
     for i in graph_out:
         graph.check_index(i, "graph output")
     if not graph_out:
@@ -60,13 +54,13 @@ def read(buf: memoryview) -> Model:
                                 f"files is not supported yet")
     if root.SubGraphLength() == 1:
         main = root.SubGraph(0)
-        members = _vector(main, "NodeIndices")
+        members = int_vector(main, "NodeIndices")
         if sorted(members) != list(range(count)):
-            raise GraphFileError(f"subgraph '{_text(main.Name(), 'subgraph_0')}' lists nodes {members[:8]}... "
+            raise GraphFileError(f"subgraph '{text(main.Name(), 'subgraph_0')}' lists nodes {members[:8]}... "
                                  f"but the model has {count} nodes")
     for k in range(count):
         node = root.Nodes(k)
-        name = _text(node.Name(), f"node_{k}")
+        name = text(node.Name(), f"node_{k}")
         if node.QuantType() not in _QUANT_TYPES:
             raise NotSupportedError(f"node '{name}' is quantized (quantType {node.QuantType()}): only float and "
                                     f"weight-quant MindSpore Lite files are supported yet")
@@ -78,23 +72,16 @@ def read(buf: memoryview) -> Model:
         table = getattr(fb, op)()
         value = primitive.Value()
         table.Init(value.Bytes, value.Pos)
-        inputs = [graph.check_index(i, f"node '{name}'") for i in _vector(node, "InputIndex")]
-        outputs = [graph.check_index(i, f"node '{name}'") for i in _vector(node, "OutputIndex")]
+        inputs = [graph.check_index(i, f"node '{name}'") for i in int_vector(node, "InputIndex")]
+        outputs = [graph.check_index(i, f"node '{name}'") for i in int_vector(node, "OutputIndex")]
         translate(graph, name, op, table, inputs, outputs, _QUANT_TYPES[node.QuantType()])
     nodes = fuse_residuals(graph.tensors, cancel_transposes(graph.tensors, graph.nodes, graph_out), graph_out)
-    return assemble(_text(root.Name(), ""), _text(root.Version(), ""), graph.tensors, nodes, graph_in,
+    return assemble(text(root.Name(), ""), text(root.Version(), ""), graph.tensors, nodes, graph_in,
                     graph_out, [], buf.obj, root.FmkType())
 
 
 def _read_tensor(index: int, t: Any, graph_input: bool) -> TensorDef:
-    name = _text(t.Name(), f"tensor_{index}")
-    dims = tuple(_vector(t, "Dims"))
-    if any(d < -1 for d in dims):
-        raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")
-    try:
-        dtype = dtypes.to_numpy(t.DataType())
-    except LiteError:
-        raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
+    name, dims, dtype = tensor_header(index, t)
     if t.QuantClustersLength():
         raise NotSupportedError(f"tensor '{name}' is clustered (quantClusters), which is not supported")
     if t.WeightQuantCompressType() not in _COMPRESSIONS or t.EnableHuffmanCode():

@@ -6,9 +6,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from lite import dtypes
+from lite.format.fields import int_vector, tensor_header, text
 from lite.format.graph import Part, assemble
 from lite.model import Model, NodeDef, TensorDef
-from lite.status import GraphFileError, LiteError, NotSupportedError
+from lite.status import GraphFileError
 from lite.traits import traits
 from schema import FMK_ONNX, NO_TENSOR, bitpack, channel_quant, fb
 from schema import attrs as op_attrs
@@ -17,13 +18,6 @@ _OP_NAMES = {code: name for name, code in vars(fb.Primitive).items() if not name
 _MAX_ELEMENTS = 1 << 34     # refuse shapes no device could hold instead of attempting the allocation
 
 
-def _text(value: bytes | None, default: str) -> str:
-    return value.decode() if value else default
-
-
-def _vector(table: Any, field: str) -> list[int]:
-    """An integer vector field as a list ([] when absent)."""
-    return getattr(table, field + "AsNumpy")().tolist() if getattr(table, field + "Length")() else []
 
 
 def read(buf: memoryview) -> Model:
@@ -42,31 +36,31 @@ def read(buf: memoryview) -> Model:
     nodes = []
     for i in range(root.NodesLength()):
         node = root.Nodes(i)
-        name = _text(node.Name(), f"node_{i}")
+        name = text(node.Name(), f"node_{i}")
         op = _OP_NAMES.get(node.PrimitiveType())
         if op is None:
             raise GraphFileError(f"node '{name}' has no op")
         attrs = op_attrs.read(op, fb.PrimitiveCreator(node.PrimitiveType(), node.Primitive()))
-        nodes.append(NodeDef(name, op, attrs, indices(_vector(node, "InputIndex"), f"node '{name}'", True),
-                             indices(_vector(node, "OutputIndex"), f"node '{name}'"), node.QuantType()))
+        nodes.append(NodeDef(name, op, attrs, indices(int_vector(node, "InputIndex"), f"node '{name}'", True),
+                             indices(int_vector(node, "OutputIndex"), f"node '{name}'"), node.QuantType()))
     for t, params in implied_bias_params(nodes, tensors).items():
         if not tensors[t].quant_params:
             tensors[t].quant_params = params
-    graph_in = indices(_vector(root, "InputIndex"), "graph input")
-    graph_out = indices(_vector(root, "OutputIndex"), "graph output")
+    graph_in = indices(int_vector(root, "InputIndex"), "graph input")
+    graph_out = indices(int_vector(root, "OutputIndex"), "graph output")
     if not graph_out:
         raise GraphFileError("model has no outputs")
     parts = []
     for i in range(root.SubGraphsLength()):
         sg = root.SubGraphs(i)
-        name = _text(sg.Name(), f"subgraph_{i}")
-        members = _vector(sg, "NodeIndices")
+        name = text(sg.Name(), f"subgraph_{i}")
+        members = int_vector(sg, "NodeIndices")
         if any(k >= len(nodes) for k in members):
             raise GraphFileError(f"subgraph '{name}' refers to a node beyond the {len(nodes)} of the model")
-        parts.append(Part(name, indices(_vector(sg, "InputIndices"), f"subgraph '{name}'"),
-                          indices(_vector(sg, "OutputIndices"), f"subgraph '{name}'"), members))
-    version = _text(root.Version(), "")
-    return assemble(_text(root.Name(), ""), version, tensors, nodes, graph_in, graph_out, parts, buf.obj,
+        parts.append(Part(name, indices(int_vector(sg, "InputIndices"), f"subgraph '{name}'"),
+                          indices(int_vector(sg, "OutputIndices"), f"subgraph '{name}'"), members))
+    version = text(root.Version(), "")
+    return assemble(text(root.Name(), ""), version, tensors, nodes, graph_in, graph_out, parts, buf.obj,
                     _fmk_type(root.FmkType(), version))
 
 
@@ -77,22 +71,13 @@ def _fmk_type(stored: int, version: str) -> int:
 
 
 def _read_tensor(index: int, t: Any) -> TensorDef:
-    name = _text(t.Name(), f"tensor_{index}")
-    dims = tuple(_vector(t, "Dims"))
-    if any(d < -1 for d in dims):
-        raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")
-    try:
-        dtype = dtypes.to_numpy(t.DataType())
-    except LiteError as e:
-        if dtypes.is_known(t.DataType()):      # a type whose numpy dtype needs ml_dtypes
-            raise NotSupportedError(f"tensor '{name}': {e.args[0]}") from None
-        raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
+    name, dims, dtype = tensor_header(index, t)
     const = t.NodeType() == fb.NodeType.VALUE
     if const and any(d < 0 for d in dims):
         raise GraphFileError(f"const tensor '{name}' has unknown dims {list(dims)}")
     quant = _read_quant(name, t, dims, const)
     data = _read_data(name, t, dims, dtype, quant) if const else None
-    perm = tuple(_vector(t, "SourcePerm"))
+    perm = tuple(int_vector(t, "SourcePerm"))
     if perm and sorted(perm) != list(range(len(dims))):
         raise GraphFileError(f"tensor '{name}' has source_perm {list(perm)}, not a permutation of its dims")
     return TensorDef(index, name, t.NodeType(), t.DataType(), dims, t.Format(), data, quant, t.QuantAxis(), perm)

@@ -278,7 +278,7 @@ def test_saving_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     path = tmp_path / "ckpt.ms"
     session.SaveToFile(path)
     saved = path.read_bytes()
-    monkeypatch.setattr("lite.serialize.os.replace", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
+    monkeypatch.setattr("lite.atomic_file.os.replace", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
     feed(session, *tiny_batch())
     session.RunGraph()
     with pytest.raises(OSError):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("sklearn", reason="the example's data are scikit-learn's digits")
-sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from mindspore_transfer import MODEL, fine_tune, save_curve  # noqa: E402
 
 

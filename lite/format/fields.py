@@ -1,0 +1,34 @@
+"""Reading the FlatBuffers fields every format's tensors share, with the same checks and error messages."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lite import dtypes
+from lite.status import GraphFileError, LiteError, NotSupportedError
+
+
+def text(value: bytes | None, default: str) -> str:
+    """A string field; undecodable bytes are replaced, since names only label tensors and nodes."""
+    return value.decode(errors="replace") if value else default
+
+
+def int_vector(table: Any, field: str) -> list[int]:
+    """An integer vector field as a list ([] when absent)."""
+    return getattr(table, field + "AsNumpy")().tolist() if getattr(table, field + "Length")() else []
+
+
+def tensor_header(index: int, t: Any) -> tuple[str, tuple[int, ...], np.dtype]:
+    """A tensor table's name, dims (-1 = unknown) and numpy dtype; bad dims or an unknown type are GraphFileErrors,
+    a known type whose numpy dtype needs `ml_dtypes` is NotSupportedError."""
+    name = text(t.Name(), f"tensor_{index}")
+    dims = tuple(int_vector(t, "Dims"))
+    if any(d < -1 for d in dims):
+        raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")
+    try:
+        return name, dims, dtypes.to_numpy(t.DataType())
+    except LiteError as e:
+        if dtypes.is_known(t.DataType()):
+            raise NotSupportedError(f"tensor '{name}': {e.args[0]}") from None
+        raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
