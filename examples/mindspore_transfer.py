@@ -4,7 +4,7 @@
     python examples/mindspore_transfer.py --pretrain      # needs MindSpore: retrains and re-exports the network
 
 The network (two convolutions, two dense layers, 10 outputs) was trained in MindSpore on scikit-learn's handwritten
-digits 0-4 (8x8, scaled up to 16x16) and exported with `mindspore.export` to `examples/models/digits_0to4.mindir`
+digits 0-4 (8x8, scaled up to 16x16) and exported with `mindspore.export` to `examples/mindir/digits_0to4.mindir`
 (`--pretrain` does it again). On device, `converter_lite --fmk=MINDIR --trainModel=true --trainable=fc.*` keeps
 the convolutions MindSpore learnt and trains the dense layers on the digits 5-9, which the network has never seen:
 `lite.TrainSession` runs the steps, the test accuracy on 5-9 is measured after every epoch, and the curve (loss per
@@ -29,7 +29,7 @@ from converter.frontends import read_model  # noqa: E402
 from converter.train import TrainParams  # noqa: E402
 from lite.train.session import named  # noqa: E402
 
-MODEL = REPO / "examples" / "models" / "digits_0to4.mindir"
+MODEL = REPO / "examples" / "mindir" / "digits_0to4.mindir"
 BATCH = 25
 SEEN, NEW = range(0, 5), range(5, 10)
 
