@@ -1,7 +1,13 @@
 """Shape inference and constant folding for the IR, through the runtime's own shape rules and kernels.
 
-Dims unknown until run time (a symbolic batch) are inferred under two different probe sizes: a dim that comes
-out equal under both is known, and a value (a folded shape computation) is folded only if both agree.
+Dims unknown until run time (a symbolic batch) are inferred under two different probe sizes: a dim of an
+activation that comes out equal under both is known. A *value* computed from an unknown dim (Shape of an input,
+then Gather, Range, Concat, ...) is a symbolic value: it is never folded, and a node that reads one is dynamic
+(below). Agreement under probes proves nothing about such a value: ops clip and saturate it (Slice ends, Min,
+Clip), so `position[:, :L]` of a 16-row table gives the same 16 rows at L = 64 and at L = 96 while the model is
+valid only for L <= 16; no choice of stand-in sizes avoids that, so what depends on the value is left to the
+runtime, which infers it again at the real sizes. Fully static models have no symbolic value: nothing changes
+for them.
 
 A node whose shape rule needs a value known only at run time (`InferInvalidError`: a Reshape target that is a
 graph input, a NonZero count) makes its outputs, and every value downstream of it, dynamic: all dims -1, with
@@ -46,6 +52,11 @@ def probe_specs(value: Value) -> tuple[TensorSpec, TensorSpec]:
     return value.probes
 
 
+def is_symbolic_value(value: Value) -> bool:
+    """Whether `value` is a value computed from unknown dims (left unfolded, so its probes carry values)."""
+    return value.probes is not None and value.probes[0].value is not None
+
+
 def mark_dynamic(graph: Graph, node: Node) -> None:
     """Make the outputs of `node` values whose shapes are known only at run time."""
     x = next((graph.values[i] for i in node.inputs if i), None)
@@ -62,7 +73,7 @@ def infer_node(graph: Graph, node: Node) -> bool:
     if node.bodies:
         return False
     nd = NodeDef(node.name, node.op, make_attrs(node.op, node.attrs), [], node.outputs)
-    if any(graph.values[i].dynamic for i in node.inputs if i):
+    if any(graph.values[i].dynamic or is_symbolic_value(graph.values[i]) for i in node.inputs if i):
         mark_dynamic(graph, node)
         return False
     probes = [probe_specs(graph.values[i]) if i else (None, None) for i in node.inputs]
