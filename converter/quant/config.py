@@ -214,4 +214,6 @@ def load_config(path: str | os.PathLike, defaults: QuantConfig | None = None) ->
             text = f.read()
     except OSError as e:
         raise ParamInvalidError(f"cannot read config file '{path}': {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ParamInvalidError(f"config file '{path}' is not UTF-8 text: {e.reason} at byte {e.start}") from None
     return parse_config(text, os.path.dirname(os.path.abspath(path)), defaults)

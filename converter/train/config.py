@@ -156,6 +156,8 @@ def _config_items(path: str | os.PathLike) -> dict[str, tuple[str, str]]:
             parser.read_file(f)
     except OSError as e:
         raise ParamInvalidError(f"config file '{path}' cannot be read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ParamInvalidError(f"config file '{path}' is not UTF-8 text: {e.reason} at byte {e.start}") from None
     except configparser.Error as e:
         raise ParamInvalidError(f"config file '{path}' is not a valid INI file: {e}") from None
     if not parser.has_section(SECTION):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import tokenize
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +152,7 @@ def load_expected(path: str, output_names: list[str]) -> dict[str, np.ndarray]:
             return parse_calibration(f.read(), path)
     except OSError as e:
         raise ParamInvalidError(f"cannot read benchmark data file '{path}': {e.strerror or e}") from e
-    except (ValueError, zipfile.BadZipFile) as e:
+    except (ValueError, EOFError, tokenize.TokenError, zipfile.BadZipFile) as e:   # numpy's header parse
         raise ParamInvalidError(f"'{path}' is not a valid benchmark data file: {e}") from e
 
 

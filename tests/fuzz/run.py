@@ -1,0 +1,131 @@
+"""`python -m tests.fuzz.run <harness> (--runs N | --seconds T)`: fuzz one harness (`tests.fuzz.HARNESSES`)
+from its seed corpus, coverage-guided with atheris (libFuzzer) when it is installed, else with the seeded
+mutations of `lite.tools.fuzz` (`--plain` forces those). The process's address space is capped at its size
+after the imports plus `--memory-mb` (RLIMIT_AS), so an over-allocation is a `MemoryError` finding, and each
+input has `--time-limit` seconds. A finding prints its traceback, leaves the input in the work folder
+(`crash-*`, atheris) and exits non-zero. `--replay DIR...` runs the inputs of folders once each (coverage
+measurements, regressions).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import resource
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from tests.fuzz import HARNESSES
+
+HERE = Path(__file__).parent
+INSTRUMENTED = ("lite", "converter")          # the packages whose branches guide atheris
+
+
+def corpus_dir(harness: str) -> Path:
+    return HERE / "corpus" / harness
+
+
+def load(harness: str, instrument: bool) -> Callable[[bytes], None]:
+    """The harness's `TestOneInput`, its readers instrumented for atheris when `instrument`."""
+    if harness not in HARNESSES:
+        raise SystemExit(f"unknown harness '{harness}': one of {', '.join(HARNESSES)}")
+    if not instrument:
+        return importlib.import_module(f"tests.fuzz.{harness}").TestOneInput
+    import atheris
+    with atheris.instrument_imports(include=list(INSTRUMENTED)):
+        return importlib.import_module(f"tests.fuzz.{harness}").TestOneInput
+
+
+def cap_memory(extra_mb: int) -> None:
+    """Cap the address space at its present size plus `extra_mb`."""
+    with open("/proc/self/statm") as f:
+        size = int(f.read().split()[0]) * resource.getpagesize()
+    limit = size + (extra_mb << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def seeds(harness: str) -> list[bytes]:
+    return [p.read_bytes() for p in sorted(corpus_dir(harness).iterdir()) if p.is_file()]
+
+
+def plain(test: Callable[[bytes], None], corpus: list[bytes], runs: int | None, seconds: float | None,
+          seed: int) -> int:
+    """The seeds, then mutants of them until the budget is spent; the first finding ends the run (exit 1)."""
+    from lite.tools.fuzz import mutate
+    rng = np.random.default_rng(seed)
+    started, done = time.monotonic(), 0
+    while (runs is None or done < runs) and (seconds is None or time.monotonic() - started < seconds):
+        data = corpus[done] if done < len(corpus) else mutate(corpus[int(rng.integers(len(corpus)))], rng)[0]
+        try:
+            test(data)
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            traceback.print_exc()
+            print(f"finding after {done} runs: {type(e).__name__} on input {data[:64]!r}... ({len(data)} bytes)")
+            return 1
+        done += 1
+    print(f"Done {done} runs in {time.monotonic() - started:.0f} second(s): 0 findings")
+    return 0
+
+
+def replay(test: Callable[[bytes], None], folders: Sequence[Path]) -> int:
+    """Each file of `folders` once; exit 1 if any escapes."""
+    failed = 0
+    files = [p for folder in folders for p in sorted(folder.iterdir()) if p.is_file()]
+    for path in files:
+        try:
+            test(path.read_bytes())
+        except Exception:
+            traceback.print_exc()
+            print(f"finding: {path}")
+            failed += 1
+    print(f"replayed {len(files)} inputs: {failed} findings")
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.fuzz.run", description=__doc__.splitlines()[0])
+    parser.add_argument("harness", help=" | ".join(HARNESSES))
+    budget = parser.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--runs", type=int, help="executions, seeds included")
+    budget.add_argument("--seconds", type=float, help="wall time")
+    budget.add_argument("--replay", type=Path, nargs="+", metavar="DIR", help="run these folders' inputs once")
+    parser.add_argument("--time-limit", type=float, default=1.0, help="seconds per input")
+    parser.add_argument("--memory-mb", type=int, default=256, help="address space beyond the loaded process")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--work", type=Path, help="atheris' corpus and findings folder (default: a temporary one)")
+    parser.add_argument("--plain", action="store_true", help="seeded mutations without coverage guidance")
+    args = parser.parse_args(argv)
+    guided = not args.plain and args.replay is None and importlib.util.find_spec("atheris") is not None
+    test = load(args.harness, guided)
+    import tests.fuzz.contract
+    tests.fuzz.contract.TIME_LIMIT_S = args.time_limit
+    for data in seeds(args.harness):
+        test(data)                    # lazy allocations (BLAS buffers, caches) happen before the cap
+    cap_memory(args.memory_mb)
+    if args.replay is not None:
+        return replay(test, args.replay)
+    if not guided:
+        return plain(test, seeds(args.harness), args.runs, args.seconds, args.seed)
+    import atheris
+    work = args.work or Path(tempfile.mkdtemp(prefix=f"fuzz-{args.harness}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    flags = [f"-runs={args.runs}" if args.runs is not None else f"-max_total_time={int(args.seconds)}",
+             f"-seed={args.seed}", f"-artifact_prefix={work}/", "-rss_limit_mb=0", "-print_final_stats=1"]
+    dictionary = HERE / "dict" / f"{args.harness}.dict"
+    if dictionary.exists():
+        flags.append(f"-dict={dictionary}")
+    atheris.Setup([sys.argv[0], *flags, str(work), str(corpus_dir(args.harness))], test)
+    atheris.Fuzz()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

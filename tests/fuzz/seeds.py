@@ -1,0 +1,99 @@
+"""`python -m tests.fuzz.seeds`: rebuild the committed seed corpora (tests/fuzz/corpus/<harness>/) from the
+converter. The zoo's LeNet is 250 KB of weights at any input size, so the model seeds are a LeNet-shaped net
+scaled down (Conv, Relu, MaxPool, Gemm, Softmax; a few KB): small inputs let the fuzzer reach every table
+quickly."""
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from converter import convert, convert_for_training, to_graph
+from converter.export import to_bytes
+from converter.quant import QuantConfig, quantize
+from converter.train import TrainParams
+from lite import protect
+from tests.fuzz.ms import KEY
+
+CORPUS = Path(__file__).parent / "corpus"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tiny_lenet() -> onnx.ModelProto:
+    """1x1x8x8 -> Conv(4, 3x3) -> Relu -> MaxPool 2 -> Flatten -> Gemm(3) -> Softmax."""
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in
+               (("conv_w", (4, 1, 3, 3)), ("conv_b", (4,)), ("fc_w", (3, 36)), ("fc_b", (3,)))]
+    nodes = [helper.make_node("Conv", ["input", "conv_w", "conv_b"], ["c"], kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["g"], transB=1),
+             helper.make_node("Softmax", ["g"], ["output"], axis=1)]
+    graph = helper.make_graph(nodes, "tiny_lenet",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 1, 8, 8])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3])], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def tflite_seeds() -> dict[str, bytes]:
+    """Small `.tflite` files made with the schema's builders: one op with a constant, one with a signature."""
+    from tests.tflite_models import TFLiteModel, single
+    add, _ = single("ADD", [(1, 4), np.ones((1, 4), np.float32)], out_shape=(1, 4), options="AddOptions")
+    m = TFLiteModel()
+    x = m.tensor((1, 2, 2, 1), np.float32, name="x")
+    w = m.const(np.ones((2, 2, 2, 1), np.float32))
+    y = m.tensor((1, 1, 1, 2), np.float32, name="y")
+    m.op("CONV_2D", [x, w, -1], [y], "Conv2DOptions", Padding=1, StrideW=1, StrideH=1)
+    return {"add.tflite": add, "conv_signature.tflite": m.build([x], [y], {"inputs": ["x"], "outputs": ["y"]})}
+
+
+def corpora() -> dict[str, dict[str, bytes]]:
+    model = tiny_lenet()
+    plain = convert(model)
+    calib = [{"input": np.random.default_rng(k).standard_normal((1, 1, 8, 8)).astype(np.float32)} for k in range(2)]
+    int8 = to_bytes(quantize(to_graph(model), QuantConfig(method="MAX_MIN"), calib))
+    return {
+        "ms": {"plain.ms": plain, "int8.ms": int8, "integrity.ms": protect.with_integrity(plain),
+               "encrypted.ms": protect.encrypt(plain, KEY),
+               "training.ms": convert_for_training(model, TrainParams())},
+        "mindspore_lite": {"plain.ms": convert(model, save_type="MINDIR_LITE")},
+        "mindir": {"digits_0to4.mindir": (REPO / "examples" / "mindir" / "digits_0to4.mindir").read_bytes()},
+        "tflite": tflite_seeds(),
+        "onnx": {"tiny_lenet.onnx": model.SerializeToString()},
+        "config": {
+            "post_training.cfg": b"[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=8\n"
+                                 b"[full_quant_param]\nactivation_quant_method=MAX_MIN\nbias_correction=true\n",
+            "weight.cfg": b"[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=4\nmin_quant_weight_size=0\n",
+            "old_style.cfg": b"batch_count=2\nmethod_x=KL\nthread_num=1\n",
+            "train.cfg": b"[train_param]\nloss=mse\nlearning_rate=0.1\noptimizer=sgd\n"},
+        "benchmark": {"calibration.txt": b"\x00output 2 1 3\n0.1 0.2 0.7\n",
+                      "expected.npy": b"\x01" + _saved(np.save, np.array([0.1, 0.2, 0.7], np.float32)),
+                      "expected.npz": b"\x02" + _saved(np.savez, output=np.array([0.1, 0.2, 0.7], np.float32)),
+                      "input.bin": b"\x03" + np.arange(12, dtype=np.float32).tobytes()},
+    }
+
+
+def _saved(save: Callable[..., None], *arrays: np.ndarray, **named: np.ndarray) -> bytes:
+    """What numpy's `save` or `savez` writes of the arrays."""
+    buf = io.BytesIO()
+    save(buf, *arrays, **named)
+    return buf.getvalue()
+
+
+def main() -> None:
+    for harness, files in corpora().items():
+        folder = CORPUS / harness
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+
+
+if __name__ == "__main__":
+    main()

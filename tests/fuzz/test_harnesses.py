@@ -1,0 +1,36 @@
+"""CI's short fuzz budget: each harness from its seed corpus for a fixed number of executions (coverage-guided
+when atheris is installed, seeded mutations otherwise; see tests/fuzz/run.py), in its own process under the
+runner's memory cap; then every minimal input of a past finding (tests/fuzz/regressions/<harness>/)."""
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fuzz import HARNESSES
+
+HERE = Path(__file__).parent
+REPO = HERE.parents[1]
+RUNS = {"ms": 3000, "mindspore_lite": 3000, "mindir": 1500, "tflite": 4000, "onnx": 4000, "config": 5000,
+        "benchmark": 5000}     # ≈ 10-20 s each on one core
+HANG_S = 30.0                  # per input: only a hang, not a slow machine, exceeds it
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_short_campaign_finds_nothing(harness: str, tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "tests.fuzz.run", harness, "--runs", str(RUNS[harness]),
+                          "--time-limit", str(HANG_S), "--work", str(tmp_path)],
+                         cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert f"Done {RUNS[harness]} runs" in run.stdout + run.stderr
+
+
+REGRESSIONS = sorted((HERE / "regressions").glob("*/*"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[f"{p.parent.name}/{p.name}" for p in REGRESSIONS])
+def test_past_finding_is_refused(path: Path) -> None:
+    importlib.import_module(f"tests.fuzz.{path.parent.name}").TestOneInput(path.read_bytes())
