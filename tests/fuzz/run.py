@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget.add_argument("--runs", type=int, help="executions, seeds included")
     budget.add_argument("--seconds", type=float, help="wall time")
     budget.add_argument("--replay", type=Path, nargs="+", metavar="DIR", help="run these folders' inputs once")
-    parser.add_argument("--time-limit", type=float, default=1.0, help="seconds per input")
+    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per input")
     parser.add_argument("--memory-mb", type=int, default=256, help="address space beyond the loaded process")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=Path, help="atheris' corpus and findings folder (default: a temporary one)")

@@ -58,7 +58,11 @@ def _input_value(vi: onnx.ValueInfoProto, override: list[int] | None) -> Value:
     tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
         raise NotSupportedError(f"graph input '{vi.name}' is not a tensor")
-    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    except (KeyError, TypeError, ValueError):
+        raise NotSupportedError(f"graph input '{vi.name}' has element type {tt.elem_type}, which has no array "
+                                f"type") from None
     if override is not None:
         return Value(vi.name, tuple(int(d) for d in override), dtype)
     if not tt.HasField("shape"):

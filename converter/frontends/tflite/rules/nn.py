@@ -52,7 +52,7 @@ def conv_2d(ctx: ImportContext) -> None:
     else:
         (_, kh, kw, out_c), per_group = ctx.value(w).shape, 1
         w = relayout(ctx, w, OHWI_TO_IHWO)
-    if per_group <= 0 or in_c % per_group or out_c % (in_c // per_group):
+    if per_group <= 0 or in_c % per_group or in_c // per_group == 0 or out_c % (in_c // per_group):
         raise ctx.error(f"{in_c} input channels do not fit a filter of {out_c} outputs x {per_group} inputs")
     ctx.emit_fused("Conv2D", [x, w, *_bias(ctx, 2)], group=in_c // per_group, in_channel=in_c, out_channel=out_c,
                    **window(ctx, (kh, kw)))
