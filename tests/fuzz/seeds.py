@@ -1,5 +1,5 @@
 """`python -m tests.fuzz.seeds`: rebuild the committed seed corpora (tests/fuzz/corpus/<harness>/) from the
-converter. The zoo's LeNet is 250 KB of weights at any input size, so the model seeds are a LeNet-shaped net
+converter, and the dictionaries of format tokens (tests/fuzz/dict/<harness>.dict) from the readers' own tables. The zoo's LeNet is 250 KB of weights at any input size, so the model seeds are a LeNet-shaped net
 scaled down (Conv, Relu, MaxPool, Gemm, Softmax; a few KB): small inputs let the fuzzer reach every table
 quickly."""
 from __future__ import annotations
@@ -79,6 +79,23 @@ def corpora() -> dict[str, dict[str, bytes]]:
     }
 
 
+def dictionaries() -> dict[str, list[bytes]]:
+    """libFuzzer dictionary entries: file identifiers and magics, config sections and keys."""
+    from dataclasses import fields
+
+    from converter.quant.config import OLD_KEYS, SECTIONS
+    from converter.train.config import SECTION, TrainParams
+    magics = [b"MSPY", b"MSL2", protect.MAGIC_ENCRYPTED, protect.MAGIC_INTEGRITY]
+    keys = [*OLD_KEYS, *(k for ks in SECTIONS.values() for k in ks), *(f.name for f in fields(TrainParams))]
+    return {"ms": magics, "mindspore_lite": magics, "tflite": [b"TFL3"],
+            "config": [f"[{s}]".encode() for s in (*SECTIONS, SECTION)] + [f"{k}=".encode() for k in keys],
+            "benchmark": [b"\x93NUMPY", b"PK\x03\x04", b"'descr'", b"'shape'", b"'fortran_order'"]}
+
+
+def _dict_line(token: bytes) -> str:
+    return '"' + "".join(chr(b) if 32 <= b < 127 and b not in b'"\\' else f"\\x{b:02x}" for b in token) + '"\n'
+
+
 def _saved(save: Callable[..., None], *arrays: np.ndarray, **named: np.ndarray) -> bytes:
     """What numpy's `save` or `savez` writes of the arrays."""
     buf = io.BytesIO()
@@ -93,6 +110,9 @@ def main() -> None:
         folder.mkdir(parents=True)
         for name, data in files.items():
             (folder / name).write_bytes(data)
+    (CORPUS.parent / "dict").mkdir(exist_ok=True)
+    for harness, tokens in dictionaries().items():
+        (CORPUS.parent / "dict" / f"{harness}.dict").write_text("".join(map(_dict_line, tokens)))
 
 
 if __name__ == "__main__":
