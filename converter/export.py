@@ -46,10 +46,13 @@ def writer(save_type: str) -> ModuleType:
     return importlib.import_module(known.module)
 
 
-def _tensor_def(index: int, name: str, value: Value, node_type: int) -> TensorDef:
+def _tensor_def(index: int, name: str, value: Value, node_type: int, dim_names: tuple[str, ...] = ()) -> TensorDef:
+    """`dim_names` (the source's names of a graph input's dims) are kept only while every named dim is still
+    unknown: a pass that fixed or moved one leaves the input unnamed rather than misnamed."""
+    named = len(dim_names) == len(value.shape) and all(d < 0 for n, d in zip(dim_names, value.shape) if n)
     return TensorDef(index, name, node_type, dtypes.from_numpy(value.dtype), tuple(value.shape),
                      value.format, value.const, list(value.quant_params), value.quant_axis,
-                     tuple(value.source_perm))
+                     tuple(value.source_perm), dim_names if named else ())
 
 
 class _Flat:
@@ -87,7 +90,8 @@ class _Flat:
             kind = (fb.NodeType.VALUE if value.const is not None else
                     fb.NodeType.PARAMETER if name in inputs else fb.NodeType.CNODE)
             index[name] = len(self.tensors)
-            self.tensors.append(_tensor_def(index[name], self.name(name, prefix), value, kind))
+            self.tensors.append(_tensor_def(index[name], self.name(name, prefix), value, kind,
+                                            graph.dim_names.get(name, ()) if name in inputs else ()))
             if value.const is not None:
                 self.shared[id(value.const)] = index[name]
         return index, [self.node(n, index) for n in graph.nodes]

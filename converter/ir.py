@@ -72,6 +72,7 @@ class Graph:
         self.outputs: list[str] = []
         self.subgraphs: list[SubGraph] = []
         self.source_types: dict[str, tuple[np.dtype, int]] = {}   # (dtype, rank) of values, from the source
+        self.dim_names: dict[str, tuple[str, ...]] = {}   # graph input -> its dims' source names ("": known)
         self._counter = itertools.count()
         self._issued: set[str] = set()
 

@@ -1,9 +1,10 @@
 """`python -m lite.inspect model.ms [--graph out.dot|out.png] [--text] [--decryptKey=hex]`: what is inside a
 `.ms` file (an encrypted one with its key).
 
-Prints the format version, the graph inputs and outputs (shape, dtype), node counts by op type, the parameters
-(count and bytes by dtype), the quantized tensors with the range of their scales, the training subgraphs, the
-bodies of the control-flow nodes and the arena a session plans for the model. `--graph` writes the graph as Graphviz `.dot` (a `.png` needs Graphviz's
+Prints the format version, the graph inputs and outputs (shape, with unknown dims by their source names or `?`;
+dtype), node counts by op type, the parameters (count and bytes by dtype), the quantized tensors with the range of
+their scales, the training subgraphs, the bodies of the control-flow nodes and the arena a session plans for the
+model. `--graph` writes the graph as Graphviz `.dot` (a `.png` needs Graphviz's
 `dot` on the PATH); `--text` prints it as numbered lines, each naming the nodes it reads unless that is the line above,
 with the bodies of control-flow nodes indented below them.
 """
@@ -35,6 +36,13 @@ class TensorInfo:
     name: str
     shape: tuple[int, ...]
     dtype: str
+    dim_names: tuple[str, ...] = ()      # the source's names of the unknown dims ("": unnamed)
+
+    @property
+    def dims_text(self) -> str:
+        """The shape with each unknown dim shown by its source name, else `?`: `[batch, 3, height, width]`."""
+        names = self.dim_names or ("",) * len(self.shape)
+        return "[" + ", ".join(str(d) if d >= 0 else n or "?" for d, n in zip(self.shape, names)) + "]"
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,7 @@ class Summary:
 
 
 def _info(t: TensorDef) -> TensorInfo:
-    return TensorInfo(t.name, tuple(t.dims), dtypes.type_name(t.data_type))
+    return TensorInfo(t.name, tuple(t.dims), dtypes.type_name(t.data_type), t.dim_names)
 
 
 def _quant(t: TensorDef) -> QuantInfo:
@@ -126,7 +134,7 @@ def format_summary(s: Summary) -> str:
              + (", AES-GCM encrypted" if s.encrypted else "")]
     for title, items in (("inputs", s.inputs), ("outputs", s.outputs)):
         lines.append(f"{title}:")
-        lines += [f"  {t.name:<24} {t.dtype:<8} {list(t.shape)}" for t in items]
+        lines += [f"  {t.name:<24} {t.dtype:<8} {t.dims_text}" for t in items]
     lines.append(f"nodes: {sum(s.op_counts.values())}" + (" (bodies included)" if s.bodies else ""))
     lines += [f"  {op:<28} {n:>5}" for op, n in s.op_counts.most_common()]
     lines.append(f"parameters: {s.parameter_count:,}")

@@ -29,6 +29,7 @@ class TensorDef:
     quant_params: list[Any] = field(default_factory=list)
     quant_axis: int = 0
     source_perm: tuple[int, ...] = ()     # restores the source model's layout (e.g. OHWI -> OIHW)
+    dim_names: tuple[str, ...] = ()       # a graph input's unknown dims by their source names ("": unnamed)
 
     @property
     def is_const(self) -> bool:

@@ -18416,8 +18416,28 @@ class Tensor(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return 0
 
+    # Tensor
+    def DimNames(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.String(a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return ""
+
+    # Tensor
+    def DimNamesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Tensor
+    def DimNamesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        return o == 0
+
 def TensorStart(builder):
-    builder.StartObject(11)
+    builder.StartObject(12)
 
 def TensorAddName(builder, name):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -18464,6 +18484,12 @@ def TensorAddChannelQuant(builder, channelQuant):
 def TensorAddWeightQuantCompressType(builder, weightQuantCompressType):
     builder.PrependInt32Slot(10, weightQuantCompressType, 0)
 
+def TensorAddDimNames(builder, dimNames):
+    builder.PrependUOffsetTRelativeSlot(11, flatbuffers.number_types.UOffsetTFlags.py_type(dimNames), 0)
+
+def TensorStartDimNamesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
 def TensorEnd(builder):
     return builder.EndObject()
 
@@ -18489,6 +18515,7 @@ class TensorT(object):
         sourcePerm = None,
         channelQuant = None,
         weightQuantCompressType = 0,
+        dimNames = None,
     ):
         self.name = name  # type: Optional[str]
         self.nodeType = nodeType  # type: int
@@ -18501,6 +18528,7 @@ class TensorT(object):
         self.sourcePerm = sourcePerm  # type: Optional[List[int]]
         self.channelQuant = channelQuant  # type: Optional[ChannelQuantT]
         self.weightQuantCompressType = weightQuantCompressType  # type: int
+        self.dimNames = dimNames  # type: Optional[List[Optional[str]]]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -18560,6 +18588,10 @@ class TensorT(object):
         if tensor.ChannelQuant() is not None:
             self.channelQuant = ChannelQuantT.InitFromObj(tensor.ChannelQuant())
         self.weightQuantCompressType = tensor.WeightQuantCompressType()
+        if not tensor.DimNamesIsNone():
+            self.dimNames = []
+            for i in range(tensor.DimNamesLength()):
+                self.dimNames.append(tensor.DimNames(i))
 
     # TensorT
     def Pack(self, builder):
@@ -18599,6 +18631,14 @@ class TensorT(object):
                 sourcePerm = builder.EndVector()
         if self.channelQuant is not None:
             channelQuant = self.channelQuant.Pack(builder)
+        if self.dimNames is not None:
+            dimNameslist = []
+            for i in range(len(self.dimNames)):
+                dimNameslist.append(builder.CreateString(self.dimNames[i]))
+            TensorStartDimNamesVector(builder, len(self.dimNames))
+            for i in reversed(range(len(self.dimNames))):
+                builder.PrependUOffsetTRelative(dimNameslist[i])
+            dimNames = builder.EndVector()
         TensorStart(builder)
         if self.name is not None:
             TensorAddName(builder, name)
@@ -18617,6 +18657,8 @@ class TensorT(object):
         if self.channelQuant is not None:
             TensorAddChannelQuant(builder, channelQuant)
         TensorAddWeightQuantCompressType(builder, self.weightQuantCompressType)
+        if self.dimNames is not None:
+            TensorAddDimNames(builder, dimNames)
         tensor = TensorEnd(builder)
         return tensor
 

@@ -14,9 +14,9 @@ from torch import nn
 from onnx import TensorProto, helper, numpy_helper
 
 import lite
-import lite.session
 from converter import convert
 from models.text import OPSET
+from tests.converter.frontends.onnx.test_unknown_input_dims import plans  # noqa: F401  (the fixture)
 from tests.util import run_ort
 
 
@@ -56,20 +56,6 @@ def dynamic_text_encoder() -> onnx.ModelProto:
                           do_constant_folding=False,
                           dynamic_axes={"tokens": {0: "batch", 1: "seq"}, "logits": {0: "batch"}})
     return onnx.load_from_string(buf.getvalue())
-
-
-@pytest.fixture
-def plans(monkeypatch) -> list[object]:
-    """The plans the sessions compile, as they are made."""
-    made = []
-    compile_graph = lite.session.compile_graph
-
-    def counted(*args, **kwargs):
-        plan = compile_graph(*args, **kwargs)
-        made.append(plan)
-        return plan
-    monkeypatch.setattr(lite.session, "compile_graph", counted)
-    return made
 
 
 def test_text_encoder_with_dynamic_batch_and_length_runs_at_three_sizes(plans):

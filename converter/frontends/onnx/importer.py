@@ -117,8 +117,11 @@ def import_model(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | No
     for vi in g.input:
         if vi.name in initialized:
             continue
-        graph.values[vi.name] = _input_value(vi, input_shapes.pop(vi.name, None))
+        override = input_shapes.pop(vi.name, None)
+        graph.values[vi.name] = _input_value(vi, override)
         graph.inputs.append(vi.name)
+        if override is None and any(d.dim_param for d in vi.type.tensor_type.shape.dim):
+            graph.dim_names[vi.name] = tuple(d.dim_param for d in vi.type.tensor_type.shape.dim)
     if input_shapes:
         raise InputTensorError(f"--inputShape names {sorted(input_shapes)}, which are not graph inputs "
                                f"(inputs: {graph.inputs})")

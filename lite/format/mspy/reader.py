@@ -80,7 +80,11 @@ def _read_tensor(index: int, t: Any) -> TensorDef:
     perm = tuple(int_vector(t, "SourcePerm"))
     if perm and sorted(perm) != list(range(len(dims))):
         raise GraphFileError(f"tensor '{name}' has source_perm {list(perm)}, not a permutation of its dims")
-    return TensorDef(index, name, t.NodeType(), t.DataType(), dims, t.Format(), data, quant, t.QuantAxis(), perm)
+    dim_names = tuple(text(t.DimNames(j), "") for j in range(t.DimNamesLength()))
+    if dim_names and len(dim_names) != len(dims):
+        raise GraphFileError(f"tensor '{name}' names {len(dim_names)} dims, but has {len(dims)}")
+    return TensorDef(index, name, t.NodeType(), t.DataType(), dims, t.Format(), data, quant, t.QuantAxis(), perm,
+                     dim_names)
 
 
 def _read_data(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype, quant: list[Any]) -> np.ndarray:

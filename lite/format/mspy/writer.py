@@ -48,6 +48,7 @@ def _tensor(builder: flatbuffers.Builder, t: TensorDef, implied_quant: bool) -> 
     quant = _tables(builder, [params[0].Pack(builder)]) if len(params) == 1 else None
     channels = _channel_quant(t).Pack(builder) if len(params) > 1 else None
     perm = _ints(builder, t.source_perm, np.int32) if t.source_perm else None
+    dim_names = _tables(builder, [builder.CreateString(n) for n in t.dim_names]) if t.dim_names else None
     fb.TensorStart(builder)
     fb.TensorAddName(builder, name)
     fb.TensorAddNodeType(builder, t.node_type)
@@ -65,6 +66,8 @@ def _tensor(builder: flatbuffers.Builder, t: TensorDef, implied_quant: bool) -> 
         fb.TensorAddSourcePerm(builder, perm)
     if bits is not None:
         fb.TensorAddWeightQuantCompressType(builder, fb.WeightQuantCompressType.BITPACKING)
+    if dim_names is not None:
+        fb.TensorAddDimNames(builder, dim_names)
     return fb.TensorEnd(builder)
 
 
