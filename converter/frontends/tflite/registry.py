@@ -106,8 +106,15 @@ class ImportContext(EmitContext):
         return PADDING[int(self.opt("Padding", 0))]
 
     def int_list(self, name: str, what: str) -> list[int]:
-        """A constant integer input (shape, axes, begin, ...) as a list."""
-        return [int(v) for v in np.ravel(self.require_const(name, what))]
+        """A constant integer input (shape, axes, begin, ...) as a list of int64 values."""
+        limits = np.iinfo(np.int64)
+        try:
+            values = [int(v) for v in np.ravel(self.require_const(name, what))]
+        except (ValueError, OverflowError):          # NaN, infinity
+            values = None
+        if values is None or any(not limits.min <= v <= limits.max for v in values):
+            raise self.error(f"{what} '{name}' holds values that are not 64-bit integers")
+        return values
 
 
 def dequantized(value: Value) -> np.ndarray:
