@@ -6,9 +6,10 @@ import os
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import DecodeError
 
 from converter.frontends.mindir import mind_ir_pb2 as pb
+from converter.frontends.proto_text import undecodable_field
 from lite.status import GraphFileError, NotSupportedError
 
 MAX_VERSION = pb.IR_VERSION_WITH_SCALAR_GRAPH_HOLDER
@@ -36,36 +37,15 @@ def parse(data: bytes, source: str) -> pb.ModelProto:
         model.ParseFromString(data)
     except DecodeError as e:
         raise GraphFileError(f"'{source}' is not a readable MINDIR model: {e}") from None
-    _check_text(model, source)
+    field = undecodable_field(model)
+    if field:
+        raise GraphFileError(f"'{source}' is not a readable MINDIR model: {field} is not UTF-8 text")
     if not model.HasField("graph") or not model.graph.node:
         raise GraphFileError(f"'{source}' is not a readable MINDIR model: it has no graph")
     if model.mind_ir_version > MAX_VERSION:
         raise NotSupportedError(f"'{source}' has mind_ir_version {model.mind_ir_version}; versions up to "
                                 f"{MAX_VERSION} (MindSpore 1.x-2.x) are supported")
     return model
-
-
-def _check_text(message: Message, source: str) -> None:
-    """GraphFileError unless every string field holds UTF-8 text: proto2 leaves them unchecked, and protobuf hands
-    an undecodable one over as bytes, which no name lookup expects."""
-    for field, value in message.ListFields():
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            try:                                    # a map decodes its strings as it is read
-                values = [item for pair in value.items() for item in pair]
-            except UnicodeDecodeError:
-                raise _not_text(message, field.name, source) from None
-        else:
-            values = value if field.is_repeated else (value,)
-        for item in values:
-            if isinstance(item, Message):
-                _check_text(item, source)
-            elif isinstance(item, bytes) and field.type != field.TYPE_BYTES:
-                raise _not_text(message, field.name, source)
-
-
-def _not_text(message: Message, field: str, source: str) -> GraphFileError:
-    return GraphFileError(f"'{source}' is not a readable MINDIR model: {message.DESCRIPTOR.name}.{field} is not "
-                          f"UTF-8 text")
 
 
 def dtype_of(tensor: pb.TensorProto, where: str) -> np.dtype:

@@ -12,6 +12,7 @@ from onnx import helper, numpy_helper
 from converter.frontends import SourceModel, read_bytes
 from converter.frontends.onnx.importer import import_model
 from converter.frontends.onnx.weights import node_weights
+from converter.frontends.proto_text import undecodable_field
 from converter.ir import Graph
 from lite.status import GraphFileError
 from schema import FMK_ONNX
@@ -26,6 +27,9 @@ def parse(data: bytes, source: str = "<buffer>") -> onnx.ModelProto:
         onnx.load_external_data_for_model(model, os.path.dirname(source))
     except Exception as e:
         raise GraphFileError(f"'{source}' is not a readable ONNX model: {e}") from e
+    field = undecodable_field(model)
+    if field:
+        raise GraphFileError(f"'{source}' is not a readable ONNX model: {field} is not UTF-8 text")
     return model
 
 
