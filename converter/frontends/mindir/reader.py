@@ -96,6 +96,13 @@ def _external(tensor: pb.TensorProto, source: str) -> bytes:
 def attribute_value(attr: pb.AttributeProto, source: str) -> Any:
     """An attribute (or Constant node value) as Python: scalars, str, lists for tuples and lists, ndarrays for
     tensors, a numpy dtype for a tensor type, None, or MONAD for ordering tokens."""
+    try:
+        return _attribute_value(attr, source)
+    except UnicodeDecodeError:                      # string values are bytes fields: decoded here
+        raise GraphFileError(f"'{source}': attribute '{attr.name}' holds text that is not UTF-8") from None
+
+
+def _attribute_value(attr: pb.AttributeProto, source: str) -> Any:
     if attr.type in SCALARS:
         return SCALARS[attr.type](attr)
     if attr.type in (A.TUPLE, A.LIST):
