@@ -31,6 +31,7 @@ import sys
 import time
 import tokenize
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -152,7 +153,8 @@ def load_expected(path: str, output_names: list[str]) -> dict[str, np.ndarray]:
             return parse_calibration(f.read(), path)
     except OSError as e:
         raise ParamInvalidError(f"cannot read benchmark data file '{path}': {e.strerror or e}") from e
-    except (ValueError, EOFError, tokenize.TokenError, zipfile.BadZipFile) as e:   # numpy's header parse
+    except (ValueError, EOFError, tokenize.TokenError, zipfile.BadZipFile, NotImplementedError,
+            RuntimeError, zlib.error) as e:        # numpy's header parse; zipfile: unknown versions, encryption
         raise ParamInvalidError(f"'{path}' is not a valid benchmark data file: {e}") from e
 
 

@@ -1,8 +1,8 @@
 """`python -m tests.fuzz.run <harness> (--runs N | --seconds T)`: fuzz one harness (`tests.fuzz.HARNESSES`)
 from its seed corpus, coverage-guided with atheris (libFuzzer) when it is installed, else with the seeded
-mutations of `lite.tools.fuzz` (`--plain` forces those). The process's address space is capped at its size
-after the imports plus `--memory-mb` (RLIMIT_AS), so an over-allocation is a `MemoryError` finding, and each
-input has `--time-limit` seconds. A finding prints its traceback, leaves the input in the work folder
+mutations of `lite.tools.fuzz` (`--plain` forces those). The runtime's memory limit is set to `--arena-mb`
+and the process's address space capped at its size after the imports plus that and `--memory-mb` (RLIMIT_AS),
+so an allocation beyond them is a `MemoryError` finding; each input has `--time-limit` seconds. A finding prints its traceback, leaves the input in the work folder
 (`crash-*`, atheris) and exits non-zero. `--replay DIR...` runs the inputs of folders once each (coverage
 measurements, regressions).
 """
@@ -98,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget.add_argument("--seconds", type=float, help="wall time")
     budget.add_argument("--replay", type=Path, nargs="+", metavar="DIR", help="run these folders' inputs once")
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per input")
-    parser.add_argument("--memory-mb", type=int, default=256, help="address space beyond the loaded process")
+    parser.add_argument("--arena-mb", type=int, default=64, help="the runtime's memory limit (MAX_ARENA_BYTES)")
+    parser.add_argument("--memory-mb", type=int, default=256, help="address space beyond the loaded process and "
+                        "its arena limit")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=Path, help="atheris' corpus and findings folder (default: a temporary one)")
     parser.add_argument("--plain", action="store_true", help="seeded mutations without coverage guidance")
@@ -107,9 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     test = load(args.harness, guided)
     import tests.fuzz.contract
     tests.fuzz.contract.TIME_LIMIT_S = args.time_limit
+    import lite.compiler
+    lite.compiler.MAX_ARENA_BYTES = args.arena_mb << 20     # the planned arena's bound; the cap allows more
     for data in seeds(args.harness):
         test(data)                    # lazy allocations (BLAS buffers, caches) happen before the cap
-    cap_memory(args.memory_mb)
+    cap_memory(args.arena_mb + args.memory_mb)
     if args.replay is not None:
         return replay(test, args.replay)
     if not guided:

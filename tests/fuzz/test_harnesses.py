@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import lite.compiler
 from tests.fuzz import HARNESSES, contract
 
 HERE = Path(__file__).parent
@@ -17,6 +18,7 @@ REPO = HERE.parents[1]
 RUNS = {"ms": 3000, "mindspore_lite": 3000, "mindir": 1500, "tflite": 4000, "onnx": 3000, "config": 4000,
         "benchmark": 20000}    # ≈ 10-20 s each on one core
 HANG_S = 30.0                  # per input: only a hang, not a slow machine, exceeds it
+ARENA_BYTES = 64 << 20         # the runner's default runtime memory limit
 
 
 @pytest.mark.parametrize("harness", HARNESSES)
@@ -34,4 +36,5 @@ REGRESSIONS = sorted((HERE / "regressions").glob("*/*"))
 @pytest.mark.parametrize("path", REGRESSIONS, ids=[f"{p.parent.name}/{p.name}" for p in REGRESSIONS])
 def test_past_finding_is_refused(path: Path, monkeypatch) -> None:
     monkeypatch.setattr(contract, "TIME_LIMIT_S", HANG_S)
+    monkeypatch.setattr(lite.compiler, "MAX_ARENA_BYTES", ARENA_BYTES)
     importlib.import_module(f"tests.fuzz.{path.parent.name}").TestOneInput(path.read_bytes())
