@@ -26,6 +26,7 @@ fails (non-zero status) when bias(all) exceeds `--accuracyThreshold` (in percent
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -131,7 +132,7 @@ def parse_calibration(text: str, path: str) -> dict[str, np.ndarray]:
             data = np.array(values.split(), np.float64)
         except ValueError:
             raise ParamInvalidError(f"'{path}': malformed calibration entry '{header}'") from None
-        if rank != len(shape) or data.size != int(np.prod(shape, dtype=np.int64)):
+        if rank != len(shape) or data.size != math.prod(shape):
             raise ParamInvalidError(f"'{path}': output '{name}' declares rank {rank} and dims {list(shape)} "
                                     f"but has {data.size} values")
         expected[name] = data.reshape(shape)
