@@ -19,10 +19,11 @@ def _read(data: bytes) -> None:
     if not data:
         return
     suffix = SUFFIXES[data[0] % len(SUFFIXES)]
-    if suffix == ".bin":
-        read_input_file(scratch_file(suffix, data[1:]), INPUT)
-    else:
-        load_expected(scratch_file(suffix, data[1:]), ["output"])
+    with scratch_file(suffix, data[1:]) as path:
+        if suffix == ".bin":
+            read_input_file(path, INPUT)
+        else:
+            load_expected(path, ["output"])
 
 
 TestOneInput = contract(_read)

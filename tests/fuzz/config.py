@@ -16,12 +16,12 @@ def _quant(path: str) -> None:
 
 def _parse(data: bytes) -> None:
     """Both parsers of a config file."""
-    path = scratch_file(".cfg", data)
-    for parse in (_quant, load_train_config):
-        try:
-            parse(path)
-        except LiteError:
-            pass
+    with scratch_file(".cfg", data) as path:
+        for parse in (_quant, load_train_config):
+            try:
+                parse(path)
+            except LiteError:
+                pass
 
 
 TestOneInput = contract(_parse)

@@ -1,22 +1,20 @@
-"""One scratch file per harness process, for readers that take a path rather than bytes."""
+"""Files for readers that take a path rather than bytes."""
 from __future__ import annotations
 
-import atexit
 import os
 import tempfile
+from contextlib import contextmanager
+from typing import Iterator
 
 
-def scratch_file(suffix: str, data: bytes) -> str:
-    """The path of a file now holding `data` (rewritten in place; removed at exit)."""
-    path = _paths.get(suffix)
-    if path is None:
-        fd, path = tempfile.mkstemp(prefix="fuzz-", suffix=suffix)
-        os.close(fd)
-        atexit.register(os.unlink, path)
-        _paths[suffix] = path
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
-
-
-_paths: dict[str, str] = {}
+@contextmanager
+def scratch_file(suffix: str, data: bytes) -> Iterator[str]:
+    """The path of a new file holding `data`, removed afterwards (libFuzzer ends the process without running
+    Python's exit handlers, so nothing may wait for them)."""
+    fd, path = tempfile.mkstemp(prefix="fuzz-", suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        yield path
+    finally:
+        os.unlink(path)
