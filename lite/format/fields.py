@@ -6,7 +6,11 @@ from typing import Any
 import numpy as np
 
 from lite import dtypes
+from schema import bitpack
 from lite.status import GraphFileError, LiteError, NotSupportedError
+
+
+MAX_ELEMENTS = 1 << 34     # refuse shapes no device could hold instead of attempting the allocation
 
 
 def text(value: bytes | None, default: str) -> str:
@@ -32,3 +36,18 @@ def tensor_header(index: int, t: Any) -> tuple[str, tuple[int, ...], np.dtype]:
         if dtypes.is_known(t.DataType()):
             raise NotSupportedError(f"tensor '{name}': {e.args[0]}") from None
         raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
+
+
+def packed_values(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype, quant: list[Any]) -> np.ndarray:
+    """A bit-packed int8 tensor's `num_bits` fields (least significant bit first), one per element in `dims`,
+    sign-extended (our format's values; MindSpore Lite's files store each value offset instead)."""
+    bits = bitpack.low_bits(quant)
+    if dtype != np.int8 or bits is None or any(d < 0 for d in dims):
+        raise GraphFileError(f"tensor '{name}' is bit-packed, but is not int8 of known dims with one num_bits below "
+                             f"8 in its quant params")
+    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    need = bitpack.packed_size(count, bits)
+    if count > MAX_ELEMENTS or need != t.DataLength():
+        raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of {bits}-bit "
+                             f"packed values need {need}")
+    return bitpack.unpack(t.DataAsNumpy(), bits, count).reshape(dims)

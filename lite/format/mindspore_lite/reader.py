@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from lite import dtypes
-from lite.format.fields import int_vector, tensor_header, text
+from lite.format.fields import MAX_ELEMENTS, int_vector, packed_values, tensor_header, text
 from lite.format.graph import assemble
 from lite.format.mindspore_lite.ops import Graph, primitive_name, translate
 from lite.format.mindspore_lite.residuals import fuse_residuals
@@ -18,7 +18,6 @@ from schema import bitpack
 from schema import fb as ours
 from schema.mindspore_lite import fb
 
-_MAX_ELEMENTS = 1 << 34     # refuse shapes no device could hold instead of attempting the allocation
 _FLOAT32_MAX = float(np.finfo(np.float32).max)     # a quant scale the kernels can hold
 # The official Format of a tensor -> ours, for what the runtime reports; the data layout itself is fixed by the op
 # (Conv2DFusion weights are [out, kh, kw, in / group] whatever the file says).
@@ -107,16 +106,8 @@ def _unpacked(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype, quant: 
     """Bit-packed int8 weights: `num_bits` per value, least significant bit first, each value stored offset by
     2^(num_bits - 1) (so 4-bit -8..7 is 0..15)."""
     bits = bitpack.low_bits(quant)
-    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
-    if dtype != np.int8 or bits is None or any(d < 0 for d in dims):
-        raise GraphFileError(f"tensor '{name}' is bit-packed, but is not int8 of known dims with one num_bits below "
-                             f"8 in its quant params")
-    need = bitpack.packed_size(count, bits)
-    if count > _MAX_ELEMENTS or need != t.DataLength():
-        raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of {bits}-bit "
-                             f"packed values need {need}")
-    low = bitpack.unpack(t.DataAsNumpy(), bits, count).astype(np.int16) & ((1 << bits) - 1)
-    return (low - (1 << (bits - 1))).astype(np.int8).reshape(dims)
+    low = packed_values(name, t, dims, dtype, quant).astype(np.int16) & ((1 << bits) - 1)
+    return (low - (1 << (bits - 1))).astype(np.int8)
 
 
 def _quant_param(q: Any) -> ours.QuantParamT:
@@ -144,7 +135,7 @@ def _read_data(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype) -> np.
     if any(d < 0 for d in dims):
         raise GraphFileError(f"const tensor '{name}' has unknown dims {list(dims)}")
     count = int(np.prod(dims, dtype=np.int64)) if dims else 1
-    if count > _MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():
+    if count > MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():
         raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
                              f"{dtypes.type_name(t.DataType())} need {count * dtype.itemsize}")
     raw = t.DataAsNumpy()

@@ -6,16 +6,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from lite import dtypes
-from lite.format.fields import int_vector, tensor_header, text
+from lite.format.fields import MAX_ELEMENTS, int_vector, packed_values, tensor_header, text
 from lite.format.graph import Part, assemble
 from lite.model import Model, NodeDef, TensorDef
 from lite.status import GraphFileError
 from lite.traits import traits
-from schema import FMK_ONNX, NO_TENSOR, bitpack, channel_quant, fb
+from schema import FMK_ONNX, NO_TENSOR, channel_quant, fb
 from schema import attrs as op_attrs
 
 _OP_NAMES = {code: name for name, code in vars(fb.Primitive).items() if not name.startswith("_") and code}
-_MAX_ELEMENTS = 1 << 34     # refuse shapes no device could hold instead of attempting the allocation
 
 
 
@@ -92,18 +91,10 @@ def _read_data(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype, quant:
     count = int(np.prod(dims, dtype=np.int64)) if dims else 1
     compress = t.WeightQuantCompressType()
     if compress == fb.WeightQuantCompressType.BITPACKING:
-        bits = bitpack.low_bits(quant)
-        if dtype != np.int8 or bits is None:
-            raise GraphFileError(f"tensor '{name}' is bit-packed, but is not int8 with one num_bits below 8 in "
-                                 f"its quant params")
-        need = bitpack.packed_size(count, bits)
-        if count > _MAX_ELEMENTS or need != t.DataLength():
-            raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
-                                 f"{bits}-bit packed values need {need}")
-        return bitpack.unpack(t.DataAsNumpy(), bits, count).reshape(dims)
+        return packed_values(name, t, dims, dtype, quant)
     if compress != fb.WeightQuantCompressType.NONE:
         raise GraphFileError(f"tensor '{name}' has unknown weight_quant_compress_type {compress}")
-    if count > _MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():
+    if count > MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():
         raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
                              f"{dtypes.type_name(t.DataType())} need {count * dtype.itemsize}")
     return t.DataAsNumpy().view(dtype).reshape(dims)   # a view into the mapped buffer, never a copy

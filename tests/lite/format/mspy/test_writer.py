@@ -191,6 +191,6 @@ def test_bit_packed_weights_of_the_wrong_length_or_kind_are_refused() -> None:
     with pytest.raises(GraphFileError, match="tensor 'w' has unknown weight_quant_compress_type 3"):
         Model.Import(object_api_file(weight, bias, packed, 3))
     wide = weight_params(bits=8)
-    with pytest.raises(GraphFileError, match="tensor 'w' is bit-packed, but is not int8 with one num_bits below 8"):
+    with pytest.raises(GraphFileError, match="tensor 'w' is bit-packed, but is not int8 of known dims with one num_bits below 8"):
         Model.Import(object_api_file(wide, implied_bias(x_param(), wide), packed,
                                      fb.WeightQuantCompressType.BITPACKING))
