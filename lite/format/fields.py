@@ -1,6 +1,7 @@
 """Reading the FlatBuffers fields every format's tensors share, with the same checks and error messages."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,8 @@ def tensor_header(index: int, t: Any) -> tuple[str, tuple[int, ...], np.dtype]:
     a known type whose numpy dtype needs `ml_dtypes` is NotSupportedError."""
     name = text(t.Name(), f"tensor_{index}")
     dims = tuple(int_vector(t, "Dims"))
-    if any(d < -1 for d in dims):
-        raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")
+    if any(d < -1 for d in dims) or math.prod(d for d in dims if d > 0) > np.iinfo(np.int64).max:
+        raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")   # (past int64: no array shape)
     try:
         return name, dims, dtypes.to_numpy(t.DataType())
     except LiteError as e:
