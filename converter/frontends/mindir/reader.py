@@ -35,7 +35,7 @@ def parse(data: bytes, source: str) -> pb.ModelProto:
     model = pb.ModelProto()
     try:
         model.ParseFromString(data)
-    except DecodeError as e:
+    except (DecodeError, UnicodeDecodeError) as e:    # protobuf's pure-Python parser decodes strings as it reads
         raise GraphFileError(f"'{source}' is not a readable MINDIR model: {e}") from None
     field = undecodable_field(model)
     if field:

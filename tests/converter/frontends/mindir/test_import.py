@@ -4,6 +4,7 @@ attributes), committed with MindSpore's outputs, convert with `converter_lite --
 ran them; external weight files are read; bad files are refused with a status naming the file (and the node)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -221,3 +222,22 @@ def test_a_training_graph_is_refused_saying_what_converts(tmp_path):
     with pytest.raises(lite.NotSupportedError, match=r"'.*train\.mindir' is a training graph \(it applies ReluGrad\): "
                                                      r".*convert it with --trainModel=true"):
         read_model("MINDIR", write(model, tmp_path / "train.mindir")).to_ir()
+
+
+def test_undecodable_text_is_a_graph_file_error_under_protobufs_pure_python_parser(tmp_path: Path) -> None:
+    """The pure-Python protobuf parser decodes string fields while it reads (upb leaves them for later): a name
+    that is not UTF-8 is a GraphFileError under both (fuzz finding)."""
+    model = pb.ModelProto()
+    node = model.graph.node.add()
+    node.op_type, node.domain = "REF::ReLU:1", "AAAA"
+    (tmp_path / "bad.mindir").write_bytes(model.SerializeToString().replace(b"AAAA", b"\x92AAA"))
+    script = ("from converter.frontends.mindir.reader import parse\n"
+              "from lite.status import GraphFileError\n"
+              "try:\n    parse(open('bad.mindir', 'rb').read(), 'bad.mindir')\n"
+              "except GraphFileError as e:\n    print('refused:', e)\n")
+    env = {**os.environ, "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[4])}
+    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "refused: 'bad.mindir' is not a readable MINDIR model" in run.stdout
