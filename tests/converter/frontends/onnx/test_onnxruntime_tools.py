@@ -17,7 +17,7 @@ import models
 from models.text import text_encoder
 from tests.util import run_lite, run_ort, session_for
 
-quantization = pytest.importorskip("onnxruntime.quantization")
+quantization = pytest.importorskip("onnxruntime.quantization", reason="onnxruntime's own quantizer writes the models under test")
 FORMS = ("dynamic", "qdq", "qoperator")
 
 
@@ -151,7 +151,7 @@ def test_dynamic_quantize_lstm_model_matches_onnxruntime(tmp_path):
 def test_transformers_optimizer_output_matches_onnxruntime(tmp_path):
     """optimize_model fuses the encoder's GELU and residual LayerNorms into com.microsoft Gelu and
     SkipLayerNormalization."""
-    optimizer = pytest.importorskip("onnxruntime.transformers.optimizer")
+    optimizer = pytest.importorskip("onnxruntime.transformers.optimizer", reason="onnxruntime's transformer optimizer writes the contrib-op models")
     source = tmp_path / "text.onnx"
     onnx.save(text_encoder()[1], source)
     model = optimizer.optimize_model(str(source), model_type="bert", num_heads=4, hidden_size=32, opt_level=1).model
