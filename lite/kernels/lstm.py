@@ -3,6 +3,15 @@
     i = f(x Wi + h Ri + Pi * c_prev + b_i)      f = f(... + Pf * c_prev)  (input_forget: f = 1 - i)
     c~ = g(x Wc + h Rc + b_c)                   c = f * c_prev + i * c~
     o = f(x Wo + h Ro + Po * c + b_o)           h = o * h(c)
+
+With four more inputs (W_scale, W_zero_point, R_scale, R_zero_point: per direction [D] or per gate column
+[D, 4H]) W and R hold int8 / uint8 weights and the products run as onnxruntime's DynamicQuantizeLSTM runs them:
+X (its first max(sequence_lens) steps, all at once) and each step's h_{t-1} (the whole batch) are quantized to
+uint8 with DynamicQuantizeLinear's range and rounding, the products summed exactly in integers and scaled by the
+two scales in float32, the bias added after the recurrent term. Where onnxruntime differs in how it groups the
+rows it quantizes together, we follow its one-thread run of full-length sequences: on several threads it
+quantizes h per block of batch rows, and with sequences of unequal lengths it quantizes an ended one as zeros and
+walks a reverse direction from each sequence's own end (we keep an ended row's state and walk from time T-1).
 """
 from __future__ import annotations
 
@@ -11,6 +20,7 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import register
 from lite.kernels._recurrent_math import RecurrentKernel
+from lite.kernels.dynamic_quantize import QMAX
 from lite.traits import TrainMode, declare
 
 declare("LSTM", train=TrainMode(outputs=("Y_h", "Y_c", "gates", "states")))
@@ -21,13 +31,57 @@ class LSTMKernel(RecurrentKernel):
     gates, states, functions = 4, 2, 3
     unclipped = (2,)
 
+    def check_inputs(self, inputs) -> None:
+        super().check_inputs(inputs)
+        self.quantized = len(inputs) > 8 and inputs[8] is not None
+
+    def run(self, inputs, outputs) -> None:
+        if self.quantized:
+            w_scale, w_zero, r_scale, r_zero = inputs[8:12]
+            self.w_levels = self._levels(inputs[1], w_zero)
+            self.r_levels = self._levels(inputs[2], r_zero)
+            self.w_scale, self.r_scale = (s.astype(np.float32).reshape(self.D, -1) for s in (w_scale, r_scale))
+        super().run(inputs[:8], outputs)
+
+    def _levels(self, q: np.ndarray, zero: np.ndarray) -> np.ndarray:
+        """Weights [D, 4H, in] as integer levels q - zero point, in float64 (its products and sums are exact)."""
+        return q.astype(np.float64) - zero.astype(np.float64).reshape(self.D, -1, 1)
+
+    def project(self, x, w, bias) -> None:
+        if not self.quantized:
+            super().project(x, w, bias)
+            return
+        self.bias = bias
+        lens = self.lens
+        steps = self.T if lens is None else int(lens.max(initial=0))
+        pre = self.gates_buf.reshape(self.T, self.B, self.D, -1)
+        pre[steps:] = 0
+        levels, scale = _quantized(x[:steps])
+        products = levels.reshape(-1, self.I) @ self.w_levels.reshape(-1, self.I).T
+        np.multiply(products.astype(np.float32).reshape(steps, self.B, self.D, -1), scale * self.w_scale,
+                    out=pre[:steps])
+
+    def mask(self, lens):
+        self.lens = lens
+        return super().mask(lens)
+
+    def add_recurrent(self, pre: np.ndarray, h: np.ndarray, r: np.ndarray, d: int) -> None:
+        """pre += h R^T (+ the bias, after it, when the weights are quantized)."""
+        if not self.quantized:
+            np.matmul(h, r.T, out=self.tmp)
+            pre += self.tmp
+            return
+        levels, scale = _quantized(h)
+        pre += (levels @ self.r_levels[d].T).astype(np.float32) * (scale * self.r_scale[d])
+        if self.bias is not None:
+            pre += self.bias[d]
+
     def step(self, pre, prev, cur, r, b, ins, d) -> None:
         n = self.H
         f, g, h = self.acts[d]
         peep, a = ins[7], self.act
         c_prev, c = prev[:, n:], cur[:, n:]
-        np.matmul(prev[:, :n], r.T, out=self.tmp)
-        pre += self.tmp
+        self.add_recurrent(pre, prev[:, :n], r, d)
         if peep is not None:
             pre[:, :n] += peep[d, :n] * c_prev
             pre[:, 2 * n:3 * n] += peep[d, 2 * n:] * c_prev
@@ -43,3 +97,13 @@ class LSTMKernel(RecurrentKernel):
             pre[:, n:2 * n] += peep[d, n:2 * n] * c
         f(pre[:, n:2 * n], a[:, n:2 * n])
         np.multiply(a[:, n:2 * n], h(c), out=cur[:, :n])
+
+
+def _quantized(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
+    """x as uint8 levels minus their zero point (float64) and its scale: the range [min(x, 0), max(x, 0)] over
+    [0, 255] and rounding half to even, in float32 as DynamicQuantizeLinear computes them."""
+    low, high = np.float32(min(x.min(initial=0.0), 0.0)), np.float32(max(x.max(initial=0.0), 0.0))
+    scale = np.float32(1.0) if high == low else (high - low) / np.float32(QMAX)
+    zero = np.rint(np.clip(np.float32(0.0) - low / scale, np.float32(0.0), np.float32(QMAX)))
+    q = np.clip(np.rint(x / scale) + zero, 0.0, QMAX)
+    return q.astype(np.float64) - np.float64(zero), scale

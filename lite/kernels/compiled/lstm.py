@@ -1,5 +1,5 @@
 """The compiled sibling of LSTM: each direction's loop of the default gates (sigmoid, tanh, tanh; no peepholes,
-no input_forget) as one compiled call (`recurrent.lstm_direction`)."""
+no input_forget, float weights) as one compiled call (`recurrent.lstm_direction`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,7 +18,8 @@ class LSTMCompiled(CompiledLoop, LSTMKernel):
         super().bind(inputs, outputs, scratch)
 
     def fits(self) -> bool:
-        return self.default_gates(A.SIGMOID, A.TANH, A.TANH) and not (self.peepholes or self.attrs.input_forget)
+        return self.default_gates(A.SIGMOID, A.TANH, A.TANH) and not (self.peepholes or self.attrs.input_forget or
+                                                                      self.quantized)
 
     def cell(self, d: int):
         from lite.kernels.compiled import recurrent

@@ -322,21 +322,14 @@ def _unpacked(packed: np.ndarray, bits: int) -> np.ndarray:
 
 @onnx_op("DynamicQuantizeLSTM", domain=MICROSOFT)
 def dynamic_quantize_lstm(ctx: ImportContext) -> None:
-    """The LSTM of X, W, R, B, sequence_lens, initial_h, initial_c, P with its weights dequantized at import from
-    int8 / uint8 W [D, input, 4H] and R [D, H, 4H] (per-tensor or per-column params W_scale, W_zero_point,
-    R_scale, R_zero_point, inputs 8-11): onnxruntime quantizes X and h at each step, we run them in float."""
-    weights = []
-    for w, s, z in ((1, 8, 9), (2, 10, 11)):
-        q = ctx.require_const(ctx.input(w), "the quantized weights").astype(np.float32)
-        scale = ctx.require_const(ctx.input(s), "the weight scale").astype(np.float32)
-        zero = ctx.require_const(ctx.input(z), "the weight zero point").astype(np.float32)
-        real = (q - _per_direction(zero, q.shape[0])) * _per_direction(scale, q.shape[0])
-        weights.append(ctx.add_const(np.ascontiguousarray(real.transpose(0, 2, 1)), "weight"))   # -> [D, 4H, in]
-    inputs = [ctx.input(0), *weights, *(ctx.input(i) for i in range(3, 8))]
+    """The LSTM of X, W, R, B, sequence_lens, initial_h, initial_c, P over int8 / uint8 W [D, input, 4H] and
+    R [D, H, 4H] with per-direction or per-column W_scale, W_zero_point, R_scale, R_zero_point (inputs 8-11): our
+    LSTM with those four inputs, W and R transposed to ONNX's [D, 4H, rows], runs it as onnxruntime does
+    (quantizing X and each step's h)."""
+    weights = [ctx.add_const(np.ascontiguousarray(ctx.require_const(ctx.input(i), "the quantized weights")
+                                                  .transpose(0, 2, 1)), "weight") for i in (1, 2)]
+    params = [ctx.add_const(ctx.require_const(ctx.input(i), what), what.replace(" ", "_")) for i, what in
+              ((8, "W scale"), (9, "W zero point"), (10, "R scale"), (11, "R zero point"))]
+    inputs = [ctx.input(0), *weights, *(ctx.input(i) for i in range(3, 8)), *params]
     attrs = {a.name: ctx.attr(a.name) for a in ctx.node.attribute}
     ctx.delegate("LSTM", inputs, ctx.outputs, **attrs)
-
-
-def _per_direction(param: np.ndarray, directions: int) -> np.ndarray:
-    """A [D] or [D, 4H] weight parameter as [D, 1, 1 or 4H], to broadcast over [D, rows, 4H] weights."""
-    return param.reshape(directions, 1, -1)

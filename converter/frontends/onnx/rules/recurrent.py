@@ -66,7 +66,7 @@ def recurrent(ctx: ImportContext) -> None:
         attrs["input_forget"] = bool(ctx.attr("input_forget", 0))
     if op == "GRU":
         attrs["linear_before_reset"] = bool(ctx.attr("linear_before_reset", 0))
-    inputs = ctx.inputs[:8 if op == "LSTM" else 6]
+    inputs = ctx.inputs[:12 if op == "LSTM" else 6]     # LSTM's 9th-12th: DynamicQuantizeLSTM's weight params
     while inputs and not inputs[-1]:
         inputs.pop()
     wanted = ctx.outputs + [""] * (n_outputs - len(ctx.outputs))

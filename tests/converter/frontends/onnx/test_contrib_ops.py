@@ -183,21 +183,37 @@ def test_matmul_nbits(bits, with_zero_points):
     check("MatMulNBits", {"a": _normal(3, k)}, consts, inputs, atol=3e-5, K=k, N=n, bits=bits, block_size=block)
 
 
-def test_dynamic_quantize_lstm_matches_within_its_input_quantization():
-    """onnxruntime quantizes X and h to uint8 at every step; we run the dequantized weights in float: the outputs
-    agree to within that quantization (checked against 1e-2 of their range, 1)."""
-    seq, batch, size, hidden = 6, 2, 5, 4
-    feeds = {"x": _normal(seq, batch, size)}
-    consts = {"w": _ints(np.int8, 1, size, 4 * hidden), "r": _ints(np.int8, 1, hidden, 4 * hidden),
-              "b": _normal(1, 8 * hidden), "ws": np.full(1, 0.01, np.float32), "wz": np.zeros(1, np.int8),
-              "rs": np.abs(_normal(1, 4 * hidden, scale=0.01)), "rz": np.zeros((1, 4 * hidden), np.int8)}
-    model = contrib_model("DynamicQuantizeLSTM", feeds, consts,
-                          ["x", "w", "r", "b", "", "", "", "", "ws", "wz", "rs", "rz"], ["y", "h", "c"],
-                          hidden_size=hidden)
-    want, got = run_ort(model, feeds), run_lite(session_for(model), feeds)
+def run_ort_one_thread(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """onnxruntime on one thread: its DynamicQuantizeLSTM then quantizes each step's h over the whole batch (on
+    more threads, per block of batch rows)."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))
+
+
+@pytest.mark.parametrize("dtype, direction, per_column, lens", [
+    (np.int8, "forward", True, None), (np.uint8, "bidirectional", False, None), (np.int8, "reverse", False, None),
+    (np.uint8, "forward", True, [6, 6, 6]), (np.int8, "bidirectional", True, [6, 6, 6])])
+def test_dynamic_quantize_lstm(dtype, direction, per_column, lens):
+    """X and each step's h quantized to uint8 as onnxruntime does, integer products: within 1e-5 of the range
+    (1.2e-2 when run on dequantized weights in float)."""
+    seq, batch, size, hidden, d = 6, 3, 5, 4, 2 if direction == "bidirectional" else 1
+    feeds = {"x": _normal(seq, batch, size)} | ({} if lens is None else {"lens": np.array(lens, np.int32)})
+    params = (d, 4 * hidden) if per_column else (d,)
+    zero = np.zeros(params, dtype) if dtype == np.int8 else np.full(params, 118, dtype)
+    consts = {"w": _ints(dtype, d, size, 4 * hidden), "r": _ints(dtype, d, hidden, 4 * hidden),
+              "b": _normal(d, 8 * hidden), "ws": np.abs(_normal(*params, scale=0.01)), "wz": zero,
+              "rs": np.abs(_normal(*params, scale=0.01)), "rz": zero, "h0": _normal(d, batch, hidden)}
+    inputs = ["x", "w", "r", "b", "" if lens is None else "lens", "h0", "", "", "ws", "wz", "rs", "rz"]
+    model = contrib_model("DynamicQuantizeLSTM", feeds, consts, inputs, ["y", "h", "c"], hidden_size=hidden,
+                          direction=direction)
+    want, got = run_ort_one_thread(model, feeds), run_lite(session_for(model), feeds)
     for name in ("y", "h", "c"):
         assert got[name].shape == want[name].shape
-        assert np.abs(got[name] - want[name]).max() <= 1e-2, name
+        assert np.abs(got[name] - want[name]).max() <= 1e-5 * np.ptp(want[name]), name
 
 
 # ---- quantized contrib ops (QOperator) ----------------------------------------------------------------------------
