@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import warnings
 from dataclasses import dataclass
@@ -9,7 +10,8 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
-from lite import dtypes, gc_pause
+from lite import dtypes, gc_pause, variables
+from lite.atomic_file import write_atomic
 from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
 from lite.kernel import check_mode, float16_compute, selection, startup_seconds
@@ -45,13 +47,6 @@ def exclusive(method: Method) -> Method:
         finally:
             self._guard.release()
     return guarded  # type: ignore[return-value]
-
-
-def _state_variables(model: Model, graph: Model | SubGraphDef) -> dict[int, np.ndarray]:
-    """Writable copies of the constants that `graph`'s Assign nodes write (an imported TFLite model's resource
-    variables): the session's state, passed to every compile as external arrays (never folded)."""
-    return {node.inputs[0]: np.array(model.tensors[node.inputs[0]].data) for node in graph.nodes
-            if node.op == "Assign" and model.tensors[node.inputs[0]].data is not None}
 
 
 class LiteSession:
@@ -99,7 +94,7 @@ class LiteSession:
             raise ParamInvalidError(f"CompileGraph needs a lite.Model, got {type(model).__name__}")
         self._model = model
         self._graph = model.subgraphs.get(EVAL, model)   # a training model: its forward only
-        self._state = _state_variables(model, self._graph)   # kept across runs and recompiles
+        self._state = variables.start_values(model, variables.written(model, [self._graph]))  # kept across runs
         unknown = any(d < 0 for i in self._graph.inputs for d in model.tensors[i].dims)
         self._sized_plans = {} if unknown else None
         self._unfixed = set()
@@ -374,6 +369,19 @@ class LiteSession:
         for i, array in self._state.items():
             np.copyto(array, self._model.tensors[i].data)
         return RET_OK
+
+    def SaveToFile(self, filename: str | os.PathLike) -> int:
+        """Write a checkpoint of the session (atomically): `ExportToBuf()`'s bytes."""
+        write_atomic(filename, self.ExportToBuf())
+        return RET_OK
+
+    @exclusive
+    def ExportToBuf(self) -> bytes:
+        """The model with its variables' current values saved beside their initial ones (`lite.variables`): a
+        session compiling it continues a streaming model's state where this one is; its `ResetVariables` still
+        starts over."""
+        self._require_model()
+        return variables.model_bytes(self._model, variables.with_state(self._model.tensors, self._state))
 
     def BindThread(self, if_bind: bool) -> None:
         """Accepted for API compatibility: Python cannot pin its threads to cores portably."""

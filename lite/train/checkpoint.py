@@ -7,15 +7,15 @@ from dataclasses import replace
 import numpy as np
 
 from lite import dtypes
-from lite.format import mspy
 from lite.model import Model, TensorDef
+from lite.variables import model_bytes
 from schema import fb
 from schema.train_format import GLOBAL_STEP
 
 
 def checkpoint_bytes(model: Model, tensors: list[TensorDef], step: int) -> bytes:
-    """`model` as `.ms` bytes with `tensors` (the variables carrying their current values) and the `global_step`
-    tensor set to `step`."""
+    """`model` as `.ms` bytes with `tensors` (the variables carrying their current values, a streaming model's
+    state as `lite.variables.with_state` stores it) and the `global_step` tensor set to `step`."""
     tensors = list(tensors)
     value = np.array(step, np.int64)
     existing = next((t for t in tensors if t.name == GLOBAL_STEP), None)
@@ -24,7 +24,7 @@ def checkpoint_bytes(model: Model, tensors: list[TensorDef], step: int) -> bytes
     else:
         tensors.append(TensorDef(len(tensors), GLOBAL_STEP, fb.NodeType.VALUE, dtypes.DataType.INT64, (),
                                  fb.Format.ND, value))
-    return mspy.write(model.name, tensors, model.nodes, model.inputs, model.outputs, list(model.subgraphs.values()))
+    return model_bytes(model, tensors)
 
 
 def stored_step(model: Model) -> int:

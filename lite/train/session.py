@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from lite import dtypes
+from lite import dtypes, variables
 from lite.compiler import ExecutionPlan, check_memory, compile_graph
 from lite.context import Context
 from lite.kernel import selection
@@ -123,6 +123,7 @@ class TrainSession(LiteSession):
         self._parts = {name: SubGraphDef(name, [], sg.outputs, sg.nodes) for name, sg in parts.items()}
         self._views = views
         self._variables = {t: np.array(model.tensors[t].data) for t in layout.variables}
+        self._state = variables.start_values(model, variables.written(model, parts.values()))   # ResetVariables
         self._grads = {g: np.zeros_like(self._variables[w]) for w, g in layout.grads.items()}
         self._saved_stats = {t: np.empty_like(self._variables[t]) for t in layout.stats}
         self._grad_sums, self._multiplier, self._pending = {}, 1, 0
@@ -157,7 +158,7 @@ class TrainSession(LiteSession):
         inputs = {i: self._inputs[i] if current.get(i) == s else np.zeros(s, types[i]) for i, s in new.items()}
         grad_in = self._grad_sums or self._grads
         with selection(self.context.kernels, self.context.thread_num):
-            plans = {name: compile_graph(self._model, {}, part, {**self._variables, **inputs,
+            plans = {name: compile_graph(self._model, {}, part, {**self._variables, **self._state, **inputs,
                                                                 **(grad_in if name == OPTIMIZER else self._grads)})
                      for name, part in self._parts.items()}
         dynamic = next((p.dynamic.nodes[0] for p in plans.values() if p.dynamic is not None), None)
@@ -423,7 +424,7 @@ class TrainSession(LiteSession):
         return Piece(self._model.name, self._current_tensors(), ev.nodes, ev.inputs, ev.outputs)
 
     def _checkpoint_bytes(self) -> bytes:
-        return checkpoint_bytes(self._model, self._current_tensors(), self._step)
+        return checkpoint_bytes(self._model, variables.with_state(self._current_tensors(), self._state), self._step)
 
 
 def named(tensors: Sequence[MSTensor]) -> dict[str, np.ndarray]:
