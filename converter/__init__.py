@@ -3,7 +3,7 @@ passes -> quantization or a training graph, alike for every frontend -> `.ms` Fl
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import onnx
 
@@ -11,11 +11,12 @@ from converter.export import DEFAULT_SAVE_TYPE, to_bytes, writer
 from converter.frontends import SourceModel, frontend, read_model
 from converter.frontends.onnx import as_source, load_onnx
 from converter.ir import Graph
-from converter.load import to_graph
+from converter.load import to_graph, to_inference_graph
 from converter.quant import convert_quantized
 from converter.quant.config import QuantConfig
 from converter.train import TrainParams, to_training_graph
 from lite import protect
+from lite.status import NotSupportedError
 from lite.atomic_file import write_atomic
 
 __all__ = ["convert", "convert_file", "convert_for_training", "convert_tflite", "load_onnx", "tflite_to_graph",
@@ -39,7 +40,7 @@ def convert(model: SourceModel | onnx.ModelProto, input_shapes: dict[str, list[i
     """A frontend's model (or an ONNX model) as `.ms` bytes; `fp16` stores its float weights as float16
     (`--fp16=on`)."""
     model = as_source(model)
-    graph = to_graph(model, input_shapes, disabled_passes)
+    graph = to_inference_graph(model, input_shapes, disabled_passes)
     if fp16:
         from converter.quant.fp16 import store_float16
         graph = store_float16(graph)
@@ -58,17 +59,22 @@ def convert_file(model_file: str | os.PathLike, output_file: str | os.PathLike,
                  input_shapes: dict[str, list[int]] | None = None, train_params: TrainParams | None = None,
                  quant_config: QuantConfig | None = None, encrypt_key: str | bytes | None = None,
                  integrity: bool = False, fmk: str = "ONNX", fp16: bool = False,
-                 save_type: str = DEFAULT_SAVE_TYPE) -> str:
+                 save_type: str = DEFAULT_SAVE_TYPE, signatures: Sequence[str] = ()) -> str:
     """Convert `model_file` (read by the frontend of `fmk`: `converter.frontends.FRONTENDS`) — for training
     when `train_params` is given, quantized when `quant_config` is, with float16 weights when `fp16` is (float
     inference only) — and write `<output_file>.ms` atomically, AES-GCM encrypted with `encrypt_key` or with a
     SHA-256 integrity footer when `integrity` is set (`lite.protect`), in `save_type`'s format (`--saveType`:
-    `converter.export.SAVE_TYPES`); returns the written path."""
+    `converter.export.SAVE_TYPES`); returns the written path. `signatures` keeps only these entry points of a
+    TFLite file with several (`--signatures`; default: all)."""
     writer(save_type)       # an unknown save type is refused before any work
     out = os.fspath(output_file)
     if not out.endswith(".ms"):
         out += ".ms"
     model = read_model(fmk, model_file)
+    if signatures:
+        if not hasattr(model, "keep_signatures"):
+            raise NotSupportedError(f"--signatures: a {fmk} model has no signatures (TFLite files have them)")
+        model = model.keep_signatures(signatures)
     if train_params is not None:
         data = convert_for_training(model, train_params, input_shapes, save_type)
     elif quant_config is not None:

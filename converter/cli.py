@@ -3,6 +3,7 @@ converter flags; every kind quantizes and trains alike.
 
     converter_lite --fmk=ONNX --modelFile=model.onnx --outputFile=model [--inputShape="input:1,3,224,224"]
     converter_lite --fmk=TFLITE --modelFile=model.tflite --outputFile=model [--inputShape="input:1,224,224,3"]
+                   [--signatures=encode,decode]
     converter_lite --fmk=MINDIR --modelFile=model.mindir --outputFile=model [--inputShape="x:1,3,224,224"]
                    [--trainModel=true [--configFile=train.cfg] [--loss=... --optimizer=... --learningRate=...]]
                    [--quantType=PostTraining|WeightQuant [--bitNum=8] [--configFile=quant.cfg]]
@@ -13,7 +14,8 @@ Prints `CONVERT RESULT SUCCESS:0`, or the error (naming the file, op, node and o
 `--encryptKey` writes the model AES-GCM encrypted (the runtime needs the key: `Model.Load(path, dec_key=...)`),
 `--integrity=true` appends a SHA-256 footer that the runtime checks (see `lite.protect`).
 `--fp16=on` stores float weights as float16 (float inference models only). `--saveType` picks the output format
-(`converter.export.SAVE_TYPES`; MSPY, ours, by default).
+(`converter.export.SAVE_TYPES`; MSPY, ours, by default). A TFLite file with several signature defs converts into
+one `.ms` holding every signature (`LiteSession.SelectSignature`), or those `--signatures` names.
 """
 from __future__ import annotations
 
@@ -54,8 +56,8 @@ FLAGS = (
     Flag("freeze", "comma-separated regexes of the weights to freeze"),
     Flag("freezeUntil", "freeze every weight up to and including this node (ONNX: its name; TFLite: its first "
                         "output tensor's)"),
-    Flag("quantType", "post-training quantization: PostTraining|WeightQuant|MixedBitWeightQuant",
-         choices=("PostTraining", "WeightQuant", "MixedBitWeightQuant")),
+    Flag("quantType", "post-training quantization: PostTraining|WeightQuant|MixedBitWeightQuant|DynamicQuant",
+         choices=("PostTraining", "WeightQuant", "MixedBitWeightQuant", "DynamicQuant")),
     Flag("bitNum", "quantization bits (full: 2-8, weight-only: 1-16)", int),
     Flag("quantWeightSize", "weight-only quantization skips weights with fewer elements", int),
     Flag("quantWeightChannel", "weight-only quantization skips weights with fewer channels", int),
@@ -64,6 +66,7 @@ FLAGS = (
     Flag("encryptKey", "AES-GCM key as hex text (32, 48 or 64 digits): the model is written encrypted"),
     Flag("encryption", "encrypt the model with --encryptKey", bool, True),
     Flag("integrity", "append a SHA-256 integrity footer, checked at load (unencrypted models)", bool, False),
+    Flag("signatures", "TFLite: comma-separated signature keys to keep in the .ms (default: every signature)"),
     Flag("saveType", "output format: " + ", ".join(f"{name} ({t.title})" for name, t in SAVE_TYPES.items()),
          default=DEFAULT_SAVE_TYPE),
 )
@@ -154,7 +157,8 @@ def run(opts: SimpleNamespace) -> str:
                          "models")
     try:
         return convert_file(opts.modelFile, opts.outputFile, shapes, train_params, quant_config, key,
-                            opts.integrity, opts.fmk, fp16, save_type=opts.saveType)
+                            opts.integrity, opts.fmk, fp16, save_type=opts.saveType,
+                            signatures=[k for k in (opts.signatures or "").split(",") if k])
     except OSError as e:
         raise LiteError(f"cannot write '{opts.outputFile}': {e.strerror or e}") from e
 

@@ -4,9 +4,9 @@
 Prints the format version, the graph inputs and outputs (shape, with unknown dims by their source names or `?`;
 dtype), node counts by op type, the parameters (count and bytes by dtype), the quantized tensors with the range of
 their scales, the training subgraphs, the bodies of the control-flow nodes and the arena a session plans for the
-model. `--graph` writes the graph as Graphviz `.dot` (a `.png` needs Graphviz's
-`dot` on the PATH); `--text` prints it as numbered lines, each naming the nodes it reads unless that is the line above,
-with the bodies of control-flow nodes indented below them.
+model (a model with several signatures: each with its inputs and outputs). `--graph` writes the graph as Graphviz
+`.dot` (a `.png` needs Graphviz's `dot` on the PATH); `--text` prints it as numbered lines, each naming the nodes
+it reads unless that is the line above, with the bodies of control-flow nodes indented below them.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from lite import dtypes, protect
 from lite.context import Context
 from lite.model import Model, NodeDef, TensorDef
 from lite.session import LiteSession
+from lite.signatures import local_name, signatures
 from lite.status import LiteError
 from lite.traits import traits
 from schema import FMK_TYPES
@@ -69,6 +70,7 @@ class Summary:
     quantized: list[QuantInfo]
     subgraphs: dict[str, int] = field(default_factory=dict)   # name -> node count
     bodies: dict[str, int] = field(default_factory=dict)      # control-flow bodies: name -> node count
+    signatures: dict[str, tuple[list[TensorInfo], list[TensorInfo]]] = field(default_factory=dict)  # key -> io
     arena_bytes: int | None = None
     arena_error: str = ""
     encrypted: bool = False
@@ -79,8 +81,9 @@ class Summary:
         return sum(n for n, _ in self.parameters.values())
 
 
-def _info(t: TensorDef) -> TensorInfo:
-    return TensorInfo(t.name, tuple(t.dims), dtypes.type_name(t.data_type), t.dim_names)
+def _info(t: TensorDef, key: str | None = None) -> TensorInfo:
+    """`t` as entry point `key` names it (`lite.signatures`)."""
+    return TensorInfo(local_name(key, t.name), tuple(t.dims), dtypes.type_name(t.data_type), t.dim_names)
 
 
 def _quant(t: TensorDef) -> QuantInfo:
@@ -92,7 +95,7 @@ def _quant(t: TensorDef) -> QuantInfo:
 
 def _planned_arena(model: Model) -> int:
     """The arena bytes of a session compiled for `model` (a training session for a training model)."""
-    if model.subgraphs:
+    if model.subgraphs and not signatures(model):
         from lite.train import TrainSession
         session: LiteSession = TrainSession(Context(thread_num=1))
     else:
@@ -109,13 +112,17 @@ def summarize(model: Model, file_bytes: int | None = None, encrypted: bool = Fal
         if t.is_const:
             n, b = parameters.get(dtypes.type_name(t.data_type), (0, 0))
             parameters[dtypes.type_name(t.data_type)] = (n + int(t.data.size), b + int(t.data.nbytes))
+    entries = {key: ([_info(model.tensors[i], key) for i in sg.inputs],
+                     [_info(model.tensors[o], key) for o in sg.outputs]) for key, sg in signatures(model).items()}
+    default = next(iter(entries.values()), None)    # what a session runs first
     summary = Summary(
         name=model.name, format_version=model.version, file_bytes=file_bytes,
-        inputs=[_info(model.tensors[i]) for i in model.inputs], outputs=[_info(model.tensors[i]) for i in model.outputs],
+        inputs=default[0] if default else [_info(model.tensors[i]) for i in model.inputs],
+        outputs=default[1] if default else [_info(model.tensors[i]) for i in model.outputs],
         op_counts=Counter(n.op for n in [*model.nodes, *(n for b in model.bodies for n in b.nodes)]),
         parameters=parameters, quantized=[_quant(t) for t in model.tensors if t.quant_params],
-        subgraphs={name: len(sg.nodes) for name, sg in model.subgraphs.items()},
-        bodies={b.name: len(b.nodes) for b in model.bodies}, encrypted=encrypted,
+        subgraphs={name: len(sg.nodes) for name, sg in model.subgraphs.items() if not entries},
+        bodies={b.name: len(b.nodes) for b in model.bodies}, signatures=entries, encrypted=encrypted,
         source=FMK_TYPES.get(model.fmk_type, f"fmk_type {model.fmk_type}"))
     try:
         summary.arena_bytes = _planned_arena(model)
@@ -133,8 +140,14 @@ def format_summary(s: Summary) -> str:
              + (f", file {_mb(s.file_bytes)}" if s.file_bytes is not None else "")
              + (", AES-GCM encrypted" if s.encrypted else "")]
     for title, items in (("inputs", s.inputs), ("outputs", s.outputs)):
-        lines.append(f"{title}:")
+        lines.append(f"{title}" + (f" (signature '{next(iter(s.signatures))}')" if s.signatures else "") + ":")
         lines += [f"  {t.name:<24} {t.dtype:<8} {t.dims_text}" for t in items]
+    if s.signatures:
+        lines.append(f"signatures: {len(s.signatures)} (LiteSession.SelectSignature)")
+        for key, (inputs, outputs) in s.signatures.items():
+            lines.append(f"  {key}:")
+            lines += [f"    {side:<7} {t.name:<22} {t.dtype:<8} {t.dims_text}"
+                      for side, items in (("input", inputs), ("output", outputs)) for t in items]
     lines.append(f"nodes: {sum(s.op_counts.values())}" + (" (bodies included)" if s.bodies else ""))
     lines += [f"  {op:<28} {n:>5}" for op, n in s.op_counts.most_common()]
     lines.append(f"parameters: {s.parameter_count:,}")

@@ -16,6 +16,7 @@ from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
 from lite.kernel import check_mode, float16_compute, selection, startup_seconds
 from lite.model import Model, NodeDef, SubGraphDef
+from lite.signatures import local_name, signatures
 from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, OpExecuteError,
                          ParamInvalidError, ReentrantError)
 from lite.tensor import MSTensor
@@ -62,6 +63,7 @@ class LiteSession:
         check_mode(self.context.kernels)
         self._model: Model | None = None
         self._graph: Model | SubGraphDef | None = None
+        self._signature: str | None = None          # the entry point `_graph` is (lite.signatures)
         self._plan: ExecutionPlan | None = None
         self._tensors: dict[int, MSTensor] = {}
         self._state: dict[int, np.ndarray] = {}     # the variables the graph writes (Assign), session-owned
@@ -93,8 +95,34 @@ class LiteSession:
         if not isinstance(model, Model):
             raise ParamInvalidError(f"CompileGraph needs a lite.Model, got {type(model).__name__}")
         self._model = model
-        self._graph = model.subgraphs.get(EVAL, model)   # a training model: its forward only
-        self._state = variables.start_values(model, variables.written(model, [self._graph]))  # kept across runs
+        entries = signatures(model)
+        self._signature = next(iter(entries), None)     # a model with signatures: the default entry point
+        self._graph = model.subgraphs.get(EVAL) or entries.get(self._signature) or model   # training: the forward
+        self._state = variables.start_values(model, variables.written(model, [self._graph, *entries.values()]))
+        self._plan_graph()
+        return RET_OK
+
+    @exclusive
+    def SelectSignature(self, key: str) -> int:
+        """Make entry point `key` of a model with several (LiteRT's `get_signature_runner(key)`) the graph that
+        `RunGraph`, `GetInputs` and `GetOutputs` use, its inputs and outputs named as its signature names them.
+        Variables are shared by every entry point and kept; the entry point is compiled again."""
+        self._require_model()
+        entries = signatures(self._model)
+        if key not in entries:
+            raise InputTensorError(f"the model has no signature '{key}' (signatures: {list(entries)})")
+        self._signature, self._graph = key, entries[key]
+        self._plan_graph()
+        return RET_OK
+
+    def GetSignatures(self) -> list[str]:
+        """The keys of the model's entry points, the default first (empty for a model of one graph)."""
+        self._require_model()
+        return list(signatures(self._model))
+
+    def _plan_graph(self) -> None:
+        """Compile `self._graph` for its stored input dims (unknown dims as 1, else deferred to the first size)."""
+        model = self._model
         unknown = any(d < 0 for i in self._graph.inputs for d in model.tensors[i].dims)
         self._sized_plans = {} if unknown else None
         self._unfixed = set()
@@ -105,7 +133,6 @@ class LiteSession:
             if not unknown:
                 raise
             self._defer()       # no plan fits dims of 1: the first Resize or set_data of a size makes it
-        return RET_OK
 
     def _defer(self) -> None:
         """No plan until the unknown input dims are fixed: the inputs are empty tensors (0 for an unknown dim)
@@ -115,7 +142,8 @@ class LiteSession:
         for i in self._graph.inputs:
             t = self._model.tensors[i]
             array = np.zeros(tuple(max(d, 0) for d in t.dims), dtypes.to_numpy(t.data_type))
-            self._tensors.setdefault(i, MSTensor(t.name, t.data_type))._rebind(array, t.data_type)
+            self._tensors.setdefault(i, MSTensor(local_name(self._signature, t.name), t.data_type))._rebind(
+                array, t.data_type)
             self._tensors[i]._fit = functools.partial(self._fit, i)
 
     def _fit(self, i: int, shape: tuple[int, ...]) -> bool:
@@ -163,7 +191,7 @@ class LiteSession:
             if i in self._tensors:
                 self._tensors[i]._rebind(plan.arrays[i], type_id)
             else:
-                self._tensors[i] = MSTensor(t.name, type_id, plan.arrays[i])
+                self._tensors[i] = MSTensor(local_name(self._signature, t.name), type_id, plan.arrays[i])
             if self._sized_plans is not None and i in self._graph.inputs:
                 self._tensors[i]._fit = functools.partial(self._fit, i)
 

@@ -1,6 +1,8 @@
 """A `.tflite` model as the converter's source (`converter.frontends.SourceModel`): read once into records,
 imported into IR, its float weights the weights a training graph trains. A file with several signature defs
-(entry points, each running its own subgraph) converts one of them: `TFLiteSource.for_signature(key)`."""
+(entry points, each running its own subgraph) converts into one `.ms` holding all of them (`entry_points`,
+`lite.signatures`), or those that `keep_signatures` keeps, or one of them: `for_signature(key)`. Quantization and
+training convert one graph: subgraph 0, or the signature chosen."""
 from __future__ import annotations
 
 import copy
@@ -27,6 +29,7 @@ class TFLiteSource:
         self.signature: str | None = None       # the entry point converted; None: subgraph 0
         self.graph = self.file.graphs[0]
         self.names = unique_names(self.graph, self.file.names)
+        self.kept = self.signatures     # the entry points a conversion keeps
         self._weights: dict[str, np.ndarray] | None = None
 
     @property
@@ -41,7 +44,32 @@ class TFLiteSource:
         chosen = copy.copy(self)
         chosen.signature, chosen.graph, chosen._weights = key, self.file.graphs[entry.subgraph], None
         chosen.names = unique_names(chosen.graph, entry.names)
+        chosen.kept = [key]
         return chosen
+
+    def keep_signatures(self, keys: Collection[str]) -> TFLiteSource:
+        """This model with only the entry points `keys` (`--signatures`); one key is `for_signature(key)`."""
+        for key in keys:
+            self.file.signature(key)            # an unknown key is refused, naming the known ones
+        if len(keys) == 1:
+            return self.for_signature(next(iter(keys)))
+        kept = copy.copy(self)
+        kept.kept = [key for key in self.signatures if key in set(keys)]
+        return kept
+
+    def entry_points(self) -> dict[str, TFLiteSource]:
+        """Every kept entry point by key when there are several, the default first (the signature running
+        subgraph 0, else the first kept); empty otherwise."""
+        if self.signature is not None or len(self.kept) < 2:
+            return {}
+        subgraph = {s.key: s.subgraph for s in self.file.signatures}
+        default = next((key for key in self.kept if subgraph[key] == 0), self.kept[0])
+        return {key: self.for_signature(key) for key in [default, *(k for k in self.kept if k != default)]}
+
+    @property
+    def input_names(self) -> list[str]:
+        """The graph inputs' names, as `to_ir` names them."""
+        return [self.names[i] for i in self.graph.inputs]
 
     def to_ir(self, input_shapes: dict[str, list[int]] | None = None,
               weights_as_inputs: Collection[str] = ()) -> Graph:

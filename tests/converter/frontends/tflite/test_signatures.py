@@ -1,6 +1,7 @@
-"""Signature defs: a file with several entry points, each running its own subgraph, converts one of them at a
-time (`TFLiteSource.for_signature(key)`), with its inputs and outputs named as the signature names them;
-checked against LiteRT's `get_signature_runner(key)`."""
+"""Signature defs: a file with several entry points, each running its own subgraph, converts into one `.ms` holding
+them all (`LiteSession.SelectSignature(key)` runs one), or those `--signatures` keeps, or one of them
+(`TFLiteSource.for_signature(key)`), inputs and outputs named as the signature names them; each checked against
+LiteRT's `get_signature_runner(key)`, variables shared by the entry points as LiteRT shares them."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,9 +10,10 @@ import pytest
 pytest.importorskip("tflite", reason="the TFLite frontend reads files with the 'tflite' package")
 import lite  # noqa: E402
 from converter import convert  # noqa: E402
+from converter.cli import main  # noqa: E402
 from converter.frontends import frontend  # noqa: E402
 from lite.inspect import format_summary, summarize  # noqa: E402
-from lite.status import GraphFileError, InputTensorError  # noqa: E402
+from lite.status import RET_OK, GraphFileError, InputTensorError  # noqa: E402
 from tests.converter.frontends.tflite.wild_models import WildModel  # noqa: E402
 from tests.tflite_models import litert_interpreter, rand  # noqa: E402
 from tests.util import relative_to_range  # noqa: E402
@@ -77,6 +79,118 @@ def test_a_converted_signature_names_the_model():
     buf = convert(frontend("TFLITE").load(_two_entries()).for_signature("decode"))
     summary = format_summary(summarize(lite.Model.Import(buf, len(buf))))
     assert summary.splitlines()[0].startswith("model 'decode'"), summary
+
+
+def _session(buf: bytes) -> lite.LiteSession:
+    return lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=1))
+
+
+def _run(session: lite.LiteSession, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    for name, x in feeds.items():
+        session.GetInputsByTensorName(name).set_data(x)
+    session.RunGraph()
+    return {name: t.numpy().copy() for name, t in session.GetOutputs().items()}
+
+
+def test_one_ms_runs_every_signature_like_litert():
+    data = _two_entries()
+    session = _session(convert(frontend("TFLITE").load(data)))
+    assert session.GetSignatures() == ["encode", "decode"]
+    interpreter = litert_interpreter().Interpreter(model_content=data)
+    for key, feeds in [("decode", {"y": rand(2, 3), "bias": rand(3)}), ("encode", {"x": rand(2, 4)}),
+                       ("decode", {"y": rand(2, 3), "bias": rand(3)})]:
+        assert session.SelectSignature(key) == RET_OK
+        assert sorted(t.tensor_name() for t in session.GetInputs()) == sorted(feeds)
+        expected, actual = interpreter.get_signature_runner(key)(**feeds), _run(session, feeds)
+        assert set(actual) == set(expected)
+        for name, e in expected.items():
+            assert actual[name].shape == e.shape and relative_to_range(actual[name], e) <= 1e-6
+
+
+def test_an_unknown_signature_is_refused_by_the_session():
+    session = _session(convert(frontend("TFLITE").load(_two_entries())))
+    with pytest.raises(InputTensorError, match=r"no signature 'train' \(signatures: \['encode', 'decode'\]\)"):
+        session.SelectSignature("train")
+
+
+def test_inspect_lists_each_signature_with_its_inputs_and_outputs():
+    buf = convert(frontend("TFLITE").load(_two_entries()))
+    summary = summarize(lite.Model.Import(buf, len(buf)))
+    assert list(summary.signatures) == ["encode", "decode"]
+    inputs, outputs = summary.signatures["decode"]
+    assert [(t.name, t.shape) for t in inputs] == [("y", (2, 3)), ("bias", (3,))]
+    assert [t.name for t in outputs] == ["restored", "residual"]
+    text = format_summary(summary)
+    assert "signatures: 2" in text and "  decode:" in text and "input   bias" in text, text
+
+
+def _shared_counter() -> bytes:
+    """Two entry points over one variable 'count' [2] (starting at 1, 2): "add" (count += x; out = count) and
+    "scaled" (out = count * k, no write)."""
+    m = WildModel()
+
+    def init(g: WildModel) -> tuple[list[int], list[int]]:
+        handle = g.typed([], "RESOURCE", "init/h")
+        g.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="count")
+        g.op("ASSIGN_VARIABLE", [handle, g.const(np.array([1, 2], np.float32))], [])
+        return [], []
+    once = m.subgraph(init)
+    x, total = m.tensor((2,), name="x"), m.tensor((2,), name="total")
+    m.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=once)
+    handle, old = m.typed([], "RESOURCE", "h"), m.tensor((2,), name="old")
+    m.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="count")
+    m.op("READ_VARIABLE", [handle], [old])
+    m.op("ADD", [old, x], [total], "AddOptions")
+    m.op("ASSIGN_VARIABLE", [handle, total], [])
+    scaled = {}
+
+    def read(g: WildModel) -> tuple[list[int], list[int]]:
+        k, out = g.tensor((1,), name="k"), g.tensor((2,), name="out")
+        g.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=once)
+        h, value = g.typed([], "RESOURCE", "h2"), g.tensor((2,), name="value")
+        g.op("VAR_HANDLE", [], [h], "VarHandleOptions", SharedName="count")
+        g.op("READ_VARIABLE", [h], [value])
+        g.op("MUL", [value, k], [out], "MulOptions")
+        scaled.update(k=k, out=out)
+        return [k], [out]
+    sub = m.subgraph(read)
+    return m.build_entries([x], [total], [("add", 0, {"x": x}, {"total": total}),
+                                          ("scaled", sub, {"k": scaled["k"]}, {"out": scaled["out"]})])
+
+
+def test_signatures_share_variables_like_litert_runners():
+    data = _shared_counter()
+    session = _session(convert(frontend("TFLITE").load(data)))
+    interpreter = litert_interpreter().Interpreter(model_content=data)
+    rng = np.random.default_rng(2)
+    for step in range(6):
+        key = "add" if step % 3 != 2 else "scaled"
+        feeds = {"x": rng.uniform(-1, 1, 2).astype(np.float32)} if key == "add" else {"k": np.array([3], np.float32)}
+        session.SelectSignature(key)
+        expected, actual = interpreter.get_signature_runner(key)(**feeds), _run(session, feeds)
+        for name, e in expected.items():
+            np.testing.assert_allclose(actual[name], e, rtol=1e-6, atol=1e-6)
+
+
+def test_cli_keeps_the_signatures_named(tmp_path):
+    source = tmp_path / "entries.tflite"
+    source.write_bytes(_two_entries())
+    out = tmp_path / "decode_only"
+    assert main(["--fmk=TFLITE", f"--modelFile={source}", f"--outputFile={out}", "--signatures=decode"]) == RET_OK
+    session = lite.LiteSession.CreateSession(lite.Context(thread_num=1))
+    session.CompileGraph(lite.Model.Load(f"{out}.ms"))
+    assert session.GetSignatures() == [] and [t.tensor_name() for t in session.GetInputs()] == ["y", "bias"]
+    assert main(["--fmk=TFLITE", f"--modelFile={source}", f"--outputFile={out}", "--signatures=decode,encode"]) == 0
+    session.CompileGraph(lite.Model.Load(f"{out}.ms"))
+    assert session.GetSignatures() == ["encode", "decode"]
+
+
+def test_cli_refuses_an_unknown_signature(tmp_path, capsys):
+    source = tmp_path / "entries.tflite"
+    source.write_bytes(_two_entries())
+    assert main(["--fmk=TFLITE", f"--modelFile={source}", f"--outputFile={tmp_path / 'x'}",
+                 "--signatures=train"]) != RET_OK
+    assert "no signature 'train'" in capsys.readouterr().err
 
 
 def test_default_is_subgraph_0_named_by_its_signature():
