@@ -52,6 +52,7 @@ class Node:
     outputs: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
     bodies: list["Graph"] = field(default_factory=list)
+    quant_type: int = 0          # fb.QuantType: DYNAMIC marks a node that quantizes its float input per run
 
 
 @dataclass

@@ -22,6 +22,7 @@ from lite.memory_plan import Buffer, RunPool, aligned_zeros, plan
 from lite.model import Model, NodeDef, SubGraphDef
 from lite.status import (InferInvalidError, InferShapeError, LiteError, MemoryFailedError, NotSupportedError,
                          OpExecuteError)
+from schema import fb
 
 MAX_ARENA_BYTES = 16 << 30
 ASK_SYSTEM_BYTES = 1 << 30      # requests from this size on are also checked against the memory available now
@@ -53,11 +54,12 @@ def check_memory(nbytes: int, what: str) -> None:
 
 def select_kernel(node: NodeDef, inputs: Sequence[TensorSpec | None]) -> Kernel:
     """The kernel for `node`, chosen by the data type of its first present input (float32 when none) and
-    whether that input is quantized."""
+    whether that input is quantized (a DYNAMIC node's float input is: it quantizes it at every run)."""
     first = next((s for s in inputs if s is not None), None)
     if first is None:
         return create_kernel(node, dtypes.DataType.FLOAT32)
-    return create_kernel(node, dtypes.from_numpy(first.dtype), bool(first.quant))
+    return create_kernel(node, dtypes.from_numpy(first.dtype),
+                         bool(first.quant) or node.quant_type == fb.QuantType.DYNAMIC)
 
 
 def infer_node(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:

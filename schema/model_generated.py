@@ -25,6 +25,7 @@ class QuantType(object):
     NONE = 0
     WEIGHT = 1
     FULL = 2
+    DYNAMIC = 3
 
 
 class ActivationType(object):

@@ -16,8 +16,9 @@ from converter.passes.fuse_residual import split_residuals
 from converter.quant.bias_correction import correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration, shared_ranges
 from converter.quant.adaround import adaround_weights
-from converter.quant.config import (MIXED_BIT_WEIGHT_QUANT, POST_TRAINING, WEIGHT_QUANT, QuantConfig, load_config,
-                                    parse_config)
+from converter.quant.config import (DYNAMIC_QUANT, MIXED_BIT_WEIGHT_QUANT, POST_TRAINING, WEIGHT_QUANT, QuantConfig,
+                                    load_config, parse_config)
+from converter.quant.dynamic import dynamic_quantize
 from converter.quant.debug import debug_report, format_report, write_report
 from converter.quant.equalization import equalize_for_quantization
 from converter.quant.full_quant import full_quantize, split_activations
@@ -27,7 +28,7 @@ from converter.quant.weights import weight_only_quantize
 from lite.status import ParamInvalidError
 
 __all__ = ["QuantConfig", "convert_quantized", "load_config", "make_config", "parse_config", "quantize",
-           "MIXED_BIT_WEIGHT_QUANT", "POST_TRAINING", "WEIGHT_QUANT"]
+           "DYNAMIC_QUANT", "MIXED_BIT_WEIGHT_QUANT", "POST_TRAINING", "WEIGHT_QUANT"]
 
 
 def make_config(config_file: str | os.PathLike | None = None, **flags) -> QuantConfig:
@@ -48,6 +49,9 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     """Quantize the optimised float `graph` (consumed: use the returned graph). PostTraining needs calibration
     inputs ({input name: float32 array} per sample); WeightQuant needs none."""
     config.validate()
+    if config.quant_type == DYNAMIC_QUANT:
+        return dynamic_quantize(graph, config.weight_bits, config.min_quant_weight_size,
+                                config.min_quant_weight_channel)
     if config.quant_type != POST_TRAINING:
         bits = weight_only_bits(config.init_scale) if config.quant_type == MIXED_BIT_WEIGHT_QUANT else \
             config.weight_bits

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from lite.status import ParamInvalidError
 
 POST_TRAINING, WEIGHT_QUANT, MIXED_BIT_WEIGHT_QUANT = "PostTraining", "WeightQuant", "MixedBitWeightQuant"
+DYNAMIC_QUANT = "DynamicQuant"       # int8 weights, activations quantized per run (converter/quant/dynamic.py)
 METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER", "PERCENTILE", "MSE")
 FULL_BITS, WEIGHT_ONLY_BITS, MIXED_BITS = (2, 8), (1, 16), (4, 8)
 WEIGHT_METHODS = ("MAX_MIN", "MSE", "PERCENTILE")
@@ -47,10 +48,10 @@ class QuantConfig:
 
     def validate(self) -> "QuantConfig":
         """Check ranges and folders; returns self."""
-        types = (POST_TRAINING, WEIGHT_QUANT, MIXED_BIT_WEIGHT_QUANT)
+        types = (POST_TRAINING, WEIGHT_QUANT, MIXED_BIT_WEIGHT_QUANT, DYNAMIC_QUANT)
         if self.quant_type not in types:
             raise ParamInvalidError(f"quant_type must be one of {', '.join(types)}, got '{self.quant_type}'")
-        lo, hi = FULL_BITS if self.quant_type == POST_TRAINING else WEIGHT_ONLY_BITS
+        lo, hi = FULL_BITS if self.quant_type in (POST_TRAINING, DYNAMIC_QUANT) else WEIGHT_ONLY_BITS
         bits = {"weight_bit_num": self.weight_bits}
         if self.quant_type == POST_TRAINING:
             bits["activation_bit_num"] = self.activation_bits
@@ -128,7 +129,8 @@ def _apply(cfg: QuantConfig, key: str, value: str, base: str) -> None:
     value = value.strip()
     if key == "quant_type":
         cfg.quant_type = {"FULL_QUANT": POST_TRAINING, "WEIGHT_QUANT": WEIGHT_QUANT,
-                          "MIXED_BIT_WEIGHT_QUANT": MIXED_BIT_WEIGHT_QUANT}.get(value.upper(), value)
+                          "MIXED_BIT_WEIGHT_QUANT": MIXED_BIT_WEIGHT_QUANT,
+                          "DYNAMIC_QUANT": DYNAMIC_QUANT}.get(value.upper(), value)
     elif key == "bit_num":
         cfg.activation_bits = cfg.weight_bits = _int(key, value)
     elif key == "activation_bit_num":

@@ -1,0 +1,183 @@
+"""The compiled GEMM of dynamic quantization (`int8/dynamic_matmul.py`): float32 rows [M, K] quantized per row to
+uint8 at run time, times a packed constant int8 weight, written as float32 [M, N] with the row and column scales
+and the bias applied as the int32 sums leave the registers.
+
+One threaded pass quantizes every row (DynamicQuantizeLinear's float32 steps over the row: its range, scale and
+zero point) into a uint8 matrix zero-filled past K; then the register tiles of `int8` multiply: with AVX-512
+VNNI as uint8 x int8 quads (vpdpbusd, the uint8 rows need no sign flip), elsewhere as int16 pairs (vpmaddwd).
+The epilogue, in the same IR, subtracts the zero point's share z[m] * (column sum of w) from each sum, converts it
+to float32 and computes acc * (s[m] * s_w[n]) + b[n] in the numpy kernel's float32 order, so both backends give
+the same bits. Exact: |acc| <= K * 255 * 127 stays within int32 for K below 66,000 (`fits`).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from lite.kernels.compiled import Compiled
+from lite.kernels.compiled.int8 import (MR, NR, _pair_product, _quad_product, pack_weight, pad_columns, quads_fit,
+                                        tasks)
+from lite.kernels.compiled.llvm import F32, I32, I64, LANES, address, cgutils, intrinsic, ir, prange, splat, types
+
+LEVELS = 255
+MAX_DEPTH = ((1 << 31) - 1) // (LEVELS * 127)      # K from which an int32 sum could overflow
+
+
+def _tile_kernel(height: int, partial: bool):
+    """The register tile for `height` rows (MR, or 1 for the rows past the last whole tile); `partial` tiles
+    store only their first `valid` columns (the last block of N), through a lane mask."""
+    @intrinsic
+    def tile(typingctx, xs, row, weight, block, groups, zero, row_scale, col_sum, col_scale, bias, col, out, valid):
+        """out[row + i, col + j] = float32(sum over the k-groups of xs[row + i] and block `block` of `weight`
+        - zero[row + i] * col_sum[col + j]) * (row_scale[row + i] * col_scale[col + j]) + bias[col + j]."""
+        sig = types.void(xs, row, weight, block, groups, zero, row_scale, col_sum, col_scale, bias, col, out, valid)
+        return sig, functools.partial(_tile_code, height, partial)
+    return tile
+
+
+def _tile_code(height, partial, context, builder, signature, args):
+    xa, r, wa, b, p, za, rsa, csa, wsa, ba, c0, da, valid = args
+    kinds = signature.args
+    const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    v8, f8 = ir.VectorType(I32, LANES), ir.VectorType(F32, LANES)
+    halves = NR // LANES
+    x_base, x_strides = address(context, builder, kinds[0], xa)
+    x_stride = builder.extract_value(x_strides, 0)
+    x_base = builder.add(x_base, builder.mul(r, x_stride))
+    w_base, _ = address(context, builder, kinds[2], wa)
+    w_base = builder.add(w_base, builder.mul(b, builder.mul(p, const(4 * NR))))
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, None)) for _ in range(height * halves)]
+    multiply_add = (_quad_product if kinds[2].dtype == types.int8 else _pair_product)(builder)
+    with cgutils.for_range(builder, p) as loop:
+        k = loop.index
+        w_row = builder.add(w_base, builder.mul(k, const(4 * NR)))
+        ws = [builder.load(builder.inttoptr(builder.add(w_row, const(4 * LANES * h)), v8.as_pointer()), align=4)
+              for h in range(halves)]
+        x_k = builder.add(x_base, builder.mul(k, const(4)))
+        for i in range(height):
+            group = builder.load(builder.inttoptr(builder.add(x_k, builder.mul(const(i), x_stride)),
+                                                  I32.as_pointer()), align=4)
+            xv = splat(builder, group, v8)
+            for h in range(halves):
+                acc = accs[i * halves + h]
+                builder.store(multiply_add(builder.load(acc), xv, ws[h]), acc)
+
+    def vector_at(array, column, kind):
+        base, _ = address(context, builder, kinds[array], args[array])
+        return builder.load(builder.inttoptr(builder.add(base, builder.mul(column, const(4))), kind.as_pointer()),
+                            align=4)
+
+    def scalar_at(array, index, kind):
+        base, _ = address(context, builder, kinds[array], args[array])
+        return builder.load(builder.inttoptr(builder.add(base, builder.mul(index, const(4))), kind.as_pointer()))
+
+    d_base, d_strides = address(context, builder, kinds[11], da)
+    d_stride = builder.extract_value(d_strides, 0)
+    d_base = builder.add(d_base, builder.add(builder.mul(r, d_stride), builder.mul(c0, const(4))))
+    masked_store = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+        ir.VoidType(), [f8, f8.as_pointer(), I32, ir.VectorType(ir.IntType(1), LANES)]),
+        f"llvm.masked.store.v{LANES}f32.p0v{LANES}f32")
+    lanes = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
+    rows = [(splat(builder, scalar_at(5, builder.add(r, const(i)), I32), v8),
+             splat(builder, scalar_at(6, builder.add(r, const(i)), F32), f8)) for i in range(height)]
+    for h in range(halves):
+        column = builder.add(c0, const(LANES * h))
+        sums, scales, bias = vector_at(7, column, v8), vector_at(8, column, f8), vector_at(9, column, f8)
+        for i, (zero, row_scale) in enumerate(rows):
+            acc = builder.sub(builder.load(accs[i * halves + h]), builder.mul(zero, sums))
+            t = builder.fadd(builder.fmul(builder.sitofp(acc, f8), builder.fmul(row_scale, scales)), bias)
+            dst = builder.inttoptr(builder.add(d_base, builder.add(builder.mul(const(i), d_stride),
+                                                                   const(4 * LANES * h))), f8.as_pointer())
+            if partial:
+                mask = builder.icmp_signed("<", builder.add(lanes, splat(builder, const(LANES * h), lanes.type)),
+                                           splat(builder, valid, lanes.type))
+                builder.call(masked_store, [t, dst, ir.Constant(I32, 4), mask])
+            else:
+                builder.store(t, dst, align=4)
+    return context.get_dummy_value()
+
+
+_tile, _row, _tile_part, _row_part = (_tile_kernel(h, p) for p in (False, True) for h in (MR, 1))
+
+
+@Compiled
+def dynamic_gemm(x, xs, zero, row_scale, weight, col_sum, col_scale, bias, out, chunk, spans):  # pragma: no cover
+    """out = the dynamic product of float32 x [M, K] and `weight` (`pack_weight`'s int8 quads or int16 pairs);
+    xs [M, >= K] (the weight's integer type), zero and row_scale [M] are work buffers the first pass fills."""
+    rows, depth = x.shape
+    for m in prange(rows):
+        low, high = np.float32(0.0), np.float32(0.0)
+        for k in range(depth):
+            v = x[m, k]
+            if v < low:
+                low = v
+            elif v > high:
+                high = v
+        scale = (high - low) / np.float32(LEVELS) if high != low else np.float32(1.0) / np.float32(LEVELS)
+        z = -low / scale
+        if z > np.float32(LEVELS):
+            z = np.float32(LEVELS)
+        z = np.rint(z)
+        for k in range(depth):
+            q = np.rint(x[m, k] / scale) + z
+            if not q >= 0:
+                q = np.float32(0.0)
+            elif q > np.float32(LEVELS):
+                q = np.float32(LEVELS)
+            xs[m, k] = np.int32(q)
+        for k in range(depth, xs.shape[1]):
+            xs[m, k] = 0
+        zero[m] = np.int32(z)
+        row_scale[m] = scale
+    blocks, groups, width = weight.shape
+    cols = out.shape[1]
+    chunks = (rows + chunk - 1) // chunk
+    per_span = (blocks + spans - 1) // spans
+    for task in prange(chunks * spans):
+        m0 = task // spans * chunk
+        b0 = task % spans * per_span
+        count = min(chunk, rows - m0)
+        whole = count // MR
+        for b in range(b0, min(blocks, b0 + per_span)):
+            n0 = b * NR
+            valid = min(NR, cols - n0)
+            if valid == NR:
+                for t in range(whole):
+                    _tile(xs, m0 + t * MR, weight, b, groups, zero, row_scale, col_sum, col_scale, bias, n0, out,
+                          valid)
+                for i in range(m0 + whole * MR, m0 + count):
+                    _row(xs, i, weight, b, groups, zero, row_scale, col_sum, col_scale, bias, n0, out, valid)
+            else:                                    # the last, partial column block
+                for t in range(whole):
+                    _tile_part(xs, m0 + t * MR, weight, b, groups, zero, row_scale, col_sum, col_scale, bias, n0,
+                               out, valid)
+                for i in range(m0 + whole * MR, m0 + count):
+                    _row_part(xs, i, weight, b, groups, zero, row_scale, col_sum, col_scale, bias, n0, out, valid)
+
+
+def fits(depth: int) -> bool:
+    """Whether every sum of a depth-K row fits int32."""
+    return depth <= MAX_DEPTH
+
+
+def quantized_rows(weight_t: np.ndarray) -> tuple[np.dtype, int]:
+    """(dtype, width) of the quantized-rows buffer for a [K, N] int8 weight: uint8 quads where VNNI runs them,
+    else int16 pairs; K padded to whole groups."""
+    group = 4 if quads_fit(weight_t) else 2
+    return np.dtype(np.uint8 if group == 4 else np.int16), -(-weight_t.shape[0] // group) * group
+
+
+def bind(x: np.ndarray, weight_t: np.ndarray, col_scale: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+         xs: np.ndarray, zero: np.ndarray, row_scale: np.ndarray):
+    """`dynamic_gemm` prebound: out [M, N] = dynamic product of x [M, K] and the int8 weight_t [K, N] with
+    per-column scales `col_scale` and bias; xs (`quantized_rows`), zero and row_scale [M] are its work."""
+    rows, depth = x.shape
+    group = 4 if xs.dtype == np.uint8 else 2
+    columns = out.shape[1]
+    chunk, spans = tasks(rows, columns)
+    col_sum = weight_t.astype(np.int64).sum(axis=0).astype(np.int32)
+    return dynamic_gemm.bind(rows * depth * columns // 4, x, xs, zero, row_scale, pack_weight(weight_t, group),
+                             pad_columns(col_sum), pad_columns(col_scale.astype(np.float32)),
+                             pad_columns(np.zeros(columns, np.float32) if bias is None else bias.astype(np.float32)),
+                             out, chunk, spans)

@@ -1,0 +1,130 @@
+"""Dynamic quantization (quant_type=DYNAMIC_QUANT): the config key, the converted graph, and the DYNAMIC
+FullConnection kernels on both backends against onnx.reference's DynamicQuantizeLinear + MatMulInteger and
+against onnxruntime's float model."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import lite
+from converter.quant import DYNAMIC_QUANT, QuantConfig, convert_quantized, parse_config
+from lite.kernels.int8.dynamic_matmul import quantize_rows
+from lite.model import Model
+from lite.status import ParamInvalidError
+from schema import fb
+from tests.util import run_ort
+
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+BACKENDS = ["numpy", pytest.param("compiled", marks=pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed"))]
+RNG = np.random.default_rng(0)
+K, N1, N2 = 80, 48, 36      # K not a multiple of 4 and N2 not of the tile width: padded groups and masked columns
+
+
+def mlp() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """x [2, 7, K] -> MatMul + bias -> Relu -> MatMul + bias: two FullConnections after conversion."""
+    w1 = RNG.normal(0, 0.2, (K, N1)).astype(np.float32)
+    w2 = RNG.normal(0, 0.2, (N1, N2)).astype(np.float32)
+    b1, b2 = (RNG.normal(0, 0.5, n).astype(np.float32) for n in (N1, N2))
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"]), helper.make_node("Add", ["h0", "b1"], ["h1"]),
+             helper.make_node("Relu", ["h1"], ["h"]), helper.make_node("MatMul", ["h", "w2"], ["y0"]),
+             helper.make_node("Add", ["y0", "b2"], ["y"])]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, K])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 7, N2])],
+                              [numpy_helper.from_array(v, n) for n, v in
+                               (("w1", w1), ("w2", w2), ("b1", b1), ("b2", b2))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = RNG.normal(0, 1, (2, 7, K)).astype(np.float32)
+    x[0, 3] *= 20                                   # one loud token: its own range, not everyone's
+    return model, {"x": x}
+
+
+def dynamic_file(model: onnx.ModelProto) -> bytes:
+    return convert_quantized(model, QuantConfig(quant_type=DYNAMIC_QUANT, min_quant_weight_channel=0))
+
+
+def run(buf: bytes, feeds: dict[str, np.ndarray], kernels: str) -> np.ndarray:
+    s = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=2, kernels=kernels))
+    for name, value in feeds.items():
+        s.GetInputsByTensorName(name).set_data(value)
+    s.RunGraph()
+    return next(iter(s.GetOutputs().values())).numpy().copy()
+
+
+def integer_reference(x2d: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Each row through onnx.reference's DynamicQuantizeLinear and MatMulInteger, the weight quantized per column
+    (symmetric, [-127, 127]), scaled back in float64."""
+    ref = ReferenceEvaluator(helper.make_graph(
+        [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+         helper.make_node("MatMulInteger", ["q", "w", "z"], ["acc"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("w", TensorProto.INT8, None)],
+        [helper.make_tensor_value_info(n, t, None) for n, t in (("acc", TensorProto.INT32), ("s", TensorProto.FLOAT))]),
+        opsets={"": 17})
+    w_scale = np.abs(w).max(axis=0) / 127
+    wq = np.clip(np.rint(w / w_scale), -127, 127).astype(np.int8)
+    rows = []
+    for row in x2d:
+        acc, s = ref.run(None, {"x": row[None], "w": wq})
+        rows.append(acc[0] * (float(s) * w_scale.astype(np.float64)) + b)
+    return np.array(rows)
+
+
+def test_config_key_names_mindspore_lites_dynamic_quant():
+    cfg = parse_config("[common_quant_param]\nquant_type=DYNAMIC_QUANT\nbit_num=8\n")
+    assert cfg.validate().quant_type == DYNAMIC_QUANT
+    with pytest.raises(ParamInvalidError, match="weight_bit_num = 9"):
+        parse_config("[common_quant_param]\nquant_type=DYNAMIC_QUANT\nbit_num=9\n").validate()
+
+
+def test_rows_quantize_as_dynamic_quantize_linear_does_each():
+    x = RNG.normal(0, 3, (5, 37)).astype(np.float32)
+    x[1] = np.abs(x[1])                 # all positive: zero point 0
+    x[2] = 0.0                          # all zero: scale 1/255
+    ref = ReferenceEvaluator(helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]))
+    q, scale, zero = quantize_rows(x)
+    for m in range(len(x)):
+        rq, rs, rz = ref.run(None, {"x": x[m]})
+        np.testing.assert_array_equal(q[m], rq)
+        assert scale[m] == rs and zero[m] == rz
+
+
+def test_the_file_marks_the_products_dynamic_with_int8_weights():
+    model, _ = mlp()
+    m = Model.Import(dynamic_file(model))
+    dynamic = [n for n in m.nodes if n.quant_type == fb.QuantType.DYNAMIC]
+    assert [n.op for n in dynamic] == ["FullConnection", "FullConnection"]
+    assert all(m.tensors[n.inputs[1]].data_type == lite.DataType.INT8 for n in dynamic)
+
+
+@pytest.mark.parametrize("kernels", BACKENDS)
+def test_outputs_match_the_integer_reference_and_stay_near_float(kernels):
+    model, feeds = mlp()
+    buf = dynamic_file(model)
+    y = run(buf, feeds, kernels)
+    init = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    # the first layer alone: a model cut after its bias add
+    first = onnx.helper.make_model(helper.make_graph(
+        list(model.graph.node[:2]), "first", list(model.graph.input),
+        [helper.make_tensor_value_info("h1", TensorProto.FLOAT, [2, 7, N1])], list(model.graph.initializer)),
+        opset_imports=model.opset_import)
+    h1 = run(dynamic_file(first), feeds, kernels)
+    expected = integer_reference(feeds["x"].reshape(-1, K), init["w1"], init["b1"]).reshape(h1.shape)
+    np.testing.assert_allclose(h1, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+    reference = run_ort(model, feeds)["y"]
+    error = np.abs(y - reference).max() / np.abs(reference).max()
+    assert error < 0.02, error
+
+
+def test_both_backends_give_the_same_bits():
+    if not HAVE_NUMBA:
+        pytest.skip("numba not installed")
+    model, feeds = mlp()
+    buf = dynamic_file(model)
+    s = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(kernels="compiled"))
+    assert [step.node.op for step in s._plan.steps if step.kernel.compiled] == ["FullConnection"] * 2
+    np.testing.assert_array_equal(run(buf, feeds, "numpy"), run(buf, feeds, "compiled"))
