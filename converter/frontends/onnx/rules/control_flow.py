@@ -11,10 +11,12 @@ in the body folds on its first iteration's shape. Sequence- and optional-typed v
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from converter.frontends.onnx.registry import ImportContext, onnx_op
 from converter.ir import Graph, Value
 from lite.rewrites import forwards
+from lite.status import InvalidOpAttrError
 
 _ITERATION = Value("iteration", (), np.dtype(np.int64))
 _CONDITION = Value("cond", (), np.dtype(np.bool_))
@@ -33,20 +35,23 @@ def _outputs(body: Graph) -> list[Value]:
     return [body.values[o] for o in body.outputs]
 
 
-def _tensors_only(ctx: ImportContext, g) -> None:
-    """Refuse bodies with sequence or optional inputs or outputs."""
+def _body(ctx: ImportContext, attr: str) -> onnx.GraphProto:
+    """The graph attribute `attr`; refused when it is missing or has sequence or optional inputs or outputs."""
+    g = ctx.attr(attr)
+    if not isinstance(g, onnx.GraphProto):
+        raise ctx.error(f"graph attribute '{attr}' is missing", InvalidOpAttrError)
     for vi in [*g.input, *g.output]:
         if vi.type.WhichOneof("value") not in (None, "tensor_type"):
             raise ctx.error(f"subgraph '{g.name}' has {vi.type.WhichOneof('value')} value '{vi.name}': only "
                             f"tensors are supported")
+    return g
 
 
 def _stable_body(ctx: ImportContext, attr: str, head: list[Value], state: list[Value], tail: list[Value],
                  lead: int) -> tuple[Graph, list[Value]]:
     """Import the body `attr` with inputs head + state + tail until the state's shapes are a fixed point: a state
     value whose body output (at `lead` + k) differs from it becomes a placeholder of unknown shape."""
-    g = ctx.attr(attr)
-    _tensors_only(ctx, g)
+    g = _body(ctx, attr)
     while True:
         body = ctx.subgraph(g, [*head, *state, *tail])
         outs = _outputs(body)[lead:lead + len(state)]
@@ -69,15 +74,12 @@ def if_(ctx: ImportContext) -> None:
     if cond is not None:
         if cond.size != 1:
             raise ctx.error(f"the condition has shape {list(cond.shape)}, one element expected")
-        g = ctx.attr("then_branch" if bool(cond.reshape(-1)[0]) else "else_branch")
-        _tensors_only(ctx, g)
-        branch = ctx.subgraph(g, [])
+        branch = ctx.subgraph(_body(ctx, "then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"), [])
         ctx.inline(branch, branch.inputs, ctx.outputs)
         return
     branches = []
     for attr in ("then_branch", "else_branch"):
-        _tensors_only(ctx, ctx.attr(attr))
-        branches.append(ctx.subgraph(ctx.attr(attr), []))
+        branches.append(ctx.subgraph(_body(ctx, attr), []))
     captured = list(dict.fromkeys(name for b in branches for name in b.inputs))
     for b in branches:                  # one input list for both: each takes every captured value
         for name in captured:
@@ -125,7 +127,9 @@ def _stays_true(body: Graph) -> bool:
 # ---- Scan ---------------------------------------------------------------------------------------------------------
 @onnx_op("Scan")
 def scan(ctx: ImportContext) -> None:
-    m = int(ctx.attr("num_scan_inputs"))
+    if not isinstance(ctx.attr("num_scan_inputs"), int):
+        raise ctx.error("attribute 'num_scan_inputs' is required", InvalidOpAttrError)
+    m = ctx.attr("num_scan_inputs")
     batched = ctx.opset < 9
     inputs = ctx.inputs[1:] if batched else ctx.inputs
     if batched and ctx.input(0):
