@@ -66,5 +66,14 @@ def to_training_graph(model: SourceModel | onnx.ModelProto, params: TrainParams,
                       input_shapes: dict[str, list[int]] | None = None) -> Graph:
     """The training graph of `model` (a frontend's model, or an ONNX model) as `params` say."""
     model = as_source(model)
+    params, state = _own_training(model, params)
     frozen = weights_up_to(model, params.freeze_until) if params.freeze_until else set()
-    return build_training_graph(forward_graph(model, input_shapes), params, list(model.float_weights()), frozen)
+    return build_training_graph(forward_graph(model, input_shapes), params, list(model.float_weights()), frozen,
+                                state)
+
+
+def _own_training(model: SourceModel, params: TrainParams) -> tuple[TrainParams, dict]:
+    """A model that is itself a training step (MindSpore's exported TrainOneStepCell: its `training(params)`)
+    fixes the loss, the optimizer and the optimizer's initial state; any other trains as `params` say."""
+    training = getattr(model, "training", None)
+    return training(params) if training else (params, {})

@@ -13,7 +13,7 @@ values on a path from a trainable weight to the loss get gradients.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,10 +33,11 @@ _CROSS_ENTROPY = {"sparse": "SparseSoftmaxCrossEntropyWithLogits", "onehot": "So
 
 
 def build_training_graph(graph: Graph, params: TrainParams, weights: Sequence[str],
-                         frozen: Collection[str] = ()) -> Graph:
+                         frozen: Collection[str] = (), state: Mapping[str, np.ndarray] | None = None) -> Graph:
     """Make `graph` (imported, folded, NHWC, without BatchNorm/activation fusion) a training graph in place and
     return it. `weights`: the source model's weight names (ONNX float initializers, in file order); `frozen`:
-    weights never trained (besides those `params.freeze` matches)."""
+    weights never trained (besides those `params.freeze` matches); `state`: initial optimizer state by its name
+    `<weight>/<role>` (a training run resumed; zeros otherwise)."""
     prediction = _prediction(graph, params.output)
     graph.sort()
     forward = list(graph.nodes)
@@ -53,7 +54,7 @@ def build_training_graph(graph: Graph, params: TrainParams, weights: Sequence[st
     gradient_nodes = graph.nodes[start:]
 
     start = len(graph.nodes)
-    _optimizer(graph, params, grads)
+    _optimizer(graph, params, grads, state or {})
     graph.subgraphs = [
         SubGraph(EVAL, list(graph.inputs), list(graph.outputs), forward),
         SubGraph(GRADIENTS, [*graph.inputs, LABELS], [LOSS, renamed[prediction], *grads.values()],
@@ -236,24 +237,35 @@ def _backward(graph: Graph, nodes: list[Node], prediction: str, dlogits: str,
 
 
 # ---- optimizer -----------------------------------------------------------------------------------------------------
-def _state(graph: Graph, weight: str, name: str, shape: tuple[int, ...] | None = None, fill: float = 0.0) -> str:
-    """A float32 state constant `<weight>/<name>` filled with `fill` (of the weight's shape unless `shape` is
-    given)."""
-    full = f"{weight}/{name}"
-    array = np.full(graph.values[weight].shape if shape is None else shape, fill, np.float32)
+def _state(graph: Graph, given: Mapping[str, np.ndarray], weight: str, name: str,
+           shape: tuple[int, ...] | None = None, fill: float = 0.0) -> str:
+    """A float32 state constant `<weight>/<name>`: its `given` value (a weight's shape: in the weight's source
+    layout), else filled with `fill` (of the weight's shape unless `shape` is given)."""
+    full, w = f"{weight}/{name}", graph.values[weight]
+    like_weight, shape = shape is None, w.shape if shape is None else shape
+    if full not in given:
+        array = np.full(shape, fill, np.float32)
+    else:
+        array = np.asarray(given[full], np.float32)
+        if like_weight and w.source_perm:
+            array = array.transpose(np.argsort(w.source_perm))
+        if array.shape != shape:
+            raise NotSupportedError(f"optimizer state '{full}' has shape {list(array.shape)}, the optimizer needs "
+                                    f"{list(shape)}")
+        array = np.ascontiguousarray(array)
     graph.values[full] = Value(full, array.shape, array.dtype, array)
     return full
 
 
-def _optimizer(graph: Graph, params: TrainParams, grads: dict[str, str]) -> None:
+def _optimizer(graph: Graph, params: TrainParams, grads: dict[str, str], state: Mapping[str, np.ndarray]) -> None:
     """One optimizer node per weight, all reading the scalar `learning_rate`; inputs in the order of
     `schema.train_format.OPTIMIZER_INPUTS`."""
     lr = np.array(params.learning_rate, np.float32)
     graph.values[LEARNING_RATE] = Value(LEARNING_RATE, (), lr.dtype, lr)
     for w, grad in grads.items():
-        op, attrs, state = _update(params)
+        op, attrs, kinds = _update(params)
         given = {"weight": w, "grad": grad, "lr": LEARNING_RATE}
-        inputs = [given[r] if r in given else _state(graph, w, r, *state[r]) for r in OPTIMIZER_INPUTS[op]]
+        inputs = [given[r] if r in given else _state(graph, state, w, r, *kinds[r]) for r in OPTIMIZER_INPUTS[op]]
         graph.nodes.append(Node(op, graph.fresh(f"{w}/{op}"), inputs, [], attrs))
 
 

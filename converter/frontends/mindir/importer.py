@@ -34,7 +34,6 @@ TUPLES = ("MakeTuple", "make_list")        # make_list: a Python list of MindSpo
 PLUMBING = (*ALIASES, *TUPLES, "UpdateState", "TupleGetItem", "Partial", "Switch")
 REF = "REF::"
 CALL = "<call>"           # the "primitive" of a node calling a graph
-OPTIMIZERS = ("Adam", "AdamWeightDecay", "FusedAdam", "SGD", "Momentum")   # besides the Apply* primitives
 
 
 @dataclass
@@ -187,7 +186,6 @@ def import_model(model: Model, input_shapes: dict[str, list[int]] | None = None,
                  weights_as_inputs: Collection[str] = ()) -> Graph:
     """Build the IR of `model`: `input_shapes` overrides graph input dims by input name; the float weights
     named in `weights_as_inputs` become graph inputs instead of constants."""
-    _refuse_training_graph(model)
     input_shapes = dict(input_shapes or {})
     graph = Graph(model.short(model.graph.name) or "graph")
     for vi in model.graph.input:
@@ -211,18 +209,6 @@ def import_model(model: Model, input_shapes: dict[str, list[int]] | None = None,
     return graph
 
 
-def _refuse_training_graph(model: Model) -> None:
-    """An exported TrainOneStepCell computes gradients and updates its weights: converting it is not supported,
-    and the error says what is (the same training built from the network's inference graph)."""
-    ops = sorted({p.op_type for p in model.proto.primitives if p.op_type.endswith("Grad") or "Backprop" in p.op_type
-                  or p.op_type.startswith("Apply") or p.op_type in OPTIMIZERS})
-    if ops:
-        raise NotSupportedError(f"'{model.source}' is a training graph (it applies {', '.join(ops[:4])}"
-                                f"{', ...' if len(ops) > 4 else ''}): MindSpore's training graphs are not supported; "
-                                f"export the network itself after set_train(False) and convert it with "
-                                f"--trainModel=true, which builds its training graph")
-
-
 def import_nodes(model: Model, g: pb.GraphProto, env: dict[str, Entry], ctx: ImportContext,
                  stack: tuple[str, ...], until: str = "") -> None:
     """Apply one rule per compute node of `g` (the graphs being imported: `stack`), inlining the graphs it calls;
@@ -241,7 +227,7 @@ def import_nodes(model: Model, g: pb.GraphProto, env: dict[str, Entry], ctx: Imp
             raise NotSupportedError(f"'{model.source}': unsupported MindSpore primitive '{op}' at node "
                                     f"'{ctx.name}'")
         ctx.args = [i if isinstance(i, (str, Const)) else _tuple_arg(i) for i in inputs]
-        ctx.attrs = _attributes(model, node)
+        ctx.attrs = attributes(model, node)
         try:
             rule(ctx)
         except LiteError:
@@ -446,7 +432,7 @@ def _tuple_arg(entries: list[Entry]) -> Any:
     return _flat(entries)
 
 
-def _attributes(model: Model, node: pb.NodeProto) -> dict[str, Any]:
+def attributes(model: Model, node: pb.NodeProto) -> dict[str, Any]:
     prim = model.primitives[node.op_type[len(REF):]]
     return {a.name: attribute_value(a, model.source) for a in prim.attribute
             if a.name not in ("input_names", "output_names")}

@@ -4,20 +4,23 @@ encoder block, transposed convolutions, a bidirectional LSTM, a GRU, resizes, an
 the remaining shape, indexing and elementwise primitives."""
 from __future__ import annotations
 
+from functools import partial
+
 import mindspore as ms
 import numpy as np
 from mindspore import nn, ops
 
 
 class LeNet(nn.Cell):
-    def __init__(self, classes: int = 10):
+    def __init__(self, classes: int = 10, widths: tuple[int, int, int, int] = (6, 16, 120, 84)):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 5, pad_mode="valid")
-        self.conv2 = nn.Conv2d(6, 16, 5, pad_mode="valid")
+        c1, c2, f1, f2 = widths
+        self.conv1 = nn.Conv2d(1, c1, 5, pad_mode="valid")
+        self.conv2 = nn.Conv2d(c1, c2, 5, pad_mode="valid")
         self.relu = nn.ReLU()
         self.pool = nn.MaxPool2d(2, 2)
         self.flatten = nn.Flatten()
-        self.fc1, self.fc2, self.fc3 = nn.Dense(400, 120), nn.Dense(120, 84), nn.Dense(84, classes)
+        self.fc1, self.fc2, self.fc3 = nn.Dense(25 * c2, f1), nn.Dense(f1, f2), nn.Dense(f2, classes)
 
     def construct(self, x):
         x = self.pool(self.relu(self.conv1(x)))
@@ -42,14 +45,14 @@ class Residual(nn.Cell):
 
 
 class SmallResNet(nn.Cell):
-    def __init__(self, classes: int = 10):
+    def __init__(self, classes: int = 10, width: int = 16):
         super().__init__()
-        self.stem = nn.SequentialCell(nn.Conv2d(3, 16, 3, pad_mode="pad", padding=1, has_bias=True),
-                                      nn.BatchNorm2d(16), nn.ReLU(),
+        self.stem = nn.SequentialCell(nn.Conv2d(3, width, 3, pad_mode="pad", padding=1, has_bias=True),
+                                      nn.BatchNorm2d(width), nn.ReLU(),
                                       nn.MaxPool2d(3, 2, pad_mode="same"))
-        self.stages = nn.SequentialCell(Residual(16, 16, 1), Residual(16, 32, 2))
+        self.stages = nn.SequentialCell(Residual(width, width, 1), Residual(width, 2 * width, 2))
         self.mean = ops.ReduceMean(keep_dims=False)
-        self.fc = nn.Dense(32, classes)
+        self.fc = nn.Dense(2 * width, classes)
 
     def construct(self, x):
         return self.fc(self.mean(self.stages(self.stem(x)), (2, 3)))
@@ -251,7 +254,10 @@ NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)
         "recurrent": (Recurrent, (2, 7, 8)), "branches": (Branches, (2, 4)),
         "loop": (WhileLoop, (2, 4)), "more_primitives": (MorePrimitives, (2, 4, 6, 8)),
         "resizes": (Resizes, (2, 3, 6, 8)), "gru": (GRU, (2, 3, 8)),
-        "elementwise": (Elementwise, (2, 4, 6, 8))}
+        "elementwise": (Elementwise, (2, 4, 6, 8)),
+        # narrower LeNet and ResNet: their exported training steps are small enough to commit
+        "narrow_lenet": (partial(LeNet, widths=(4, 8, 32, 16)), (2, 1, 32, 32)),
+        "narrow_resnet": (partial(SmallResNet, width=8), (2, 3, 32, 32))}
 CLASSIFIERS = ("lenet", "resnet", "mobilenetv2", "attention", "recurrent")     # trained on [N] class labels
 
 

@@ -3,12 +3,14 @@ input, MindSpore's inference output, and the losses of its own training steps.
 
 ``python -m tests.converter.frontends.mindir.oracle [network ...]`` rewrites the committed fixtures of the
 installed MindSpore (a network's .mindir, an input and MindSpore's output, in fixtures/mindspore-<version>/), which
-let CI check the import without MindSpore: LeNet (with the losses of MindSpore's training steps), an if/else and
+let CI check the import without MindSpore: training steps (`STEPS`: TrainOneStepCell exported after a step, with
+the losses of the next three steps), LeNet (with the losses of MindSpore's training steps), an if/else and
 a while loop from MindSpore 2.10 (mind_ir_version 3, arguments as inputs); the ResNet (with losses), the nets of
 primitives, the if/else and the loop from MindSpore 2.0 (mind_ir_version 1, arguments as attributes; it needs
 Python 3.9 or older, numpy<1.24, pillow<10 and protobuf<4):
 
     python -m tests.converter.frontends.mindir.oracle lenet branches loop               # MindSpore 2.10
+    python -m tests.converter.frontends.mindir.oracle step_lenet_momentum step_lenet_adam step_resnet_momentum
     python -m tests.converter.frontends.mindir.oracle resnet primitives more_primitives branches loop   # 2.0
 """
 from __future__ import annotations
@@ -53,16 +55,50 @@ def training_batches(key: str, count: int = 3) -> list[tuple[np.ndarray, np.ndar
     return [(batch(key, 10 + k), rng.integers(0, 10, NETS[key][1][0]).astype(np.int32)) for k in range(count)]
 
 
-def training_losses(key: str, batches: list[tuple[np.ndarray, np.ndarray]], learning_rate: float = 0.01,
-                    momentum: float = 0.9) -> list[float]:
-    """The losses of MindSpore's own training steps of network `key` from its initial weights:
-    TrainOneStepCell(WithLossCell(net, sparse softmax cross entropy, mean), Momentum)."""
-    net = network(key)
+OPTIMIZERS = {"momentum": lambda params: nn.Momentum(params, 0.01, 0.9),
+              "adam": lambda params: nn.Adam(params, 0.001)}
+# committed training steps: fixture name -> (network, optimizer)
+STEPS = {"step_lenet_momentum": ("narrow_lenet", "momentum"), "step_lenet_adam": ("narrow_lenet", "adam"),
+         "step_resnet_momentum": ("narrow_resnet", "momentum")}
+
+
+def training_step(net: nn.Cell, optimizer: str = "momentum") -> nn.Cell:
+    """MindSpore's training step of `net`: TrainOneStepCell(WithLossCell(net, sparse softmax cross entropy,
+    mean), `OPTIMIZERS[optimizer]`), in training mode."""
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-    step = nn.TrainOneStepCell(nn.WithLossCell(net, loss), nn.Momentum(net.trainable_params(), learning_rate,
-                                                                       momentum))
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, loss), OPTIMIZERS[optimizer](net.trainable_params()))
     step.set_train(True)
+    return step
+
+
+def run_steps(step: nn.Cell, batches: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
     return [float(step(ms.Tensor(x), ms.Tensor(y)).asnumpy()) for x, y in batches]
+
+
+def training_losses(key: str, batches: list[tuple[np.ndarray, np.ndarray]], optimizer: str = "momentum") \
+        -> list[float]:
+    """The losses of MindSpore's own training steps of network `key` from its initial weights
+    (`training_step`: Momentum(0.01, 0.9) or Adam(0.001))."""
+    return run_steps(training_step(network(key), optimizer), batches)
+
+
+def export_step(name: str, directory: Path, warm_up: int = 1) -> tuple[Path, dict[str, np.ndarray]]:
+    """A training step of `STEPS` exported after `warm_up` steps (so it holds optimizer state), with an input and
+    the network's output for it (inference mode), and three batches and the losses of the following steps."""
+    key, optimizer = STEPS[name]
+    net = network(key)
+    step = training_step(net, optimizer)
+    batches = training_batches(key, warm_up + 3)
+    run_steps(step, batches[:warm_up])
+    x, labels = batches[warm_up]
+    ms.export(step, ms.Tensor(x), ms.Tensor(labels), file_name=str(directory / name), file_format="MINDIR")
+    net.set_train(False)
+    expected = net(ms.Tensor(x)).asnumpy()
+    step.set_train(True)
+    later = batches[warm_up:]
+    return directory / f"{name}.mindir", dict(x=x, expected=expected, train_x=np.stack([b[0] for b in later]),
+                                              train_labels=np.stack([b[1] for b in later]),
+                                              losses=np.array(run_steps(step, later)))
 
 
 def main(keys: list[str]) -> int:
@@ -72,6 +108,12 @@ def main(keys: list[str]) -> int:
     directory = FIXTURES / f"mindspore-{ms.__version__}"
     directory.mkdir(parents=True, exist_ok=True)
     for key in keys or ["lenet"]:
+        if key in STEPS:
+            path, arrays = export_step(key, directory)
+            path.chmod(0o644)
+            np.savez(directory / f"{key}.npz", **arrays)
+            print(f"wrote {path.relative_to(FIXTURES)} ({path.stat().st_size} bytes) and {key}.npz")
+            continue
         path, x, expected = export(key, directory)
         arrays = {"x": x, "expected": expected}
         if key in CLASSIFIERS:
