@@ -18,6 +18,7 @@ from schema import fb
 
 A = fb.ActivationType
 ATTENTION_OPSET = 23      # the first opset with Attention, RotaryEmbedding and RMSNormalization
+CACHE_OPSET = 24          # the first with TensorScatter and Attention's nonpad_kv_seqlen (an external KV cache)
 MASK_FILTER = -10000.0    # onnxruntime's default mask_filter_value: what a masked-out score gets added
 
 
@@ -243,22 +244,101 @@ def multi_head_attention(ctx: ImportContext) -> None:
 
 @onnx_op("GroupQueryAttention", domain=MICROSOFT)
 def group_query_attention(ctx: ImportContext) -> None:
-    """A prompt without past state: causal attention of num_heads query heads over kv_num_heads key / value
-    heads (a right-padded row's valid positions attend to no padding, so seqlens_k changes nothing there; the
-    outputs at padding are unspecified); present_key / present_value are the keys and values as [B, kv heads, S,
-    head size]. Past state, rotary and local windows are refused."""
-    q, k, v, past_key, past_value = (ctx.input(i) for i in range(5))
-    if past_key or past_value or not k or any(ctx.input(i) for i in range(7, 12)):
-        raise ctx.error("only separate query, key and value without past state, rotary or bias are supported")
-    if ctx.attr("do_rotary", 0) or ctx.attr("local_window_size", -1) != -1 or ctx.attr("smooth_softmax", 0):
-        raise ctx.error("do_rotary, local_window_size and smooth_softmax are not supported")
+    """Causal attention of num_heads query heads over kv_num_heads key / value heads, with onnxruntime's KV cache.
+
+    Without past state (a prompt): plain causal attention (a right-padded row's valid positions attend to no
+    padding, so seqlens_k changes nothing there; the outputs at padding are unspecified); present_key /
+    present_value are the keys and values as [B, kv heads, S, head size]. With past_key / past_value [B, kv heads,
+    L, head size]: row b holds seqlens_k[b] + 1 - S past positions (0 for a first prompt); present is the past
+    padded to max(total_sequence_length, L) positions, the new keys written after the row's past (TensorScatter)
+    and zeros after them, and query s attends causally to positions up to past + s (Attention's
+    nonpad_kv_seqlen = past + S). do_rotary rotates query and key at their absolute positions (cos_cache,
+    sin_cache). Packed QKV, local windows, smooth softmax, position_ids, attention_bias and head_sink are
+    refused."""
+    q, k, v, past_key, past_value, seqlens, total, cos, sin = (ctx.input(i) for i in range(9))
+    if not k or any(ctx.input(i) for i in range(9, 12)) or bool(past_key) != bool(past_value):
+        raise ctx.error("only separate query, key and value (past_key with past_value, no position_ids, "
+                        "attention_bias or head_sink) are supported")
+    if ctx.attr("local_window_size", -1) != -1 or ctx.attr("smooth_softmax", 0):
+        raise ctx.error("local_window_size and smooth_softmax are not supported")
     heads, kv_heads = int(ctx.attr("num_heads", 0)), int(ctx.attr("kv_num_heads", 0))
-    ctx.delegate("Attention", [q, k, v], ctx.outputs[:1], opset=ATTENTION_OPSET, q_num_heads=heads,
-                 kv_num_heads=kv_heads, scale=ctx.attr("scale"), is_causal=1, softcap=ctx.attr("softcap"))
-    for source, output in zip((k, v), ctx.outputs[1:3]):
+    q4, k4, v4 = (_heads_first(ctx, t, n) for t, n in ((q, heads), (k, kv_heads), (v, kv_heads)))
+    if not past_key:
+        if ctx.attr("do_rotary", 0):
+            steps = _onnx(ctx, "Range", [_i64(ctx, 0), _onnx(ctx, "Squeeze", [_length(ctx, q, 1)]), _i64(ctx, 1)])
+            shape = _onnx(ctx, "Concat", [_length(ctx, q, 0), _length(ctx, q, 1)], axis=0)
+            positions = _onnx(ctx, "Expand", [steps, shape])                          # [B, S]: 0 .. S-1
+            q4, k4 = (_rotated(ctx, t, cos, sin, positions) for t in (q4, k4))
+        y4 = _onnx(ctx, "Attention", [q4, k4, v4], opset=ATTENTION_OPSET, scale=ctx.attr("scale"), is_causal=1,
+                   softcap=ctx.attr("softcap"))
+        _heads_last(ctx, y4, ctx.outputs[0])
+        for state, output in zip((k4, v4), ctx.outputs[1:3]):
+            if output:
+                ctx.emit("Identity", [state], [output])
+        return
+    steps = _length(ctx, q, 1)                                                       # S, [1]
+    total_b = _onnx(ctx, "Add", [_onnx(ctx, "Cast", [seqlens], to=7), _i64(ctx, 1)])
+    past_b = _onnx(ctx, "Max", [_onnx(ctx, "Sub", [total_b, steps]), _i64(ctx, 0)])    # [B]
+    nonpad = _onnx(ctx, "Add", [past_b, steps])
+    if ctx.attr("do_rotary", 0):
+        positions = _onnx(ctx, "Add", [_onnx(ctx, "Unsqueeze", [past_b, _i64(ctx, [1])]),
+                                       _onnx(ctx, "Range", [_i64(ctx, 0), _onnx(ctx, "Squeeze", [steps]),
+                                                            _i64(ctx, 1)])])
+        q4, k4 = (_rotated(ctx, t, cos, sin, positions) for t in (q4, k4))
+    cached = _onnx(ctx, "Reshape", [_onnx(ctx, "Cast", [total], to=7), _i64(ctx, [1])])
+    length = _onnx(ctx, "Max", [cached, _length(ctx, past_key, 2)])                  # max(total, L), [1]
+    grow = _onnx(ctx, "Sub", [length, _length(ctx, past_key, 2)])
+    pads = _onnx(ctx, "Concat", [_i64(ctx, [0] * 6), grow, _i64(ctx, [0])], axis=0)
+    keep = _onnx(ctx, "Less", [_onnx(ctx, "Range", [_i64(ctx, 0), _onnx(ctx, "Squeeze", [length]), _i64(ctx, 1)]),
+                               _onnx(ctx, "Unsqueeze", [nonpad, _i64(ctx, [1])])])    # [B, P]
+    keep = _onnx(ctx, "Unsqueeze", [keep, _i64(ctx, [1, 3])])                        # [B, 1, P, 1]
+    present = []
+    for past, new, output in zip((past_key, past_value), (k4, v4), ctx.outputs[1:3]):
+        written = _onnx(ctx, "TensorScatter", [_onnx(ctx, "Pad", [past, pads]), new, past_b], opset=CACHE_OPSET,
+                        axis=2)
+        zero = ctx.add_const(np.zeros((), ctx.value(past).dtype), "zero")
+        present.append(_onnx(ctx, "Where", [keep, written, zero]))
         if output:
-            split = ctx.emit1("Reshape", [source, ctx.add_const(np.array([0, 0, kv_heads, -1], np.int64), "heads")])
-            ctx.emit("Transpose", [split], [output], perm=[0, 2, 1, 3])
+            ctx.emit("Identity", [present[-1]], [output])
+    y4 = _onnx(ctx, "Attention", [q4, *present, "", "", "", nonpad], opset=CACHE_OPSET, scale=ctx.attr("scale"),
+               is_causal=1, softcap=ctx.attr("softcap"))
+    _heads_last(ctx, y4, ctx.outputs[0])
+
+
+def _onnx(ctx: ImportContext, op: str, inputs: list[str], opset: int | None = None, **attrs) -> str:
+    """A default-domain `op` node's output, imported by its own rule (`ImportContext.delegate`)."""
+    output = _fresh(ctx, op)
+    ctx.delegate(op, inputs, [output], opset=opset, **attrs)
+    return output
+
+
+def _i64(ctx: ImportContext, value) -> str:
+    return ctx.add_const(np.array(value, np.int64), "index")
+
+
+def _length(ctx: ImportContext, x: str, axis: int) -> str:
+    """x's extent along `axis` as an int64 [1] (a constant when it is static)."""
+    return _onnx(ctx, "Shape", [x], start=axis, end=axis + 1)
+
+
+def _heads_first(ctx: ImportContext, x: str, heads: int) -> str:
+    """[B, S, heads * D] -> [B, heads, S, D]."""
+    split = ctx.emit1("Reshape", [x, ctx.add_const(np.array([0, 0, heads, -1], np.int64), "heads")])
+    return ctx.emit1("Transpose", [split], perm=[0, 2, 1, 3])
+
+
+def _heads_last(ctx: ImportContext, x4: str, output: str) -> None:
+    """[B, heads, S, D] -> [B, S, heads * D] into `output`."""
+    moved = ctx.emit1("Transpose", [x4], perm=[0, 2, 1, 3])
+    ctx.emit("Reshape", [moved, ctx.add_const(np.array([0, 0, -1], np.int64), "merged")], [output])
+
+
+def _rotated(ctx: ImportContext, x4: str, cos: str, sin: str, positions: str) -> str:
+    """x4 [B, heads, S, D] rotated at `positions` [B, S] with the first 2 * cos_cache.shape[1] dims."""
+    if not cos or not sin:
+        raise ctx.error("do_rotary needs cos_cache and sin_cache")
+    return _onnx(ctx, "RotaryEmbedding", [x4, cos, sin, positions], opset=ATTENTION_OPSET,
+                 interleaved=ctx.attr("rotary_interleaved", 0), rotary_embedding_dim=2 * ctx.value(cos).shape[1])
 
 
 @onnx_op("RotaryEmbedding", domain=MICROSOFT)

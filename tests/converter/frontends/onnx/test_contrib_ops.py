@@ -157,6 +157,45 @@ def test_group_query_attention(padded):
         assert np.abs(got["y"][row, :valid] - want["y"][row, :valid]).max() <= 2e-5
 
 
+ANGLES = np.arange(16)[:, None] / (10000 ** (np.arange(8) / 8))[None]
+
+
+@pytest.mark.parametrize("steps, cache, seqlens, total", [
+    (1, 5, [5, 3], 6),      # token generation: the rows' caches hold 5 and 3 positions, the buffer 5
+    (1, 8, [5, 3], 6),      # a buffer longer than the total: present keeps its length, zeros after each row
+    (3, 4, [6], 7)])        # a subsequent prompt of 3 tokens after 4 cached ones
+@pytest.mark.parametrize("rotary", [None, 0, 1])
+def test_group_query_attention_with_past_state(steps, cache, seqlens, total, rotary):
+    """past_key / past_value [B, 2, cache, D], each row's past seqlens_k + 1 - steps positions; rotary: query and
+    key rotated at their absolute positions (rotary_interleaved 0 or 1)."""
+    heads, kv_heads, size, batch = 4, 2, 16, len(seqlens)
+    feeds = {"q": _normal(batch, steps, heads * size), "k": _normal(batch, steps, kv_heads * size),
+             "v": _normal(batch, steps, kv_heads * size), "pk": _normal(batch, kv_heads, cache, size),
+             "pv": _normal(batch, kv_heads, cache, size), "seqlens": np.array(seqlens, np.int32),
+             "total": np.array(total, np.int32)}
+    consts, inputs, attrs = {}, ["q", "k", "v", "pk", "pv", "seqlens", "total"], {}
+    if rotary is not None:
+        consts = {"cos": np.cos(ANGLES).astype(np.float32), "sin": np.sin(ANGLES).astype(np.float32)}
+        inputs += ["cos", "sin"]
+        attrs = {"do_rotary": 1, "rotary_interleaved": rotary}
+    model = contrib_model("GroupQueryAttention", feeds, consts, inputs, ["y", "present_key", "present_value"],
+                          num_heads=heads, kv_num_heads=kv_heads, **attrs)
+    want, got = run_ort(model, feeds), run_lite(session_for(model), feeds)
+    for name in ("y", "present_key", "present_value"):
+        assert got[name].shape == want[name].shape, name
+        assert np.abs(got[name] - want[name]).max() <= 2e-6, name
+
+
+def test_group_query_attention_rotary_prompt():
+    """A prompt without past state, rotated at positions 0 .. S-1."""
+    feeds = {"q": _normal(2, 4, 64), "k": _normal(2, 4, 32), "v": _normal(2, 4, 32),
+             "seqlens": np.array([3, 3], np.int32), "total": np.array(4, np.int32)}
+    check("GroupQueryAttention", feeds, {"cos": np.cos(ANGLES).astype(np.float32),
+                                         "sin": np.sin(ANGLES).astype(np.float32)},
+          ["q", "k", "v", "", "", "seqlens", "total", "cos", "sin"], ["y", "present_key", "present_value"],
+          atol=2e-6, num_heads=4, kv_num_heads=2, do_rotary=1)
+
+
 @pytest.mark.parametrize("interleaved", [0, 1])
 def test_rotary_embedding(interleaved):
     x = _normal(2, 5, 16)              # [B, S, heads * 8]
