@@ -130,9 +130,11 @@ REFERENCE = "numpy"
 ENV = "MSLITE_KERNELS"
 # backend -> its package under lite.kernels, which provides `usable()` (whether kernels chosen now take it; may
 # start it; raises NotSupportedError when it was asked for by name and cannot start), `seconds()` (spent
-# starting it and preparing kernels) and `describe()`; a started backend with its own threads adds its pool
-# (`add_pool`). Importing the package starts nothing.
-BACKENDS: dict[str, str] = {"compiled": "compiled"}
+# starting it and preparing kernels) and `describe()`, and may name in `SIBLINGS` another backend whose
+# registered kernels it runs; a started backend with its own threads adds its pool (`add_pool`). Importing the
+# package starts nothing. "auto" takes the first that starts: the compiled kernels from the ahead-of-time library,
+# else from numba's JIT.
+BACKENDS: dict[str, str] = {"aot": "compiled.aot", "compiled": "compiled"}
 MODES = ("auto", *BACKENDS, REFERENCE)
 
 _selection: contextvars.ContextVar[tuple[str, int]] = contextvars.ContextVar("lite_kernel_selection",
@@ -200,7 +202,11 @@ def describe_backend(mode: str = "auto") -> str:
     mode = os.environ.get(ENV, "").strip().lower() or check_mode(mode)
     if mode == REFERENCE:
         return "numpy kernels (forced)"
-    return backend(mode if mode in BACKENDS else next(iter(BACKENDS))).describe()
+    if mode in BACKENDS:
+        return backend(mode).describe()
+    with selection(mode):
+        return next((backend(name).describe() for name in BACKENDS if backend(name).usable()),
+                    backend(list(BACKENDS)[-1]).describe())
 
 
 def _allows(name: str) -> bool:
@@ -265,8 +271,13 @@ def kernel_to_run(op: str, type_id: int, quantized: bool = False) -> type[Kernel
     key = _key(op, type_id, quantized)
     if key is None:
         return None
-    return next((_REGISTRY[(*key, name)] for name in BACKENDS if (*key, name) in _REGISTRY and _allows(name)),
-                _REGISTRY[(*key, REFERENCE)])
+    return next((_REGISTRY[(*key, _kernels_of(name))] for name in BACKENDS
+                 if (*key, _kernels_of(name)) in _REGISTRY and _allows(name)), _REGISTRY[(*key, REFERENCE)])
+
+
+def _kernels_of(name: str) -> str:
+    """The backend whose registered kernels backend `name` runs (its `SIBLINGS`, else itself)."""
+    return getattr(backend(name), "SIBLINGS", name)
 
 
 class Float32Compute(Kernel):

@@ -102,6 +102,8 @@ def _initialised() -> Any:
     except ImportError:
         _layer_error = "numba is not installed"
         return None
+    from lite.kernels.compiled import llvm
+    llvm.start_jit()
     for layer, module in (("omp", "numba.np.ufunc.omppool"), ("tbb", "numba.np.ufunc.tbbpool")):
         try:
             importlib.import_module(module)
@@ -222,12 +224,30 @@ class Compiled:
     def bind(self, work: int, *args: Any) -> Callable[[], None]:
         """A call of the compiled function on `args`, ready to run; `work` (inner iterations) and the
         session's threads pick the form. Compiling or loading it now is counted in `jit_seconds`."""
+        parallel = threads() > 1 and work >= PARALLEL_WORK
+        library, function = self._ahead_of_time(parallel, args)
+        if function is not None:
+            return Bound(library.bind(self.name, function, args))
         return Bound(self.entry(work, *args), *args)
+
+    @property
+    def name(self) -> str:
+        return f"{self.fn.__module__}.{self.fn.__qualname__}"
+
+    def _ahead_of_time(self, parallel: bool, args: tuple) -> tuple[Any, Any]:
+        """(the ahead-of-time library, its entry point for `args`) when the library serves the kernels bound
+        now; the entry point is None when it lacks this signature (numba's JIT then compiles it)."""
+        aot = sys.modules.get("lite.kernels.compiled.aot")
+        library = aot.serving() if aot is not None else None
+        return library, library and library.function(self.name, parallel, args)
 
     def entry(self, work: int, *args: Any) -> Callable[..., None]:
         """The compiled entry point for arguments typed like `args` (for calls whose scalars change)."""
         global _jit_seconds
         parallel = threads() > 1 and work >= PARALLEL_WORK
+        library, function = self._ahead_of_time(parallel, args)
+        if function is not None:
+            return library.entry(self.name, function)
         dispatcher = self.form(parallel)
         signature = tuple(numba_module().typeof(a) for a in args)
         result = dispatcher.overloads.get(signature)

@@ -28,13 +28,9 @@ import functools
 
 import numpy as np
 
-from llvmlite import ir
-from numba import prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
-
 from lite.kernels.compiled import Compiled
-from lite.kernels.compiled.llvm import F32, F64, I8, I32, I64, LANES, address, splat
+from lite.kernels.compiled.llvm import (
+    F32, F64, I8, I32, I64, LANES, address, cgutils, intrinsic, ir, prange, splat, types)
 
 TILE_PIXELS = 4
 EXACT_SUM = 1 << 24       # int8 tiles: integer sums below this are exact in float32

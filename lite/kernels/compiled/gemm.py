@@ -30,13 +30,9 @@ import functools
 
 import numpy as np
 
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
-
 from lite.kernels.compiled import Compiled
-from lite.kernels.compiled.llvm import F32, I32, I64, LANES, WIDE, address, splat
+from lite.kernels.compiled.llvm import (
+    F32, I32, I64, LANES, WIDE, address, cgutils, intrinsic, ir, njit, prange, splat, types)
 from lite.memory_plan import aligned_copy
 
 VECTORS = 4 if WIDE else 2         # vectors per panel: 32 registers hold 24 accumulators, 16 hold 12

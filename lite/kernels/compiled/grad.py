@@ -10,9 +10,9 @@ its slice of dx.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from lite.kernels.compiled import Compiled
+from lite.kernels.compiled.llvm import prange
 
 
 @Compiled

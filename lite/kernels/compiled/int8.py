@@ -29,13 +29,9 @@ import functools
 
 import numpy as np
 
-from llvmlite import ir
-from numba import prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
-
 from lite.kernels.compiled import Compiled
-from lite.kernels.compiled.llvm import F64, I8, I16, I32, I64, LANES, VNNI, address, splat
+from lite.kernels.compiled.llvm import (
+    F64, I8, I16, I32, I64, LANES, VNNI, address, cgutils, intrinsic, ir, prange, splat, types)
 from lite.memory_plan import aligned_copy
 
 MR, NR = 6, 2 * LANES                 # register tile: rows x columns (NR int32 lanes = two vectors per row)

@@ -20,15 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
-
 from lite.kernel import TensorSpec
 from lite.kernels.compiled import Compiled
 from lite.kernels.compiled.gemm import DEPTH_BLOCK, PANEL, ROWS, VECTORS, tile_rows
-from lite.kernels.compiled.llvm import F32, I32, I64, LANES, address, splat
+from lite.kernels.compiled.llvm import F32, I32, I64, LANES, address, cgutils, intrinsic, ir, njit, prange, splat, types
 from lite.memory_plan import aligned_zeros
 
 

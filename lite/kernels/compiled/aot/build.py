@@ -1,0 +1,228 @@
+"""Build the ahead-of-time kernel library for this machine's CPU level (needs numba, llvmlite and a C compiler):
+
+    python -m lite.kernels.compiled.aot.build [--out DIR] [--cc CC] [--object-only]
+
+numba compiles every entry of `signatures.txt` (serial or threaded form, argument types) for the host's CPU level
+(`llvm.TARGET`; `MSLITE_CPU_TARGET=x86_64-v3` builds a lower one's);
+each gets a C entry point (`aot` module docstring) written here in LLVM IR; llvmlite emits one position-independent
+object of them all, and the C compiler links it with `runtime.c` into `libmslite_kernels-<level>-v<N>.so`, with
+`.json` beside it naming the entry points. `--object-only` stops at the object (link it where a compiler for the
+device is: `cc -shared -O2 -fPIC -o lib....so objects.o runtime.c -lpthread -lm`).
+
+The signatures are recorded from real runs with numba's JIT:
+
+    python -m lite.kernels.compiled.aot.build --record model.ms [model.ms ...]
+
+adds what every listed model binds at 1 and 2 threads to `signatures.txt`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+SIGNATURES = HERE / "signatures.txt"
+RUNTIME = HERE / "runtime.c"
+RENAMED = "mslite_rt_"           # prefix of the Python C-API and numba helper names the runtime stands in for
+PYTHON_API = ("Py", "_Py", "numba_")
+IMPLEMENTED = ("numba_parallel_for", "numba_attempt_nocopy_reshape")   # runtime.c's, under numba's names
+
+# LLVM's CPU name and features for each level (`llvm.host_target`)
+CPUS = {"x86_64-v4-vnni": ("x86-64-v4", "+avx512vnni"), "x86_64-v4": ("x86-64-v4", "+avx512f"),
+        "x86_64-v3": ("x86-64-v3", "+avx2"), "x86_64": ("x86-64", "+sse2"), "aarch64": ("generic", "+neon")}
+
+
+def _numba_for(target: str) -> Any:
+    """numba set to compile for `target`'s CPU (before it loads), with the kernels' vector width matching."""
+    cpu, features = CPUS[target]
+    os.environ["NUMBA_CPU_NAME"], os.environ["NUMBA_CPU_FEATURES"] = cpu, features
+    os.environ["MSLITE_CPU_TARGET"] = target
+    from lite.kernels import compiled
+    from lite.kernels.compiled import llvm
+    if llvm.TARGET != target:
+        raise SystemExit(f"lite.kernels.compiled.llvm was imported for {llvm.TARGET}; run the build in a fresh process")
+    return compiled.numba_module()
+
+
+def parse_type(token: str) -> Any:
+    """A numba type from one token of a signature (`aot.signature_of`)."""
+    import numpy as np
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+    if token.endswith("]"):
+        dtype, shape = token[:-1].split("[")
+        return types.Array(from_dtype(np.dtype(dtype)), int(shape[:-1]), shape[-1])
+    return from_dtype(np.dtype(token))
+
+
+def _entry_ir(context: Any, fndesc: Any, name: str) -> Any:
+    """An llvmlite IR module holding `int32 name(i8 **data, i64 *meta)`, which rebuilds the arguments from
+    `data` and `meta` and calls the compiled function; it returns 0, or 1 when the function failed."""
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    module = context.create_module(name)
+    callee = ir.Function(module, context.call_conv.get_function_type(fndesc.restype, fndesc.argtypes),
+                         fndesc.llvm_func_name)
+    i64 = ir.IntType(64)
+    entry = ir.Function(module, ir.FunctionType(ir.IntType(32), [ir.IntType(8).as_pointer().as_pointer(),
+                                                                  i64.as_pointer()]), name)
+    builder = ir.IRBuilder(entry.append_basic_block())
+    data, meta = entry.args
+    slot = iter(range(1 << 30))
+    word = lambda: builder.load(builder.gep(meta, [ir.Constant(i64, next(slot))]))        # noqa: E731
+    values = []
+    for k, kind in enumerate(fndesc.argtypes):
+        if isinstance(kind, types.Array):
+            array = context.make_array(kind)(context, builder)
+            address = builder.load(builder.gep(data, [ir.Constant(i64, k)]))
+            shape = [word() for _ in range(kind.ndim)]
+            strides = [word() for _ in range(kind.ndim)]
+            context.populate_array(array, data=builder.bitcast(address, array.data.type),
+                                   shape=cgutils.pack_array(builder, shape, i64),
+                                   strides=cgutils.pack_array(builder, strides, i64),
+                                   itemsize=context.get_constant(types.intp, kind.dtype.bitwidth // 8), meminfo=None)
+            values.append(array._getvalue())
+        else:
+            bits, value_type = word(), context.get_value_type(kind)
+            if isinstance(value_type, ir.FloatType):
+                values.append(builder.bitcast(builder.trunc(bits, ir.IntType(32)), value_type))
+            elif isinstance(value_type, ir.DoubleType):
+                values.append(builder.bitcast(bits, value_type))
+            elif value_type.width == 1:
+                values.append(builder.icmp_unsigned("!=", bits, ir.Constant(i64, 0)))
+            else:
+                values.append(builder.trunc(bits, value_type) if value_type.width < 64 else bits)
+    status, _ = context.call_conv.call_function(builder, callee, fndesc.restype, fndesc.argtypes, values)
+    builder.ret(builder.select(status.is_ok, ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1)))
+    return module
+
+
+def read_signatures(path: Path = SIGNATURES) -> list[str]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def compile_object(target: str, keys: list[str], object_path: Path) -> dict[str, str]:
+    """Compile the entries `keys` into one object file; returns the entry point name of each key."""
+    import importlib
+    from llvmlite import binding
+    from numba.core.compiler_lock import global_compiler_lock
+    _numba_for(target)
+    symbols: dict[str, str] = {}
+    with global_compiler_lock:
+        library = None
+        for index, key in enumerate(keys):
+            name, form, signature = key.split(":")
+            module, _, function = name.rpartition(".")
+            compiled = getattr(importlib.import_module(module), function)
+            dispatcher = compiled.form(form == "threaded")
+            argument_types = tuple(parse_type(t) for t in signature.split(",")) if signature else ()
+            dispatcher.compile(argument_types)
+            result = dispatcher.overloads[argument_types]
+            context = result.target_context
+            if library is None:
+                library = context.codegen().create_library("mslite_kernels")
+            symbols[key] = f"mslite_kernel_{index}"
+            library.add_ir_module(_entry_ir(context, result.fndesc, symbols[key]))
+            library.add_linking_library(result.library)
+            print(f"  {key}", flush=True)
+        if library is None:
+            raise SystemExit("no signatures to build")
+        library.finalize()
+        module = binding.parse_assembly(str(library._final_module))
+    for value in [*module.functions, *module.global_variables]:
+        if value.is_declaration and value.name.startswith(PYTHON_API) and value.name not in IMPLEMENTED:
+            value.name = RENAMED + value.name
+    cpu, features = CPUS[target]
+    triple = binding.get_process_triple()
+    machine = binding.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3,
+                                                                      reloc="pic", codemodel="default")
+    module.triple = triple
+    object_path.write_bytes(machine.emit_object(module))
+    return symbols
+
+
+def link(object_path: Path, library_path: Path, cc: str) -> None:
+    command = [*shlex.split(cc), "-shared", "-O2", "-fPIC", "-o", str(library_path), str(object_path), str(RUNTIME),
+               "-lpthread", "-lm", "-Wl,-z,defs"]
+    subprocess.run(command, check=True)
+
+
+def build(out: Path, target: str, cc: str, object_only: bool = False) -> Path:
+    """Build (or, with `object_only`, compile) the library into `out`; returns the file written."""
+    from lite.kernels.compiled import aot
+    name = aot.library_name(target)
+    out.mkdir(parents=True, exist_ok=True)
+    object_path = out / f"{name}.o"
+    symbols = compile_object(target, read_signatures(), object_path)
+    import numba
+    info = {"version": aot.VERSION, "target": target, "numba": numba.__version__, "entries": symbols}
+    library_path = out / f"lib{name}.so"
+    (out / f"lib{name}.json").write_text(json.dumps(info, indent=1) + "\n")
+    if object_only:
+        return object_path
+    link(object_path, library_path, cc)
+    object_path.unlink()
+    return library_path
+
+
+def record(models: list[str]) -> int:
+    """Run each model with numba's JIT at 1 and 2 threads; add the entries bound to `signatures.txt`."""
+    import numpy as np
+    import lite
+    from lite.kernels import compiled
+    from lite.kernels.compiled import aot
+    seen: set[str] = set(read_signatures())
+    new: list[str] = []
+    original = compiled.Compiled.entry
+
+    def entry(self: Any, work: int, *args: Any) -> Any:
+        key = aot.entry_key(self.name, compiled.threads() > 1 and work >= compiled.PARALLEL_WORK, args)
+        if key not in seen:
+            seen.add(key)
+            new.append(key)
+        return original(self, work, *args)
+
+    compiled.Compiled.entry = entry                                   # type: ignore[method-assign]
+    for path in models:
+        model = lite.Model.Load(path)
+        for threads in (1, 2):
+            session = lite.LiteSession.CreateSession(lite.Context(thread_num=threads, kernels="compiled"))
+            session.CompileGraph(model)
+            for tensor in session.GetInputs():
+                data = tensor.MutableData()
+                data[...] = np.random.default_rng(0).standard_normal(data.shape) if data.dtype.kind == "f" else 0
+            session.RunGraph()
+    with SIGNATURES.open("a") as f:
+        f.writelines(f"{key}\n" for key in new)
+    print(f"{len(new)} new signatures in {SIGNATURES}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from lite.kernels.compiled import aot
+    from lite.kernels.compiled.llvm import TARGET
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="directory (default: the user's cache of "
+                                                               "ahead-of-time kernels, where lite looks)")
+    parser.add_argument("--cc", default=os.environ.get("CC", "cc"), help="C compiler that links the library")
+    parser.add_argument("--object-only", action="store_true", help="stop at the object file")
+    parser.add_argument("--record", nargs="+", metavar="MODEL", help="record the signatures these models bind")
+    args = parser.parse_args(argv)
+    if args.record:
+        return record(args.record)
+    out = args.out or aot.search_dirs()[-1]
+    written = build(out, TARGET, args.cc, args.object_only)
+    print(f"wrote {written}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
