@@ -200,5 +200,7 @@ def identity(ctx: ImportContext) -> None:
 
 @mindir_op("Dropout")
 def dropout(ctx: ImportContext) -> None:
-    """Output 0 is the input in inference (MindSpore's Dropout returns (output, mask))."""
-    ctx.emit("Identity", [ctx.input(0)], [ctx.item(0)])
+    """MindSpore's Dropout returns (output, mask): output 0 is our Dropout of ratio 1 - keep_prob, the identity in
+    inference and random in a training graph (a training step's network keeps MindSpore's)."""
+    keep = float(np.ravel(ctx.arg(1, "keep_prob", 0.5))[0])
+    ctx.emit("Dropout", [ctx.input(0)], [ctx.item(0)], ratio=1.0 - keep)
