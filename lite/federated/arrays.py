@@ -9,6 +9,7 @@ message bytes and `UpdateFeatureMaps` copies it into the session's variables.
 from __future__ import annotations
 
 import io
+import tokenize
 
 import numpy as np
 from flwr.app import Array, ArrayRecord
@@ -44,9 +45,9 @@ def view(array: Array) -> np.ndarray:
         if read_header is None:
             raise ValueError("unknown .npy version")
         shape, fortran, dtype = read_header(stream)
-    except ValueError as e:
+    except (ValueError, SyntaxError, tokenize.TokenError) as e:      # numpy parses the header as Python tokens
         raise InputTensorError(f"array bytes are not a .npy array: {e}") from e
-    if dtype.hasobject or fortran:
+    if dtype.kind not in "biufc" or fortran:       # objects, records, strings, datetimes: no weights
         raise InputTensorError(f"array of dtype {dtype} (fortran order {fortran}) is not a plain numeric array")
     count = int(np.prod(shape, dtype=np.int64))
     if len(array.data) - stream.tell() != count * dtype.itemsize:

@@ -28,7 +28,7 @@ from lite.federated.arrays import load_weights, record_views, weights_record
 from lite.federated.local import evaluate_locally, open_session, train_locally
 from lite.federated.privacy import privacy_mods
 from lite.federated.shards import load_shard
-from lite.federated.wire import train_reply, train_request
+from lite.federated.wire import evaluate_weights, round_settings, train_reply, train_request
 from lite.atomic_file import write_atomic
 from lite.status import ParamInvalidError
 from lite.train.session import TrainSession
@@ -82,13 +82,12 @@ def _record(context: Context, server_round: int, arrays: ArrayRecord, examples: 
 def train(msg: Message, context: Context) -> Message:
     session = _session(context)
     request = train_request(msg, [t.tensor_name() for t in session.GetFeatureMaps()])
+    settings = round_settings(request.config, session.GetLearningRate())
     load_weights(session, request.arrays)
     x, y = load_shard(str(_node_value(context, "shard")))
-    server_round = int(request.config.get("server-round", 0))
-    result = train_locally(session, x, y, epochs=int(request.config.get("local-epochs", 1)),
-                           batch_size=int(request.config.get("batch-size", 32)),
-                           learning_rate=float(request.config.get("lr", session.GetLearningRate())),
-                           seed=server_round)
+    server_round = settings.server_round
+    result = train_locally(session, x, y, epochs=settings.local_epochs, batch_size=settings.batch_size,
+                           learning_rate=settings.lr, seed=server_round)
     _break(context, session)
     arrays = weights_record(session)
     _record(context, server_round, arrays, result.examples)
@@ -99,7 +98,7 @@ def train(msg: Message, context: Context) -> Message:
 
 @app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
-    session = _session(context, msg.content.array_records["arrays"])
+    session = _session(context, evaluate_weights(msg))
     x, y = load_shard(str(_node_value(context, "shard")))
     result = evaluate_locally(session, x, y)
     metrics = MetricRecord({"eval-loss": result.loss, "eval-accuracy": result.accuracy,

@@ -41,6 +41,9 @@ def reply_problem(content, expected: dict[str, tuple[tuple[int, ...], np.dtype]]
     wrong = next((n for n, a in views.items() if a.shape != expected[n][0]), None)
     if wrong is not None:
         return f"weight '{wrong}' has shape {list(views[wrong].shape)}, not {list(expected[wrong][0])}"
+    wrong = next((n for n, a in views.items() if a.dtype != expected[n][1]), None)
+    if wrong is not None:
+        return f"weight '{wrong}' has dtype {views[wrong].dtype}, not {expected[wrong][1]}"
     bad = non_finite(record)
     return f"weight '{bad}' holds NaN or Inf" if bad is not None else None
 

@@ -7,13 +7,14 @@ keyed "0", "1", ... in the model's weight order) + `fitins.config`, answered wit
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.common import Code, FitRes, Parameters, Status
 from flwr.compat.common import recorddict_compat as compat
 
-from lite.status import InputTensorError
+from lite.status import InputTensorError, ParamInvalidError
 
 LEGACY_ARRAYS, LEGACY_CONFIG = "fitins.parameters", "fitins.config"
 
@@ -27,14 +28,54 @@ class TrainRequest:
 
 def train_request(msg: Message, names: list[str]) -> TrainRequest:
     """The global weights (renamed to `names` when they come in the legacy layout) and the round's config."""
-    content = msg.content
-    if LEGACY_ARRAYS not in content.array_records:
-        return TrainRequest(content.array_records["arrays"], content.config_records["config"], False)
-    record = content.array_records[LEGACY_ARRAYS]
+    content = _content(msg)
+    legacy = LEGACY_ARRAYS in content.array_records
+    arrays, config = (LEGACY_ARRAYS, LEGACY_CONFIG) if legacy else ("arrays", "config")
+    record = _record(content.array_records, arrays, "ArrayRecord")
+    config_record = _record(content.config_records, config, "ConfigRecord")
+    if not legacy:
+        return TrainRequest(record, config_record, False)
     if len(record) != len(names):
         raise InputTensorError(f"the global model has {len(record)} arrays, the session {len(names)} weights")
-    return TrainRequest(ArrayRecord(dict(zip(names, record.values()))), content.config_records[LEGACY_CONFIG],
-                        True)
+    return TrainRequest(ArrayRecord(dict(zip(names, record.values()))), config_record, True)
+
+
+def evaluate_weights(msg: Message) -> ArrayRecord:
+    """The global weights an evaluate request carries."""
+    return _record(_content(msg).array_records, "arrays", "ArrayRecord")
+
+
+def _content(msg: Message) -> RecordDict:
+    if not msg.has_content():
+        raise InputTensorError("the message has no content (an error message)")
+    return msg.content
+
+
+def _record(records: dict, key: str, kind: str):
+    if key not in records:
+        raise InputTensorError(f"the message has no {kind} '{key}' (it has {sorted(records)})")
+    return records[key]
+
+
+@dataclass
+class RoundSettings:
+    server_round: int
+    local_epochs: int
+    batch_size: int
+    lr: float
+
+
+def round_settings(config: ConfigRecord, default_lr: float) -> RoundSettings:
+    """The round's settings from a train request's config: numbers (a bool or text is refused), defaults for
+    absent keys."""
+    def number(key: str, default: float, kind: type) -> float:
+        value = config.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
+                (kind is int and value != int(value)):
+            raise ParamInvalidError(f"config '{key}' is {value!r}, not {'an integer' if kind is int else 'a number'}")
+        return kind(value)
+    return RoundSettings(number("server-round", 0, int), number("local-epochs", 1, int),
+                         number("batch-size", 32, int), number("lr", default_lr, float))
 
 
 def train_reply(msg: Message, request: TrainRequest, arrays: ArrayRecord, metrics: dict[str, float],

@@ -9,4 +9,4 @@ are first imported.
 """
 __all__ = ["HARNESSES"]
 
-HARNESSES = ("ms", "mindspore_lite", "mindir", "tflite", "onnx", "config", "benchmark")
+HARNESSES = ("ms", "mindspore_lite", "mindir", "tflite", "onnx", "config", "benchmark", "federated")

@@ -19,6 +19,7 @@ from converter.quant import QuantConfig, quantize
 from converter.train import TrainParams
 from lite import protect
 from tests.fuzz.ms import KEY
+from tests.fuzz.scratch import scratch_file
 
 CORPUS = Path(__file__).parent / "corpus"
 REPO = Path(__file__).resolve().parents[2]
@@ -53,15 +54,45 @@ def tflite_seeds() -> dict[str, bytes]:
     return {"add.tflite": add, "conv_signature.tflite": m.build([x], [y], {"inputs": ["x"], "outputs": ["y"]})}
 
 
+def federated_seeds(training: bytes) -> dict[str, bytes]:
+    """The messages of one round over the training file's weights, as serialized protobufs: a train request in
+    the Message-API layout and in the legacy one (SecAgg+), an evaluate request and a train reply."""
+    from flwr.app import ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+    from flwr.common import FitIns, Parameters
+    from flwr.common.serde import message_to_proto
+    from flwr.compat.common import recorddict_compat as compat
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from lite.context import Context
+    from lite.federated.arrays import weights_record
+    from lite.federated.wire import train_reply, train_request
+    from lite.train.session import TrainSession
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+    with scratch_file(".ms", training) as path:
+        session = TrainSession.CreateSession(path, Context(kernels="numpy"))
+    arrays = weights_record(session)
+    config = ConfigRecord({"server-round": 1, "local-epochs": 1, "batch-size": 8, "lr": 0.01})
+    train = Message(RecordDict({"arrays": arrays, "config": config}), dst_node_id=2, message_type=MessageType.TRAIN)
+    fitins = FitIns(Parameters([a.data for a in arrays.values()], "numpy.ndarray"), dict(config))
+    legacy = Message(compat.fitins_to_recorddict(fitins, keep_input=True), dst_node_id=2,
+                     message_type=MessageType.TRAIN)
+    evaluate = Message(RecordDict({"arrays": arrays, "config": ConfigRecord({"server-round": 1})}), dst_node_id=2,
+                       message_type=MessageType.EVALUATE)
+    reply = train_reply(train, train_request(train, list(arrays.keys())), arrays, {"train-loss": 0.5}, 64)
+    return {name: message_to_proto(msg).SerializeToString() for name, msg in
+            (("train.pb", train), ("train_legacy.pb", legacy), ("evaluate.pb", evaluate), ("reply.pb", reply))}
+
+
 def corpora() -> dict[str, dict[str, bytes]]:
     model = tiny_lenet()
     plain = convert(model)
     calib = [{"input": np.random.default_rng(k).standard_normal((1, 1, 8, 8)).astype(np.float32)} for k in range(2)]
     int8 = to_bytes(quantize(to_graph(model), QuantConfig(method="MAX_MIN"), calib))
+    training = convert_for_training(model, TrainParams())
     return {
         "ms": {"plain.ms": plain, "int8.ms": int8, "integrity.ms": protect.with_integrity(plain),
                "encrypted.ms": protect.encrypt(plain, KEY),
-               "training.ms": convert_for_training(model, TrainParams())},
+               "training.ms": training},
         "mindspore_lite": {"plain.ms": convert(model, save_type="MINDIR_LITE")},
         "mindir": {"digits_0to4.mindir": (REPO / "examples" / "mindir" / "digits_0to4.mindir").read_bytes()},
         "tflite": tflite_seeds(),
@@ -76,6 +107,7 @@ def corpora() -> dict[str, dict[str, bytes]]:
                       "expected.npy": b"\x01" + _saved(np.save, np.array([0.1, 0.2, 0.7], np.float32)),
                       "expected.npz": b"\x02" + _saved(np.savez, output=np.array([0.1, 0.2, 0.7], np.float32)),
                       "input.bin": b"\x03" + np.arange(12, dtype=np.float32).tobytes()},
+        "federated": federated_seeds(training),
     }
 
 
@@ -89,7 +121,10 @@ def dictionaries() -> dict[str, list[bytes]]:
     keys = [*OLD_KEYS, *(k for ks in SECTIONS.values() for k in ks), *(f.name for f in fields(TrainParams))]
     return {"ms": magics, "mindspore_lite": magics, "tflite": [b"TFL3"],
             "config": [f"[{s}]".encode() for s in (*SECTIONS, SECTION)] + [f"{k}=".encode() for k in keys],
-            "benchmark": [b"\x93NUMPY", b"PK\x03\x04", b"'descr'", b"'shape'", b"'fortran_order'"]}
+            "benchmark": [b"\x93NUMPY", b"PK\x03\x04", b"'descr'", b"'shape'", b"'fortran_order'"],
+            "federated": [b"\x93NUMPY", b"numpy.ndarray", b"arrays", b"config", b"metrics", b"fitins.parameters",
+                          b"fitins.config", b"num-examples", b"server-round", b"local-epochs", b"batch-size", b"lr",
+                          b"train", b"evaluate"]}
 
 
 def _dict_line(token: bytes) -> str:
