@@ -1,0 +1,72 @@
+"""fuse_bias: a constant per-channel Add after a dense layer becomes the layer's bias, checked against onnxruntime
+on the source model; Adds it cannot take stay."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import lite
+from converter import to_graph
+from converter.export import to_bytes
+from tests.util import run_lite, run_ort
+
+
+def _dense(bias_shape: tuple[int, ...], bias_first: bool, residual: bool = False, second_reader: bool = False):
+    """x [2, 5, 8] @ W [8, 6] + c (+ x @ R, a residual computed at run time), in PyTorch's export order when
+    `bias_first`."""
+    rng = np.random.default_rng(0)
+    consts = {"w": rng.standard_normal((8, 6)).astype(np.float32),
+              "c": rng.standard_normal(bias_shape).astype(np.float32),
+              "r": rng.standard_normal((8, 6)).astype(np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]),
+             helper.make_node("Add", ["c", "mm"] if bias_first else ["mm", "c"], ["biased"])]
+    outputs = ["biased"]
+    if residual:
+        nodes += [helper.make_node("MatMul", ["x", "r"], ["skip"]), helper.make_node("Add", ["biased", "skip"], ["sum"])]
+        outputs = ["sum"]
+    if second_reader:
+        outputs.append("mm")
+    graph = helper.make_graph(nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 8])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def _check(model, graph) -> None:
+    buf = to_bytes(graph)
+    session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context())
+    x = np.random.default_rng(1).standard_normal((2, 5, 8)).astype(np.float32)
+    got, want = run_lite(session, {"x": x}), run_ort(model, {"x": x})
+    for name, expected in want.items():
+        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias_shape", [(6,), (1, 1, 6), (1,)])
+@pytest.mark.parametrize("bias_first", [True, False])
+def test_a_per_channel_add_becomes_the_dense_layers_bias(bias_shape: tuple[int, ...], bias_first: bool) -> None:
+    model = _dense(bias_shape, bias_first)
+    graph = to_graph(model)
+    assert [n.op for n in graph.nodes] == ["FullConnection"]
+    assert len(graph.nodes[0].inputs) == 3
+    assert "Add" in [n.op for n in to_graph(model, disabled_passes=["fuse_bias"]).nodes]
+    _check(model, graph)
+
+
+def test_the_residual_sum_after_the_bias_fuses_too() -> None:
+    """With its bias inside, the layer's output is the residual Add's operand, which `fuse_residual` takes."""
+    model = _dense((6,), True, residual=True)
+    graph = to_graph(model)
+    assert "Add" not in [n.op for n in graph.nodes]
+    _check(model, graph)
+
+
+@pytest.mark.parametrize("kind", ["full-shape constant", "broadcast to more rows", "second reader"])
+def test_adds_it_cannot_take_stay(kind: str) -> None:
+    """A constant that differs per row is no bias, one that grows the output's shape broadcasts it, and a
+    product read elsewhere must stay without the bias."""
+    shape = {"full-shape constant": (5, 6), "broadcast to more rows": (3, 1, 1, 6)}.get(kind, (6,))
+    model = _dense(shape, False, second_reader=kind == "second reader")
+    graph = to_graph(model)
+    assert "Add" in [n.op for n in graph.nodes]
+    _check(model, graph)
