@@ -141,6 +141,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "grad.unary_math_grad": ("UnaryMathGrad",),
     "grad.where_grad": ("WhereGrad",),
     # the compiled backend's siblings (numba; started only when a session chooses one)
+    "compiled.activation": ("Activation",),
     "compiled.activation_grad": ("ActivationGrad",),
     "compiled.batchnorm_grad": ("BatchNormGrad",),
     "compiled.conv2d": ("Conv2D",),
