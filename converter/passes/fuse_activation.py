@@ -1,5 +1,5 @@
-"""fuse_activation: x * sigmoid(x) -> SWISH, x * hsigmoid(x) -> HSWISH, then an activation whose input has one
-reader folds into the op that produced it when that op applies an `activation` attribute
+"""fuse_activation: x * sigmoid(x) -> SWISH, x * hsigmoid(x) and x * relu6(x + 3) / 6 -> HSWISH, then an
+activation whose input has one reader folds into the op that produced it when that op applies an `activation` attribute
 (`traits(op).fused_activation`: Conv2D, FullConnection, MatMul, Add, Sub, Mul, Div, Pooling, ...).
 `split_activation` undoes the folding."""
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from converter.ir import Graph, Node, Value
+from converter.passes.match import is_scalar, other_input, produced_by
 from lite.traits import traits
 from schema import fb
 
@@ -30,6 +31,32 @@ def _gate_of(graph: Graph, mul: Node) -> tuple[str, int] | None:
     return None
 
 
+def _hard_swish_of(graph: Graph, node: Node) -> str | None:
+    """x when `node` computes x * relu6(x + 3) / 6 spelled out (a Div by 6 or Mul by 1/6 of Mul(x, relu6(Add(x,
+    3)))), as PaddlePaddle's and older PyTorch exports write hard-swish; else None."""
+    if node.attrs.get("activation", 0) or len(node.inputs) != 2:
+        return None
+    for product, sixth in [node.inputs, node.inputs[::-1]] if node.op == "Mul" else [node.inputs]:
+        if not (is_scalar(graph, sixth, 6.0) if node.op == "Div" else is_scalar(graph, sixth, 1.0 / 6.0)):
+            continue
+        mul = produced_by(graph, product, "Mul")
+        if mul is None or graph.uses(product) != 1 or len(set(mul.inputs)) != 2:
+            continue
+        for x, gate in (mul.inputs, mul.inputs[::-1]):
+            relu6 = graph.producer(gate)
+            if relu6 is None or graph.uses(gate) != 1:
+                continue
+            if relu6.op == "Activation" and relu6.attrs.get("type") == A.RELU6:    # Clip(0, 6) on its own
+                shifted, add = relu6.inputs[0], graph.producer(relu6.inputs[0])
+                fused = add is not None and not add.attrs.get("activation", 0) and graph.uses(shifted) == 1
+            else:                                                                   # folded into the Add
+                add, fused = relu6, relu6.attrs.get("activation", 0) == A.RELU6
+            if (fused and add.op == "Add" and len(add.inputs) == 2 and x in add.inputs
+                    and is_scalar(graph, other_input(add, x), 3.0)):
+                return x
+    return None
+
+
 def fuse_gated(graph: Graph) -> None:
     for mul in graph.op_nodes("Mul"):
         if mul.attrs.get("activation", 0) or len(set(mul.inputs)) != 2:
@@ -38,6 +65,10 @@ def fuse_gated(graph: Graph) -> None:
         if found:
             x, kind = found
             mul.op, mul.inputs, mul.attrs = "Activation", [x], {"type": kind}
+    for node in graph.op_nodes("Div", "Mul"):
+        x = _hard_swish_of(graph, node)
+        if x is not None:
+            node.op, node.inputs, node.attrs = "Activation", [x], {"type": A.HSWISH}
     graph.prune()
 
 

@@ -7,9 +7,9 @@ from typing import Callable, Iterable
 from converter.ir import Graph
 from converter.passes.fold_constants import fold_constants
 from converter.passes.fuse_activation import fuse_activation, split_activation
+from converter.passes.fuse_affine import fuse_affine
 from converter.passes.fuse_attention import fuse_attention
 from converter.passes.fuse_batchnorm import fuse_batchnorm
-from converter.passes.fuse_bias import fuse_bias
 from converter.passes.fuse_gelu import fuse_gelu
 from converter.passes.fuse_layer_norm import fuse_layer_norm
 from converter.passes.fuse_pad import fuse_pad
@@ -26,7 +26,7 @@ PASSES: dict[str, Callable[[Graph], None]] = {
     "to_nhwc": to_nhwc,
     "fuse_pad": fuse_pad,
     "fuse_batchnorm": fuse_batchnorm,
-    "fuse_bias": fuse_bias,
+    "fuse_affine": fuse_affine,
     "fuse_activation": fuse_activation,
     "fuse_residual": fuse_residual,
 }
@@ -36,7 +36,7 @@ PASSES: dict[str, Callable[[Graph], None]] = {
 # BatchNorm folded into a weight, and every op keeps its gradient rule), activations fused by the source model
 # (TFLite's) split off; remove_identity keeps train-mode ops.
 FOR_TRAINING: dict[str, Callable[[Graph], None] | None] = {
-    **dict.fromkeys(("fuse_layer_norm", "fuse_gelu", "fuse_attention", "fuse_pad", "fuse_batchnorm", "fuse_bias",
+    **dict.fromkeys(("fuse_layer_norm", "fuse_gelu", "fuse_attention", "fuse_pad", "fuse_batchnorm", "fuse_affine",
                      "fuse_residual")),
     "fuse_activation": split_activation,
     "remove_identity": partial(remove_identity, training=True),

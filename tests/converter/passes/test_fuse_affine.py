@@ -1,5 +1,6 @@
-"""fuse_bias: a constant per-channel Add after a dense layer becomes the layer's bias, checked against onnxruntime
-on the source model; Adds it cannot take stay."""
+"""fuse_affine: a constant per-channel Mul or Add after a dense layer or conv becomes part of the layer's weight and
+bias; and fuse_activation's hard-swish spelled out in basic ops. Checked against onnxruntime on the source model;
+nodes they cannot take stay."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +24,8 @@ def _dense(bias_shape: tuple[int, ...], bias_first: bool, residual: bool = False
              helper.make_node("Add", ["c", "mm"] if bias_first else ["mm", "c"], ["biased"])]
     outputs = ["biased"]
     if residual:
-        nodes += [helper.make_node("MatMul", ["x", "r"], ["skip"]), helper.make_node("Add", ["biased", "skip"], ["sum"])]
+        nodes += [helper.make_node("MatMul", ["x", "r"], ["skip"]),
+                  helper.make_node("Add", ["biased", "skip"], ["sum"])]
         outputs = ["sum"]
     if second_reader:
         outputs.append("mm")
@@ -33,10 +35,10 @@ def _dense(bias_shape: tuple[int, ...], bias_first: bool, residual: bool = False
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
 
 
-def _check(model, graph) -> None:
+def _check(model, graph, shape: tuple[int, ...] = (2, 5, 8)) -> None:
     buf = to_bytes(graph)
     session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context())
-    x = np.random.default_rng(1).standard_normal((2, 5, 8)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     got, want = run_lite(session, {"x": x}), run_ort(model, {"x": x})
     for name, expected in want.items():
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
@@ -49,7 +51,7 @@ def test_a_per_channel_add_becomes_the_dense_layers_bias(bias_shape: tuple[int, 
     graph = to_graph(model)
     assert [n.op for n in graph.nodes] == ["FullConnection"]
     assert len(graph.nodes[0].inputs) == 3
-    assert "Add" in [n.op for n in to_graph(model, disabled_passes=["fuse_bias"]).nodes]
+    assert "Add" in [n.op for n in to_graph(model, disabled_passes=["fuse_affine"]).nodes]
     _check(model, graph)
 
 
@@ -70,3 +72,36 @@ def test_adds_it_cannot_take_stay(kind: str) -> None:
     graph = to_graph(model)
     assert "Add" in [n.op for n in graph.nodes]
     _check(model, graph)
+
+
+def _conv_block(hard_swish: str):
+    """Conv -> Mul(s) -> Add(b) (PaddleOCR's learnable affine after a conv) -> hard-swish spelled out
+    (`hard_swish`: "div" x * relu6(x + 3) / 6 with Clip, "mul" the same times 1/6)."""
+    rng = np.random.default_rng(0)
+    consts = {"w": rng.standard_normal((8, 4, 3, 3)).astype(np.float32),
+              "wb": rng.standard_normal(8).astype(np.float32),
+              "s": np.array([[[[1.7]]]], np.float32), "b": rng.standard_normal((1, 8, 1, 1)).astype(np.float32),
+              "three": np.array(3.0, np.float32), "zero": np.array(0.0, np.float32), "six": np.array(6.0, np.float32),
+              "sixth": np.array(1 / 6, np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "wb"], ["conv"], pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", ["s", "conv"], ["scaled"]), helper.make_node("Add", ["scaled", "b"], ["a"]),
+             helper.make_node("Add", ["a", "three"], ["shifted"]),
+             helper.make_node("Clip", ["shifted", "zero", "six"], ["gate"]),
+             helper.make_node("Mul", ["a", "gate"], ["product"]),
+             helper.make_node("Div", ["product", "six"], ["out"]) if hard_swish == "div"
+             else helper.make_node("Mul", ["sixth", "product"], ["out"])]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+@pytest.mark.parametrize("hard_swish", ["div", "mul"])
+def test_a_conv_takes_its_scale_shift_and_spelled_out_hard_swish(hard_swish: str) -> None:
+    from schema import fb
+    model = _conv_block(hard_swish)
+    graph = to_graph(model)
+    convs = [n for n in graph.nodes if n.op == "Conv2D"]
+    assert len(convs) == 1 and not any(n.op in ("Mul", "Add", "Div") for n in graph.nodes)
+    assert convs[0].attrs["activation"] == fb.ActivationType.HSWISH
+    _check(model, graph, (1, 4, 6, 6))
