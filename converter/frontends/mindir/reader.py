@@ -9,6 +9,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from converter.frontends.mindir import mind_ir_pb2 as pb
+from converter.frontends.mindir.legacy import is_legacy, parse_legacy
 from converter.frontends.proto_text import undecodable_field
 from lite.status import GraphFileError, NotSupportedError
 
@@ -31,7 +32,10 @@ MONAD = object()        # the value of an ordering token (UMONAD, IOMONAD): carr
 
 def parse(data: bytes, source: str) -> pb.ModelProto:
     """The model in `data`; GraphFileError naming `source` when it is not a MINDIR protobuf, NotSupportedError
-    when its format version is newer than the ones known."""
+    when its format version is newer than the ones known. MindSpore 1.0's files (ONNX's protobuf) are read as
+    `legacy` re-expresses them."""
+    if is_legacy(data):
+        return parse_legacy(data, source)
     model = pb.ModelProto()
     try:
         model.ParseFromString(data)

@@ -74,6 +74,14 @@ class InvertedResidual(nn.Cell):
         return x + y if self.residual else y
 
 
+def dropout(p: float) -> nn.Cell:
+    """nn.Dropout zeroing a fraction `p` (MindSpore 1.x takes the fraction kept)."""
+    try:
+        return nn.Dropout(p=p)
+    except TypeError:
+        return nn.Dropout(keep_prob=1 - p)
+
+
 class MobileNetV2Like(nn.Cell):
     def __init__(self, classes: int = 10):
         super().__init__()
@@ -82,7 +90,7 @@ class MobileNetV2Like(nn.Cell):
             InvertedResidual(16, 16, 1, 1), InvertedResidual(16, 24, 2, 4), InvertedResidual(24, 24, 1, 4),
             nn.Conv2d(24, 64, 1), nn.BatchNorm2d(64), nn.HSwish())
         self.pool = nn.AvgPool2d(8, 8)
-        self.head = nn.SequentialCell(nn.Flatten(), nn.Dropout(p=0.2), nn.Dense(64, classes), nn.Softmax())
+        self.head = nn.SequentialCell(nn.Flatten(), dropout(0.2), nn.Dense(64, classes), nn.Softmax())
 
     def construct(self, x):
         return self.head(self.pool(self.features(x)))
@@ -160,15 +168,19 @@ class GRU(nn.Cell):
 
 
 class Recurrent(nn.Cell):
-    """A two-layer bidirectional LSTM over [N, T, F] features, classified from its last step."""
+    """A two-layer bidirectional LSTM over [N, T, F] features, classified from its last step (the initial state
+    given, as MindSpore 1.0 requires)."""
 
-    def __init__(self, features: int = 8, hidden: int = 6, classes: int = 10):
+    def __init__(self, features: int = 8, hidden: int = 6, classes: int = 10, batch: int = 2, layers: int = 2):
         super().__init__()
-        self.lstm = nn.LSTM(features, hidden, num_layers=2, batch_first=True, bidirectional=True)
+        self.lstm = nn.LSTM(features, hidden, num_layers=layers, batch_first=True, bidirectional=True)
         self.head = nn.Dense(2 * hidden, classes)
+        zeros = ms.Tensor(np.zeros((2 * layers, batch, hidden), np.float32))
+        self.state = (zeros, zeros)
+        self.flatten = nn.Flatten()
 
-    def construct(self, x):
-        return self.head(self.lstm(x)[0][:, -1])
+    def construct(self, x):       # [:, -1:] flattened: MindSpore 1.0 reads [:, -1] as an empty slice
+        return self.head(self.flatten(self.lstm(x, self.state)[0][:, -1:]))
 
 
 class Branches(nn.Cell):
@@ -256,6 +268,7 @@ NETS = {"lenet": (LeNet, (2, 1, 32, 32)), "resnet": (SmallResNet, (2, 3, 32, 32)
         "resizes": (Resizes, (2, 3, 6, 8)), "gru": (GRU, (2, 3, 8)),
         "elementwise": (Elementwise, (2, 4, 6, 8)),
         # narrower LeNet and ResNet: their exported training steps are small enough to commit
+        "bilstm": (partial(Recurrent, layers=1), (2, 7, 8)),      # MindSpore 1.0's CPU LSTM has one layer
         "narrow_lenet": (partial(LeNet, widths=(4, 8, 32, 16)), (2, 1, 32, 32)),
         "narrow_resnet": (partial(SmallResNet, width=8), (2, 3, 32, 32))}
 CLASSIFIERS = ("lenet", "resnet", "mobilenetv2", "attention", "recurrent")     # trained on [N] class labels
@@ -266,7 +279,7 @@ def randomized(net: nn.Cell, seed: int) -> nn.Cell:
     rng = np.random.default_rng(seed)
     for name, p in net.parameters_and_names():
         if "moving_variance" in name or "gamma" in name:
-            p.set_data(type(p)(rng.uniform(0.5, 1.5, p.shape).astype(np.float32)))
+            p.set_data(ms.Tensor(rng.uniform(0.5, 1.5, p.shape).astype(np.float32)))
         elif "moving_mean" in name or "beta" in name:
-            p.set_data(type(p)(rng.uniform(-0.5, 0.5, p.shape).astype(np.float32)))
+            p.set_data(ms.Tensor(rng.uniform(-0.5, 0.5, p.shape).astype(np.float32)))
     return net

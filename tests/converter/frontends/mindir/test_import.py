@@ -1,6 +1,6 @@
-"""The MINDIR frontend without MindSpore: files exported by MindSpore 2.10 (a LeNet; arguments as Constant inputs)
-and 2.0 (a ResNet with BatchNorm and a net of shape, indexing and elementwise primitives; arguments as primitive
-attributes), committed with MindSpore's outputs, convert with `converter_lite --fmk=MINDIR` and run as MindSpore
+"""The MINDIR frontend without MindSpore: files exported by MindSpore 2.10 (a LeNet; arguments as Constant inputs),
+2.0 (a ResNet with BatchNorm and a net of shape, indexing and elementwise primitives; arguments as primitive
+attributes) and 1.0 (a LeNet, the ResNet and a bidirectional LSTM; ONNX's protobuf), committed with MindSpore's outputs, convert with `converter_lite --fmk=MINDIR` and run as MindSpore
 ran them; external weight files are read; bad files are refused with a status naming the file (and the node).
 MindSpore's exported training steps: `test_training_step.py`."""
 from __future__ import annotations
@@ -18,6 +18,8 @@ from converter import convert_for_training
 from converter.cli import main as converter_lite
 from converter.frontends import frontend, read_model
 from converter.frontends.mindir import mind_ir_pb2 as pb
+from converter.frontends.mindir.legacy import is_legacy
+from converter.frontends.mindir.reader import parse
 from converter.train import TrainParams
 from tests.util import relative_to_range, run_lite, session_for
 
@@ -74,11 +76,12 @@ def test_first_training_losses_are_those_mindspore_recorded(fixture):
     np.testing.assert_allclose(losses, data["losses"], rtol=1e-4)
 
 
-def test_fixtures_of_both_attribute_styles_are_committed():
+def test_fixtures_of_every_format_are_committed():
+    """MindSpore 2.10 (arguments as inputs), 2.0 (arguments as attributes) and 1.0 (ONNX's protobuf)."""
     assert {p.parent.name for p in TRAINED} == {"mindspore-2.10.0", "mindspore-2.0.0"}
-    versions = {p.parent.name: pb.ModelProto.FromString(p.read_bytes()).mind_ir_version
+    versions = {p.parent.name: (is_legacy(p.read_bytes()), parse(p.read_bytes(), str(p)).mind_ir_version)
                 for p in FIXTURES.glob("*/*.mindir")}
-    assert versions == {"mindspore-2.10.0": 3, "mindspore-2.0.0": 1}
+    assert versions == {"mindspore-2.10.0": (False, 3), "mindspore-2.0.0": (False, 1), "mindspore-1.0.0": (True, 0)}
 
 
 def test_weights_keep_the_names_of_the_network_parameters():
@@ -237,3 +240,20 @@ def test_undecodable_text_is_a_graph_file_error_under_protobufs_pure_python_pars
                          timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "refused: 'bad.mindir' is not a readable MINDIR model" in run.stdout
+
+
+def test_a_mindspore_1_0_file_that_is_cut_short_or_malformed_names_file_and_node(tmp_path):
+    """MindSpore 1.0's files are ONNX's protobuf: a truncated one is a GraphFileError naming the file; an attribute
+    whose structure is not 1.0's is refused naming attribute and node."""
+    import onnx
+    source = FIXTURES / "mindspore-1.0.0" / "narrow_lenet.mindir"
+    (tmp_path / "cut.mindir").write_bytes(source.read_bytes()[:3000])
+    with pytest.raises(lite.GraphFileError, match=r"'.*cut\.mindir' is not a readable MINDIR model"):
+        read_model("MINDIR", tmp_path / "cut.mindir")
+    model = onnx.load_from_string(source.read_bytes())
+    conv = next(n for n in model.graph.node if n.op_type == "Conv2D")
+    next(a for a in conv.attribute if a.name == "group").ref_attr_name = "scalar:Tuple[value1,"
+    (tmp_path / "odd.mindir").write_bytes(model.SerializeToString())
+    with pytest.raises(lite.GraphFileError, match=rf"'.*odd\.mindir': attribute 'group' of node '{conv.name}' "
+                                                  r"\(Conv2D\) does not match its structure"):
+        read_model("MINDIR", tmp_path / "odd.mindir")

@@ -12,7 +12,8 @@ from converter.cli import main as converter_lite  # noqa: E402
 from converter.frontends import read_model  # noqa: E402
 from converter.frontends.mindir import mind_ir_pb2  # noqa: E402
 from tests.converter.frontends.mindir.oracle import (FIXTURES, OPTIMIZERS, STEPS, export,  # noqa: E402
-                                                     export_step, network, training_batches, training_losses)
+                                                     export_step, mindir, network, training_batches,
+                                                     training_losses)
 from tests.util import relative_to_range, run_lite  # noqa: E402
 
 
@@ -56,7 +57,7 @@ def test_first_training_losses_are_mindspores(key, tmp_path):
     statistics, its running statistics updated)."""
     batches = training_batches(key)
     source = tmp_path / f"{key}.mindir"
-    ms.export(network(key), ms.Tensor(batches[0][0]), file_name=str(source.with_suffix("")), file_format="MINDIR")
+    mindir(network(key), source.with_suffix(""), ms.Tensor(batches[0][0]))
     buf = converted(tmp_path, source, "--trainModel=true", "--optimizer=momentum", "--learningRate=0.01")
     session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(thread_num=2), True)
     losses = []
