@@ -44,9 +44,6 @@ REFUSED = {
     **dict.fromkeys(("DILATE", "REDUCE_WINDOW"), "StableHLO-derived ops are not supported"),
     "DELEGATE": "a delegate's fused node runs only inside that delegate",
     "PLACEHOLDER_FOR_GREATER_OP_CODES": "a placeholder code, not an operator",
-    **dict.fromkeys(("CUSTOM:Landmarks2TransformMatrix", "CUSTOM:TransformLandmarks", "CUSTOM:TransformTensorBilinear"),
-                    "a MediaPipe custom op that only MediaPipe's own calculators run (LiteRT has no kernel for it), "
-                    "so no importer rule yet"),
 }
 STABLEHLO = "STABLEHLO_"        # the StableHLO op set (a separate dialect): refused as a family
 

@@ -4,7 +4,7 @@
 Which wheel files use which custom op (mediapipe 0.10.14):
 - Convolution2DTransposeBias: selfie_segmentation.tflite, selfie_segmentation_landscape.tflite
 - Landmarks2TransformMatrix, TransformTensorBilinear, TransformLandmarks: face_landmark_with_attention.tflite
-  (LiteRT has no kernel for these three: refused by name)
+  (LiteRT has no kernel for these three: checked against MediaPipe's own runtime in test_mediapipe_transforms.py)
 - MaxPoolingWithArgmax2D, MaxUnpooling2D: no file of the wheel (checked on models built here)."""
 from __future__ import annotations
 
@@ -61,12 +61,6 @@ def test_short_options_are_refused_naming_the_op():
     with pytest.raises(NotSupportedError, match=r"'CUSTOM:Convolution2DTransposeBias' at node 'y'.*custom options "
                                                 r"hold 8 bytes, 12 expected"):
         convert_tflite(m.build([x], [y]))
-
-
-def test_landmark_ops_are_refused_by_name():
-    data = mediapipe_model("face_landmark/face_landmark_with_attention.tflite")
-    with pytest.raises(NotSupportedError, match="CUSTOM:Landmarks2TransformMatrix.*LiteRT has no kernel"):
-        convert_tflite(data)
 
 
 def test_unknown_custom_op_names_the_known_ones():
