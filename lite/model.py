@@ -47,6 +47,7 @@ class NodeDef:
     quant_type: int = 0
     bodies: list["SubGraphDef"] = field(default_factory=list)   # a control-flow node's subgraphs, as its op
                                                                 # names them (`traits(op).bodies`)
+    rounding: str = "tflite"    # the int8 requantization rule of the format it came from (int8/requantize.py)
 
 
 @dataclass

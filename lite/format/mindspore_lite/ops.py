@@ -13,6 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from lite.dtypes import DataType, from_numpy
+from lite.kernels.int8.requantize import NNACL
 from lite.model import NodeDef, TensorDef
 from lite.status import GraphFileError, NotSupportedError
 from schema import attrs as op_attrs
@@ -81,7 +82,7 @@ class Graph:
                 if isinstance(v, (int, np.integer)) and not _INT32_MIN <= v <= _INT32_MAX:
                     raise node.fail(f"attribute {key} = {v} is out of range")
         self.nodes.append(NodeDef(node.name + part, op, op_attrs.build(op, attrs), inputs,
-                                  node.outputs if outputs is None else outputs))
+                                  node.outputs if outputs is None else outputs, rounding=NNACL))
 
     def add_tensor(self, name: str, data_type: int, data: np.ndarray | None = None) -> int:
         """A new tensor (const when `data` is given) and its index."""
@@ -605,6 +606,8 @@ _RULES: dict[str, Callable[[Graph, Node], None]] = {
     "MatMulFusion": _matmul,
     "Activation": _activation,
     "Reshape": _reshape,
+    "QuantDTypeCast": lambda g, n: g.add(n, "QuantDTypeCast", {"src_t": n.attr("SrcT"), "dst_t": n.attr("DstT")},
+                                         n.inputs),
     "LRN": _lrn,
     "LSTM": _lstm,
     "InstanceNorm": _instance_norm,
@@ -655,6 +658,7 @@ _ARITY = {  # (fewest, most) inputs of the official node
     "SubFusion": (2, 2), "MulFusion": (2, 2), "DivFusion": (2, 2), "RealDiv": (2, 2), "FullConnection": (2, 3),
     "MatMulFusion": (2, 3), "Activation": (1, 1), "Reshape": (2, 2), "Transpose": (2, 2), "Concat": (1, 1 << 16),
     "Softmax": (1, 1), "Flatten": (1, 1), "Squeeze": (1, 2), "Unsqueeze": (1, 2), "ExpandDims": (2, 2),
+    "QuantDTypeCast": (1, 1),
     "Gather": (3, 3), "StridedSlice": (3, 5), "LRN": (1, 1), "LSTM": (6, 6),
     "InstanceNorm": (3, 3), "Resize": (1, 2), "ArgMaxFusion": (1, 1), "TopKFusion": (2, 2), "ReduceFusion": (1, 2),
     "ExpFusion": (1, 1), "GatherD": (3, 3), "ConstantOfShape": (1, 1), "Equal": (2, 2), "Greater": (2, 2),

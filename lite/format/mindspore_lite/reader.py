@@ -24,17 +24,19 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)     # a quant scale the kernels c
 _FORMATS = {fb.Format.NCHW: ours.Format.NCHW, fb.Format.NHWC: ours.Format.NHWC, fb.Format.KHWC: ours.Format.OHWI}
 
 _COMPRESSIONS = (fb.WeightQuantCompressType.NONE, fb.WeightQuantCompressType.BITPACKING)     # weights read
-# Node quant types read (the official -> ours); full quantization is not yet.
+# Node quant types read (the official -> ours).
 _QUANT_TYPES = {fb.QuantType.QUANT_NONE: ours.QuantType.NONE, fb.QuantType.QUANT_WEIGHT: ours.QuantType.WEIGHT,
-                fb.QuantType.WeightQuant: ours.QuantType.WEIGHT}
+                fb.QuantType.WeightQuant: ours.QuantType.WEIGHT, fb.QuantType.QUANT_ALL: ours.QuantType.FULL,
+                fb.QuantType.PostTraining: ours.QuantType.FULL}
 
 
 
 
 def read(buf: memoryview) -> Model:
-    """The model in a verified MSL2 buffer. Float and weight-quant (8-bit, 16-bit, bit-packed below 8) models for
-    now: fully quantized nodes, otherwise compressed weights and control flow (more than one subgraph) are refused
-    with `NotSupportedError` naming what."""
+    """The model in a verified MSL2 buffer: float, weight-quant (8-bit, 16-bit, bit-packed below 8) and full-quant
+    (int8 tensors with their params; the nodes run MindSpore Lite's rounding, `NNACL`) models; otherwise
+    compressed weights and control flow (more than one subgraph) are refused with `NotSupportedError` naming
+    what."""
     root = fb.MetaGraph.GetRootAs(buf, 0)
     graph_in = int_vector(root, "InputIndex")
     inputs = set(graph_in)
@@ -61,8 +63,8 @@ def read(buf: memoryview) -> Model:
         node = root.Nodes(k)
         name = text(node.Name(), f"node_{k}")
         if node.QuantType() not in _QUANT_TYPES:
-            raise NotSupportedError(f"node '{name}' is quantized (quantType {node.QuantType()}): only float and "
-                                    f"weight-quant MindSpore Lite files are supported yet")
+            raise NotSupportedError(f"node '{name}' is quantized (quantType {node.QuantType()}): only float, "
+                                    f"weight-quant and full-quant MindSpore Lite files are supported")
         primitive = node.Primitive()
         code = primitive.ValueType() if primitive is not None else 0
         if code == 0 or primitive.Value() is None:

@@ -1,4 +1,4 @@
-"""The compiled sibling of int8 Conv2D, where `Requantizer`'s float form is exact:
+"""The compiled sibling of int8 Conv2D, where `Requantizer`'s float form is one exact affine floor:
 - direct kernels (`conv`): int32 sums of centred products that skip the padding, requantized as they are
   written; register tiles on the input centred into float32 where those sums are exact in float32 (depthwise
   convs of whole vectors of channels, dense first layers), the generic depthwise kernel where int32 cannot
@@ -32,7 +32,7 @@ def exact_in_float32(centred: np.ndarray, zero_point: int) -> bool:
 @register("Conv2D", DataType.INT8, quantized=True, backend="compiled")
 class Conv2DInt8Compiled(Conv2DInt8Kernel):
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
-        g, exact = self.geo, self.requantize.exact
+        g, exact = self.geo, self.requantize.affine
         self.tiled = (exact and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g) or tiled_dense(g))
                       and exact_in_float32(self.centred, self.qx.zero_point))
         self.compiled_direct = self.tiled or (exact and g.group > 1 and g.group == g.in_channels
@@ -59,12 +59,12 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
         else:
             super().bind(inputs, outputs, scratch)
         g = self.geo
-        self.compiled = self.requantize.exact and (self.compiled_direct or self.compiled_gemm or self.depthwise
+        self.compiled = self.requantize.affine and (self.compiled_direct or self.compiled_gemm or self.depthwise
                                                    or g.group == 1)
 
     def requantize_rows(self, acc: np.ndarray, out: np.ndarray, bound: Callable[[], None]) -> Callable[[], None]:
         """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout), where exact."""
-        if not self.requantize.exact:
+        if not self.requantize.affine:
             return bound
         from lite.kernels.compiled import conv
         scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)

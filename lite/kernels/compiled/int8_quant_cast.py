@@ -11,12 +11,13 @@ from lite.dtypes import DataType
 from lite.kernel import TensorSpec, register
 from lite.kernels.compiled import CompiledCall
 from lite.kernels.int8.quant_cast import QuantDTypeCastKernel
+from lite.kernels.int8.requantize import NNACL
 
 
 @register("QuantDTypeCast", DataType.FLOAT32, backend="compiled")
 class QuantDTypeCastCompiled(CompiledCall, QuantDTypeCastKernel):
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
-        self.compiled = (not self.given and self.quantizing and self.scale.size == 1
+        self.compiled = (not self.given and self.quantizing and self.scale.size == 1 and self.node.rounding != NNACL
                          and inputs[0].dtype == np.float32 and dtypes.to_numpy(self.attrs.dst_t).itemsize <= 2)
 
     def bind_call(self, inputs, outputs, scratch) -> Callable[[], None]:

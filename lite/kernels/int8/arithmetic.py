@@ -2,7 +2,8 @@
 
 Add: both inputs, centred and shifted left by 20 bits, are rescaled to a common scale 2 * max(s_a, s_b) with
 integer multipliers, summed, then rescaled to the output. Mul: the product of the centred inputs is rescaled by
-s_a * s_b / s_y. Fused RELU / RELU6 are clamps.
+s_a * s_b / s_y. Fused RELU / RELU6 are clamps. Each rescaling rounds by the node's rule (`requantize.py`: TFLite's
+single rounding, or MindSpore Lite's two).
 
 An int8 output depends only on the pair of int8 inputs, so `infer` runs that integer arithmetic once over all
 256 x 256 pairs into a 64 KiB table, and a run is one gather: out = table[a_byte * 256 + b_byte] (bit-exact by
@@ -71,11 +72,14 @@ class AddInt8Kernel(BinaryInt8Kernel):
     def prepare(self, qa: Quant, qb: Quant, qy: Quant, lo: int, hi: int) -> None:
         twice_max = 2 * max(qa.scale, qb.scale)
         self.ma, self.mb = quantize_multiplier(qa.scale / twice_max), quantize_multiplier(qb.scale / twice_max)
-        self.requantize = Requantizer.build(twice_max / ((1 << ADD_LEFT_SHIFT) * qy.scale), qy.zero_point, lo, hi)
+        self.requantize = Requantizer.build(twice_max / ((1 << ADD_LEFT_SHIFT) * qy.scale), qy.zero_point, lo, hi,
+                                            rounding=self.node.rounding)
 
     def compute(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         a, b = (a - self.zp_a) << ADD_LEFT_SHIFT, (b - self.zp_b) << ADD_LEFT_SHIFT
-        total = multiply_by_quantized_multiplier(a, *self.ma) + multiply_by_quantized_multiplier(b, *self.mb)
+        rule = self.node.rounding
+        total = (multiply_by_quantized_multiplier(a, *self.ma, rule)
+                 + multiply_by_quantized_multiplier(b, *self.mb, rule))
         self.requantize(total, out)
 
 

@@ -20,7 +20,7 @@ from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
 from lite.kernels.conv2d import SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band
 from lite.kernels.int8.common import ExactGemm, exact_ranges, fused_bounds, input_quant, output_quant
-from lite.kernels.int8.requantize import Requantizer, scales, zero_points
+from lite.kernels.int8.requantize import Requantizer, real_multiplier, scales, zero_points
 from lite.status import NotSupportedError
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -70,7 +70,9 @@ class Conv2DInt8Kernel(Kernel):
         self.ranges = exact_ranges(centred.T, MAX_ABS_X)
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
         self.bounds = acc_bounds(centred, MAX_ABS_X)
-        self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded, self.bounds)
+        rounding = self.node.rounding
+        self.requantize = Requantizer.build(real_multiplier(qx.scale, s_w, qy.scale, rounding), qy.zero_point, lo,
+                                            hi, folded, self.bounds, rounding)
         return [TensorSpec(g.out_shape, x.dtype)]
 
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:

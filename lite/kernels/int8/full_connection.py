@@ -13,7 +13,7 @@ from lite.kernels.full_connection import matmul_shapes, swap_last
 from lite.kernels.int8.common import (ExactGemm, chunk_depth, even_ranges, exact_ranges, fused_bounds, input_quant,
                                       output_quant)
 from lite.kernels.int8.conv2d import MAX_ABS_X, acc_bounds, channel_values, weight_terms
-from lite.kernels.int8.requantize import Requantizer, scales, zero_points
+from lite.kernels.int8.requantize import Requantizer, real_multiplier, scales, zero_points
 from lite.status import NotSupportedError
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -40,8 +40,9 @@ class FullConnectionInt8Kernel(Kernel):
         self.ranges = exact_ranges(centred.T, MAX_ABS_X)
         self.rows = int(np.prod(x.shape[:-1], dtype=np.int64))
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
-        self.requantize = Requantizer.build(qx.scale * s_w / qy.scale, qy.zero_point, lo, hi, folded,
-                                            acc_bounds(centred, MAX_ABS_X))
+        self.requantize = Requantizer.build(real_multiplier(qx.scale, s_w, qy.scale, self.node.rounding),
+                                            qy.zero_point, lo, hi, folded, acc_bounds(centred, MAX_ABS_X),
+                                            self.node.rounding)
         self.centred = centred
         return [TensorSpec(x.shape[:-1] + (out_c,), x.dtype)]
 
@@ -90,9 +91,9 @@ class MatMulInt8Kernel(Kernel):
                        even_ranges(a_shape[-1], chunk_depth(a_shape[-1], max_a * max_b)))
         self.shapes = (a.shape, b.shape, shape)
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
-        real = qa.scale * s_b / qy.scale
+        real = real_multiplier(qa.scale, s_b, qy.scale, self.node.rounding)
         self.requantize = Requantizer.build(real if b.rank > 1 else real[0], qy.zero_point, lo, hi,
-                                            acc_bound=a_shape[-1] * max_a * max_b)
+                                            acc_bound=a_shape[-1] * max_a * max_b, rounding=self.node.rounding)
         return [TensorSpec(shape, a.dtype)]
 
     def scratch(self) -> list[TensorSpec]:

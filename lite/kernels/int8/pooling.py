@@ -3,6 +3,9 @@
 Max pools the int8 values (padding never wins); average sums them in int32 (padding counts as real 0 only with
 `count_include_pad`) and divides by the tap count rounding half away from zero, as TFLite does. When the output's
 params differ from the input's, the pooled value is then requantized: y = MBQM(v - zp_x, s_x / s_y) + zp_y.
+
+MindSpore Lite's kernels (the node's `rounding` is NNACL) round the average half up, and requantize in float64:
+y = round((v - zp_x) * (s_x / s_y in float32)) + zp_y, half away from zero.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels._conv_math import PadCopy, Window, axis_taps, padded_shape
 from lite.kernels.int8.common import fused_bounds, input_quant, output_quant
-from lite.kernels.int8.requantize import Requantizer, same_params
+from lite.kernels.int8.requantize import NNACL, Requantizer, same_params
 from lite.kernels.pooling import lowest, pool_taps, pooling_windows
 from lite.status import NotSupportedError
 from schema import fb
@@ -26,6 +29,11 @@ def rounded_mean(total: np.ndarray, count: np.ndarray | int) -> np.ndarray:
     """total / count rounded half away from zero (TFLite's (sum +- count/2) / count with C division)."""
     half = np.asarray(count) // 2
     return np.sign(total) * ((np.abs(total) + half) // count)
+
+
+def rounded_mean_up(total: np.ndarray, count: np.ndarray | int) -> np.ndarray:
+    """total / count rounded half up (MindSpore Lite's (sum + 128 count + count / 2) / count - 128)."""
+    return (2 * total + count) // (2 * np.asarray(count))
 
 
 def tap_counts(wh: Window, ww: Window, include_pad: bool) -> np.ndarray:
@@ -53,7 +61,12 @@ class PoolingInt8Kernel(Kernel):
         self.average = a.mode == fb.PoolMode.AVG
         lo, hi = fused_bounds(self, a.activation, qy)
         real = 1.0 if same_params(x.quant, self.out_quant[0]) else qx.scale / qy.scale
-        self.requantize = Requantizer.build(real, qy.zero_point, lo, hi, acc_bound=qx.hi - qx.lo)
+        self.nnacl = self.node.rounding == NNACL
+        if self.nnacl:
+            self.nnacl_real = None if real == 1.0 else float(np.float32(qx.scale) / np.float32(qy.scale))
+            self.zp_y, self.lo, self.hi = qy.zero_point, lo, hi
+        else:
+            self.requantize = Requantizer.build(real, qy.zero_point, lo, hi, acc_bound=qx.hi - qx.lo)
         n, h, w, c = x.shape
         if a.global_pool:
             self.count = h * w
@@ -88,14 +101,24 @@ class PoolingInt8Kernel(Kernel):
         if self.attrs.global_pool:
             if not self.average:
                 return x.max(axis=(1, 2), keepdims=True)
-            return rounded_mean(x.sum(axis=(1, 2), keepdims=True, dtype=np.int64), self.count)
+            return self.mean(x.sum(axis=(1, 2), keepdims=True, dtype=np.int64), self.count)
         if self.pad is not None:
             self.pad()
         combine = np.add if self.average else np.maximum
         pool_taps(self.row_taps, self.rows, combine)
         pool_taps(self.col_taps, self.pooled, combine)
-        return rounded_mean(self.pooled, self.count) if self.average else self.pooled
+        return self.mean(self.pooled, self.count) if self.average else self.pooled
+
+    def mean(self, total: np.ndarray, count: np.ndarray | int) -> np.ndarray:
+        return rounded_mean_up(total, count) if self.nnacl else rounded_mean(total, count)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         pooled = self.pool(inputs[0])
-        self.requantize(np.subtract(pooled, self.zp_x, dtype=np.int64), outputs[0])
+        if not self.nnacl:
+            self.requantize(np.subtract(pooled, self.zp_x, dtype=np.int64), outputs[0])
+            return
+        v = np.subtract(pooled, self.zp_x, dtype=np.int64)
+        if self.nnacl_real is not None:
+            v = v * self.nnacl_real
+            v = np.sign(v) * np.floor(np.abs(v) + 0.5)
+        np.clip(v + self.zp_y, self.lo, self.hi, out=outputs[0], casting="unsafe")

@@ -2,7 +2,8 @@
 ONNX's QuantizeLinear / DequantizeLinear in general.
 
 Quantize: q = clamp(rint(x / s) + zp) (half to even, float32 arithmetic like ONNX QuantizeLinear), with the
-output tensor's params; dequantize: x = (q - zp) * s, with the input tensor's params. Per-channel params apply
+output tensor's params (MindSpore Lite's kernels, a node whose `rounding` is NNACL: round(x * (1 / s) + zp), half
+away from zero, in float32); dequantize: x = (q - zp) * s, with the input tensor's params. Per-channel params apply
 along the tensor's `quant_axis` (weight-only models fold the cast at compile time).
 Optional inputs 1 and 2 (scale, zero point; ONNX's general form) replace the tensor's params: they broadcast
 against x at run time, so the importer reshapes per-axis ones and repeats blocked ones. That form also takes
@@ -19,7 +20,7 @@ from lite import dtypes
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.cast import cast_into
-from lite.kernels.int8.requantize import scales, tensor_range, zero_points
+from lite.kernels.int8.requantize import NNACL, scales, tensor_range, zero_points
 from lite.status import NotSupportedError
 from lite.traits import ELEMENTWISE, Layout, declare
 
@@ -47,6 +48,22 @@ def quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, lo: int, 
     q = np.asarray(np.divide(x.astype(np.float32, copy=False), scale.astype(np.float32), dtype=np.float32))
     np.rint(q, out=q)       # asarray: a 0-d quotient is a numpy scalar, which cannot be an `out`
     q += zero_point.astype(np.float32)
+    np.fmax(q, lo, out=q)
+    np.fmin(q, hi, out=q)
+    np.copyto(out, q, casting="unsafe")
+
+
+def quantize_nnacl(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, lo: int, hi: int,
+                   out: np.ndarray) -> None:
+    """out = clamp(round(x * (1 / scale) + zp), lo, hi), half away from zero, in float32: MindSpore Lite's."""
+    inverse = np.float32(1) / scale.astype(np.float32)
+    q = np.asarray(np.multiply(x.astype(np.float32, copy=False), inverse, dtype=np.float32))
+    q += zero_point.astype(np.float32)
+    sign = np.sign(q)
+    np.abs(q, out=q)
+    q += np.float32(0.5)
+    np.floor(q, out=q)
+    q *= sign
     np.fmax(q, lo, out=q)
     np.fmin(q, hi, out=q)
     np.copyto(out, q, casting="unsafe")
@@ -119,5 +136,7 @@ class QuantDTypeCastKernel(Kernel):
             dequantize(inputs[0], scale, zero_point, outputs[0])
         elif self.bounds is None:
             quantize_float(inputs[0], scale, zero_point, outputs[0], self.attrs.dst_t, self.attrs.saturate)
+        elif self.node.rounding == NNACL:
+            quantize_nnacl(inputs[0], scale, zero_point, *self.bounds, outputs[0])
         else:
             quantize(inputs[0], scale, zero_point, *self.bounds, outputs[0])

@@ -5,6 +5,11 @@ A real multiplier `real > 0` is stored as `(M0, n)` with `real = M0 * 2^(n - 31)
 `multiply_by_quantized_multiplier(x, M0, n)` is TFLite's `MultiplyByQuantizedMultiplier` as built with
 `TFLITE_SINGLE_ROUNDING`: (x * M0 * 2^max(n, 0) + 2^(S-1)) >> S with S = 31 + max(-n, 0), that is x * real
 rounded half up, once.
+
+MindSpore Lite's kernels (nnacl) round twice, as gemmlowp does (`NNACL`): h = x * M0 * 2^max(n, 0) / 2^31 rounded
+half up (SaturatingRoundingDoublingHighMul), then h / 2^max(-n, 0) rounded half away from zero
+(RoundingDivideByPOT). A model read from MindSpore Lite's own format carries that rule on its nodes
+(`NodeDef.rounding`); everything else runs TFLite's (`TFLITE`).
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ EXACT_F64 = 1 << 53     # float64 holds every integer up to here exactly
 CHUNK = 1 << 16         # elements requantized per step: the float64 work buffer stays in L2
 TILE = 1 << 13          # least elements per row of a chunk: numpy's ufunc buffer size (`Requantizer.bind`)
 F64, I16 = np.dtype(np.float64), np.dtype(np.int16)
+TFLITE, NNACL = "tflite", "nnacl"       # the requantization rules (module docstring)
 
 
 def quantize_multiplier(real: float) -> tuple[int, int]:
@@ -37,6 +43,15 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     return (0, 0) if n < -31 else (m0, n)
 
 
+def real_multiplier(s_x: float, s_w: np.ndarray | float, s_y: float, rounding: str = TFLITE) -> np.ndarray:
+    """s_x * s_w / s_y, the multiplier of a product's accumulator, in float64; `NNACL` as MindSpore Lite's
+    kernels form it from float32 scales: the float32 product s_x * s_w, divided in float64."""
+    if rounding == NNACL:
+        product = np.float32(s_x) * np.asarray(s_w, np.float32)
+        return product.astype(F64) / F64.type(np.float32(s_y))
+    return s_x * np.asarray(s_w, F64) / s_y
+
+
 def quantize_multipliers(reals: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`quantize_multiplier` of each real, in numpy (the same float64 operations): int64 arrays (M0, n)."""
     reals = np.asarray(reals, F64)
@@ -50,14 +65,20 @@ def quantize_multipliers(reals: Sequence[float] | np.ndarray) -> tuple[np.ndarra
     return np.where(small, 0, m0), np.where(small, 0, n)
 
 
-def multiply_by_quantized_multiplier(x: np.ndarray, m0: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
+def multiply_by_quantized_multiplier(x: np.ndarray, m0: np.ndarray | int, n: np.ndarray | int,
+                                     rounding: str = TFLITE) -> np.ndarray:
     """(x * M0 * 2^max(n, 0) + 2^(S-1)) >> S, S = 31 + max(-n, 0): x * real rounded half up. x is an int64 array
     holding int32 quantities (nothing overflows) or an object array of Python ints (exact at any size); M0 and n
-    broadcast (per-channel multipliers along the last axis)."""
+    broadcast (per-channel multipliers along the last axis). `NNACL` rounds twice (module docstring)."""
     x = np.asarray(x)
     n = np.asarray(n, np.int64)
+    x = x if x.dtype == object else x.astype(np.int64)
+    if rounding == NNACL:
+        r = np.maximum(-n, 0)
+        h = (x * (m0 << np.maximum(n, 0)) + (1 << 30)) >> 31
+        return (h + ((1 << r) >> 1) - ((h < 0) & (r > 0)).astype(np.int64)) >> r
     s = 31 + np.maximum(-n, 0)
-    return ((x if x.dtype == object else x.astype(np.int64)) * (m0 << np.maximum(n, 0)) + (1 << (s - 1))) >> s
+    return (x * (m0 << np.maximum(n, 0)) + (1 << (s - 1))) >> s
 
 
 def qrange(num_bits: int, narrow: bool = False) -> tuple[int, int]:
@@ -68,18 +89,32 @@ def qrange(num_bits: int, narrow: bool = False) -> tuple[int, int]:
 
 # ---- the float64 form -------------------------------------------------------------------------------------------
 def float_form(acc: np.ndarray, scale: Any, offset: Any, lo: int, hi: int, wide: bool, out: np.ndarray,
-               t: np.ndarray, q: np.ndarray) -> None:
+               t: np.ndarray, q: np.ndarray, below: Branch | None = None) -> None:
     """out = clip(trunc(acc * scale + offset), 0, hi - lo) + lo; `t` (float64) and `q` (int16) are work buffers
-    shaped like acc. Unless `wide`, every truncated value is known to fit int16, so the cast comes first."""
+    shaped like acc. Unless `wide`, every truncated value is known to fit int16, so the cast comes first. With
+    `below` (NNACL's second rounding), t below its threshold is first lowered by its step."""
     top = I16.type(hi - lo)         # a numpy scalar: np.clip checks Python int bounds against np.iinfo each call
     np.copyto(t, acc)               # then same-type multiply: 10 % faster than one mixed float32 x float64 pass
     t *= scale
     t += offset
+    if below is not None:
+        mask = below.mask[:t.size].reshape(t.shape) if below.mask is not None else np.empty(t.shape, bool)
+        np.less(t, below.threshold, out=mask)
+        np.subtract(t, below.step, out=t, where=mask)
     if wide:
         np.clip(t, 0, top, out=t)
     np.copyto(q, t, casting="unsafe")
     np.clip(q, I16.type(0), top, out=q)
     np.add(q, lo, out=out, casting="unsafe")
+
+
+@dataclass
+class Branch:
+    """NNACL's float form below zero: its second rounding takes ties away from zero, so where the first
+    rounding's h is negative (t < `threshold`) t is lowered by `step` = 2^-r per channel (`Requantizer`)."""
+    threshold: float
+    step: Any
+    mask: np.ndarray | None = None      # a bool work buffer of a bound run (`Requantizer.bind`)
 
 
 def steps(m0: int, n: int, zero_point: int, lo: int, hi: int, a_lo: int, a_hi: int) -> tuple[range, list[int]]:
@@ -91,23 +126,27 @@ def steps(m0: int, n: int, zero_point: int, lo: int, hi: int, a_lo: int, a_hi: i
     return levels, [-(-((y - zero_point) * 2 ** s - 2 ** (s - 1)) // m) for y in levels]
 
 
-def channel_form(m0: int, n: int, bias: int, bound: int, zero_point: int, lo: int, hi: int
-                 ) -> tuple[float, float, bool]:
+def channel_form(m0: int, n: int, bias: int, bound: int, zero_point: int, lo: int, hi: int,
+                 rounding: str = TFLITE) -> tuple[float, float, bool]:
     """One channel's (scale, offset) of `float_form` (`Requantizer`) and whether it equals the reference for
     every |acc| <= bound, in Python ints: the reference of `channel_forms`, which runs it where int64 overflows.
 
     Sufficient: acc * scale and the offset are exact, and so is t on its grid wherever the clamp does not decide
     (0 <= t < hi - lo + 1; values beyond round monotonically to values beyond). Otherwise it is checked where
     the reference steps: both sides are non-decreasing in acc, so agreeing at the least acc of each output, just
-    below it and at both ends of the range means agreeing everywhere in it."""
+    below it and at both ends of the range means agreeing everywhere in it. `NNACL` offsets t by 2^-(r+1) more
+    (`Requantizer`) and is only taken where sufficient."""
     m = m0 << max(n, 0)
     s = 31 + max(-n, 0)
-    scale, offset = m / 2 ** s, (bias * m + 2 ** (s - 1) + (zero_point - lo) * 2 ** s) / 2 ** s
+    nnacl = 2 ** 30 if rounding == NNACL and n < 0 else 0          # 2^-(r+1), in units of 2^-S
+    scale, offset = m / 2 ** s, (bias * m + 2 ** (s - 1) + nnacl + (zero_point - lo) * 2 ** s) / 2 ** s
     low_bit = m & -m
     grid = 2.0 ** (min(low_bit.bit_length() - 1 if m else s, s - 1) - s)    # t 2^S sums multiples of M, 2^(S-1)
     if (bound * (m // low_bit if m else 0) < EXACT_F64 and abs(offset) / grid < EXACT_F64
             and (hi - lo + 1) / grid <= EXACT_F64):
         return scale, offset, True
+    if rounding == NNACL:
+        return scale, offset, False
     levels, least = steps(m0, n, zero_point, lo, hi, bias - bound, bias + bound)
     a = np.array([bias - bound, bias + bound] + [x for r in least for x in (r - 1, r)], object)
     want = np.clip(multiply_by_quantized_multiplier(a, m0, n) + zero_point, lo, hi).astype(np.int64)
@@ -122,14 +161,19 @@ NATIVE_N = 19          # n <= 19: offset's high part plus 1/2-steps spans <= 53 
 NATIVE_A = 1 << 32     # |acc + bias| < 2^32: (acc + bias) * M0 fits int64
 
 
-def mbqm64(a: np.ndarray, m0: np.ndarray, n: np.ndarray) -> np.ndarray:
+def mbqm64(a: np.ndarray, m0: np.ndarray, n: np.ndarray, rounding: str = TFLITE) -> np.ndarray:
     """MBQM for int64 a with |a M0| < 2^63 and n <= 30: (a M0 2^max(n,0) + 2^(S-1)) >> S equals
-    ((a M0 >> (30 - n)) + 1) >> 1, which never forms the 2^(S-1) that may not fit int64."""
-    return (((a * m0) >> (30 - n)) + 1) >> 1
+    ((a M0 >> (30 - n)) + 1) >> 1, which never forms the 2^(S-1) that may not fit int64. `NNACL` rounds the
+    same way by 2^(31 - max(n, 0)), then divides by 2^r, r = max(-n, 0), rounding half away from zero."""
+    if rounding == TFLITE:
+        return (((a * m0) >> (30 - n)) + 1) >> 1
+    r = np.maximum(-n, 0)
+    h = (((a * m0) >> (30 - np.maximum(n, 0))) + 1) >> 1
+    return (h + ((1 << r) >> 1) - ((h < 0) & (r > 0))) >> r
 
 
 def channel_forms(m0: np.ndarray, n: np.ndarray, bias: np.ndarray, bound: np.ndarray, zero_point: int, lo: int,
-                  hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  hi: int, rounding: str = TFLITE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`channel_form` of every channel (flat integer arrays; `bound` may be an object array of Python ints), in
     numpy with the same decisions and bit-identical (scale, offset).
 
@@ -144,7 +188,8 @@ def channel_forms(m0: np.ndarray, n: np.ndarray, bias: np.ndarray, bound: np.nda
     m0n, nn, bn, dn = (np.where(native, v, 0) for v in (m0, n, bias, clamped))
     scale = np.ldexp(m0.astype(F64), n - 31)
     p = bn * m0n
-    offset = (np.ldexp((p >> 32).astype(F64), nn + 1) + (zero_point - lo + 0.5)) + np.ldexp(
+    nnacl = np.where((nn < 0) & (rounding == NNACL), np.ldexp(1.0, nn - 1), 0.0)    # 2^-(r+1) (`Requantizer`)
+    offset = (np.ldexp((p >> 32).astype(F64), nn + 1) + ((zero_point - lo + 0.5) + nnacl)) + np.ldexp(
         (p & 0xFFFFFFFF).astype(F64), nn - 31)
     s = 31 + np.maximum(-nn, 0)
     low = m0n & -m0n
@@ -156,10 +201,10 @@ def channel_forms(m0: np.ndarray, n: np.ndarray, bias: np.ndarray, bound: np.nda
     slow = np.flatnonzero(native & ~exact)
     if len(slow):
         exact[slow] = _steps_agree(m0n[slow], nn[slow], bn[slow], dn[slow], scale[slow], offset[slow],
-                                   zero_point, lo, hi)
+                                   zero_point, lo, hi, rounding)
     for c in np.flatnonzero(~native):
         scale[c], offset[c], exact[c] = channel_form(int(m0[c]), int(n[c]), int(bias[c]), int(bound[c]),
-                                                     zero_point, lo, hi)
+                                                     zero_point, lo, hi, rounding)
     return scale, offset, exact
 
 
@@ -171,12 +216,13 @@ def _native(n: np.ndarray, bias: np.ndarray, bound: np.ndarray, zero_point: int,
 
 
 def _steps_agree(m0: np.ndarray, n: np.ndarray, bias: np.ndarray, bound: np.ndarray, scale: np.ndarray,
-                 offset: np.ndarray, zero_point: int, lo: int, hi: int, points: int = 1 << 18) -> np.ndarray:
+                 offset: np.ndarray, zero_point: int, lo: int, hi: int, rounding: str = TFLITE,
+                 points: int = 1 << 18) -> np.ndarray:
     """`channel_form`'s step check for native channels: both ends and, per output y they step through, the least
     acc reaching it and the one below, a group of about `points` steps at a time."""
     a_lo, a_hi = bias - bound, bias + bound
-    start = np.maximum(mbqm64(a_lo, m0, n) + zero_point, lo) + 1
-    count = np.maximum(np.minimum(mbqm64(a_hi, m0, n) + zero_point, hi) + 1 - start, 0)
+    start = np.maximum(mbqm64(a_lo, m0, n, rounding) + zero_point, lo) + 1
+    count = np.maximum(np.minimum(mbqm64(a_hi, m0, n, rounding) + zero_point, hi) + 1 - start, 0)
     agree = np.empty(len(m0), bool)
     group = (np.cumsum(count) - count) // points
     for g in np.unique(group):
@@ -186,18 +232,25 @@ def _steps_agree(m0: np.ndarray, n: np.ndarray, bias: np.ndarray, bound: np.ndar
         k = start[ch] + np.arange(len(ch)) - np.repeat(first, count[sel]) - zero_point     # MBQM(least) >= k
         cm, cn = m0[ch], n[ch]
         a = np.clip(np.ceil((k - 0.5) / scale[ch]), a_lo[ch] + 1, a_hi[ch]).astype(np.int64)  # within 1
-        while (down := mbqm64(a - 1, cm, cn) >= k).any():
+        while (down := mbqm64(a - 1, cm, cn, rounding) >= k).any():
             a -= down
-        while (up := mbqm64(a, cm, cn) < k).any():
+        while (up := mbqm64(a, cm, cn, rounding) < k).any():
             a += up
         at = np.concatenate([a_lo[sel], a_hi[sel], a - 1, a])
         owner = np.concatenate([sel, sel, ch, ch])
-        want = np.clip(mbqm64(at, m0[owner], n[owner]) + zero_point, lo, hi)
+        want = np.clip(mbqm64(at, m0[owner], n[owner], rounding) + zero_point, lo, hi)
         got = np.empty(len(at), np.int64)
         float_form((at - bias[owner]).astype(F64), scale[owner], offset[owner], lo, hi, True, got,
-                   np.empty(len(at)), np.empty(len(at), I16))
+                   np.empty(len(at)), np.empty(len(at), I16), branch(rounding, n[owner], zero_point, lo))
         agree[sel] = np.bincount(owner[got != want], minlength=len(m0))[sel] == 0
     return agree
+
+
+def branch(rounding: str, n: np.ndarray, zero_point: int, lo: int) -> Branch | None:
+    """`float_form`'s NNACL branch for exponents n (none for TFLITE, nor where every negative h clamps to lo)."""
+    if rounding != NNACL or lo >= zero_point:
+        return None
+    return Branch(zero_point - lo + 0.5, np.where(n < 0, np.ldexp(1.0, np.minimum(n, 0)), 0.0))
 
 
 @dataclass(frozen=True)
@@ -211,6 +264,10 @@ class Requantizer:
     (trunc is floor where t >= 0, and below 0 both clamp to 0). `scale` = real and `offset` per channel;
     `channel_forms` checks at compile time that float64 computes them exactly where it matters. When it cannot
     (`exact` False), the int64 reference runs instead.
+
+    `NNACL`'s two roundings are the same floor with 2^-(r+1) more in the offset where the first rounding's h is
+    >= 0, and 2^-(r+1) less where it is negative (t below zp - lo + 1/2): `below`, a branch taken only where
+    the clamp does not hide it (lo < zp).
     """
     m0: np.ndarray
     n: np.ndarray
@@ -222,11 +279,14 @@ class Requantizer:
     offset: np.ndarray
     exact: bool
     wide: bool              # some trunc(t) may pass int16: clamp in float64 first
+    rounding: str = TFLITE
+    below: Branch | None = None
     tiles: dict[int, list[np.ndarray]] = field(default_factory=dict, compare=False, repr=False)  # `bind`'s rows
 
     @staticmethod
     def build(real: Sequence[float] | np.ndarray | float, zero_point: int, lo: int, hi: int,
-              bias: np.ndarray | int = 0, acc_bound: np.ndarray | int = Q31) -> "Requantizer":
+              bias: np.ndarray | int = 0, acc_bound: np.ndarray | int = Q31, rounding: str = TFLITE
+              ) -> "Requantizer":
         """`acc_bound` bounds |acc| (per channel or overall), the bias excluded; int32 semantics by default."""
         if not lo <= hi < lo + (1 << 15):
             raise ValueError(f"clamp range [{lo}, {hi}] is empty or wider than 15 bits")
@@ -234,11 +294,18 @@ class Requantizer:
         bias = np.asarray(bias, np.int64)
         shape = np.broadcast_shapes(m0.shape, bias.shape)
         flat = [np.broadcast_to(v, shape).ravel() for v in (m0, n, bias, np.asarray(acc_bound))]
-        scale, offset, exact = channel_forms(*flat, zero_point, lo, hi)
+        scale, offset, exact = channel_forms(*flat, zero_point, lo, hi, rounding)
         scale, offset, exact = scale.reshape(shape), offset.reshape(shape), bool(exact.all())
         reach = np.asarray(acc_bound, F64) * scale + np.abs(offset) + 1         # >= |trunc(t)|, rounded
+        below = branch(rounding, np.broadcast_to(n, shape), zero_point, lo)
         return Requantizer(m0, n, int(zero_point), int(lo), int(hi), bias, scale, offset, exact,
-                           bool(reach.max() >= 1 << 15))
+                           bool(reach.max() >= 1 << 15), rounding, below)
+
+    @property
+    def affine(self) -> bool:
+        """Whether a run is one exact affine floor, clip(trunc(acc * scale + offset)) (`per_channel`), which the
+        compiled kernels fuse."""
+        return self.exact and self.below is None
 
     def per_channel(self, channels: int) -> tuple[np.ndarray, np.ndarray, int, float]:
         """The float form as the compiled kernels take it: (scale, offset) as float64 [channels], lo, hi - lo."""
@@ -249,18 +316,19 @@ class Requantizer:
         """The same requantizer with its per-channel arrays reshaped to `layout` (e.g. channels first)."""
         def shaped(v):
             return v.reshape(layout) if isinstance(v, np.ndarray) and v.size > 1 else v
-        return replace(self, tiles={}, **{f: shaped(getattr(self, f)) for f in ("m0", "n", "bias", "scale",
-                                                                                "offset")})
+        below = self.below and replace(self.below, step=shaped(self.below.step))
+        return replace(self, tiles={}, below=below, **{f: shaped(getattr(self, f))
+                                                       for f in ("m0", "n", "bias", "scale", "offset")})
 
     def __call__(self, acc: np.ndarray, out: np.ndarray) -> None:
         """Requantize `acc` into `out` in one step (work buffers allocated: for compile time and small tensors)."""
         if not self.exact:
             y = multiply_by_quantized_multiplier(np.add(acc, self.bias, dtype=np.int64, casting="unsafe"),
-                                                 self.m0, self.n)
+                                                 self.m0, self.n, self.rounding)
             np.clip(y + self.zero_point, self.lo, self.hi, out=out, casting="unsafe")
             return
         float_form(acc, self.scale, self.offset, self.lo, self.hi, self.wide, out, np.empty(acc.shape),
-                   np.empty(acc.shape, I16))
+                   np.empty(acc.shape, I16), self.below)
 
     @staticmethod
     def work(shape: tuple[int, ...]) -> TensorSpec:
@@ -281,7 +349,7 @@ class Requantizer:
         acc, out = np.atleast_1d(acc), np.atleast_1d(out)
         if not self.exact:
             return lambda: self(acc, out)
-        params = [self.scale, self.offset]
+        params = [self.scale, self.offset] + ([self.below.step] if self.below else [])
         if all(np.ndim(p) <= 1 for p in params) and acc.flags.c_contiguous and out.flags.c_contiguous:
             period = acc.shape[-1] if any(np.ndim(p) for p in params) else 1
             if period not in self.tiles:
@@ -301,11 +369,13 @@ class Requantizer:
                      for i in range(0, len(acc), rows)]
         size = len(work) // (F64.itemsize + I16.itemsize)
         t, q = work[:size * F64.itemsize].view(F64), work[size * F64.itemsize:].view(I16)
+        mask = np.empty(size, bool) if self.below else None
         chunks = []
-        for part, shape, (scale, offset) in parts:
+        for part, shape, (scale, offset, *step) in parts:
             a, o = acc[part].reshape(shape), out[part].reshape(shape)
+            below = self.below and replace(self.below, step=step[0], mask=mask)
             chunks.append((a, scale, offset, self.lo, self.hi, self.wide, o, t[:a.size].reshape(a.shape),
-                           q[:a.size].reshape(a.shape)))
+                           q[:a.size].reshape(a.shape), below))
         return Chunks(chunks)
 
 

@@ -88,3 +88,39 @@ def test_proven_channels_match_the_integer_formula_at_every_accumulator():
         float_form(acc.astype(F64), scale[c], offset[c], -128, 127, True, got, np.empty(len(acc)),
                    np.empty(len(acc), I16))
         assert got.tolist() == want.tolist(), c
+
+
+def nnacl_c(x: int, m0: int, n: int) -> int:
+    """MindSpore Lite's MultiplyByQuantizedMultiplier as its C reads, one Python int at a time: x shifted left by
+    max(n, 0); the doubling high multiply, nudged by 2^30 (1 - 2^30 below zero) and divided by 2^31 truncating;
+    then the rounding division by 2^max(-n, 0), whose remainder must pass half the divisor (plus one below zero)."""
+    ab = x * (1 << max(n, 0)) * m0
+    nudged = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
+    high = abs(nudged) // (1 << 31) * (1 if nudged >= 0 else -1)
+    r = max(-n, 0)
+    mask = (1 << r) - 1
+    return (high >> r) + int((high & mask) > (mask >> 1) + int(high < 0))
+
+
+@pytest.mark.parametrize("zero_point,lo", [(-3, -128), (-128, -128), (10, 10)])
+def test_nnacl_rounding_matches_mindspore_lites_integer_formula(zero_point: int, lo: int):
+    """`NNACL`'s float form (bound through its work buffer, with its branch below zero) and its int64 form give
+    the C formula's clamped outputs at every accumulator near each output step and at random ones."""
+    from lite.kernels.int8.requantize import NNACL, Requantizer, multiply_by_quantized_multiplier, quantize_multipliers
+    rng = np.random.default_rng(41)
+    reals = np.concatenate([np.exp(rng.uniform(np.log(1e-5), np.log(4.0), 14)), [0.5, 2.0 ** -9]])
+    bias = rng.integers(-3000, 3000, len(reals))
+    m0, n = quantize_multipliers(reals)
+    acc = np.concatenate([rng.integers(-60000, 60000, 3000), np.arange(-2000, 2000)])[:, None].astype(np.float32)
+    acc = np.ascontiguousarray(np.broadcast_to(acc, (len(acc), len(reals))))
+    step = np.rint(np.arange(-130, 130)[:, None] / reals - bias)          # accumulators where outputs step
+    acc[:len(step)] = np.clip(step, -60000, 60000)
+    rq = Requantizer.build(reals, zero_point, lo, 127, bias, 60000, rounding=NNACL)
+    assert rq.exact and (rq.below is None) == (lo >= zero_point)
+    want = np.array([[min(max(nnacl_c(int(a) + int(b), int(m), int(k)) + zero_point, lo), 127)
+                      for a, b, m, k in zip(row, bias, m0, n)] for row in acc])
+    out = np.empty(acc.shape, np.int8)
+    rq.bind(acc, out, np.empty(Requantizer.work(acc.shape).shape, np.uint8))()
+    np.testing.assert_array_equal(out, want)
+    integer = multiply_by_quantized_multiplier(acc.astype(np.int64) + bias, m0, n, NNACL)
+    np.testing.assert_array_equal(np.clip(integer + zero_point, lo, 127), want)
