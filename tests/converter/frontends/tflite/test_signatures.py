@@ -206,3 +206,19 @@ def test_signature_of_a_missing_subgraph_is_a_file_error():
     m.op("RELU", [x], [y])
     with pytest.raises(GraphFileError, match="signature 'extra' runs subgraph 3 of 1"):
         frontend("TFLITE").load(m.build_entries([x], [y], [("extra", 3, {"x": x}, {"y": y})]))
+
+
+def test_a_checkpoint_keeps_every_signature_and_the_shared_state():
+    """Save after two "add" steps; the loaded session has both entry points and continues the count."""
+    data = _shared_counter()
+    session = _session(convert(frontend("TFLITE").load(data)))
+    runners = litert_interpreter().Interpreter(model_content=data)
+    for x in (np.array([0.5, -1], np.float32), np.array([2, 0.25], np.float32)):
+        _run(session, {"x": x})
+        runners.get_signature_runner("add")(x=x)
+    resumed = _session(session.ExportToBuf())
+    assert resumed.GetSignatures() == ["add", "scaled"]
+    resumed.SelectSignature("scaled")
+    k = np.array([2], np.float32)
+    np.testing.assert_allclose(_run(resumed, {"k": k})["out"], runners.get_signature_runner("scaled")(k=k)["out"],
+                               rtol=1e-6)
