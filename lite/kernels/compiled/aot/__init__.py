@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import json
 import os
 import threading
@@ -42,6 +43,17 @@ _lock = threading.Lock()
 _library: "Library | None" = None
 _error: str | None = None
 _seconds = 0.0
+
+
+def source_digest() -> str:
+    """A digest of the compiled kernels' sources (their modules, this package's, the runtime): a library built
+    from other sources than the installed ones is not loaded (its machine code would not match the Python
+    code that packs its weights and binds its calls)."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted([*here.parent.glob("*.py"), *here.glob("*.py"), here / "runtime.c"]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def library_name(target: str = TARGET) -> str:
@@ -100,6 +112,9 @@ class Library:
         info = json.loads(path.with_suffix(".json").read_text())
         if info.get("version") != VERSION or info.get("target") != TARGET:
             raise OSError(f"{path} is for {info.get('target')} v{info.get('version')}, not {TARGET} v{VERSION}")
+        if info.get("sources") != source_digest():
+            raise OSError(f"{path} was built from other kernel sources than these: rebuild it with "
+                          f"`{BUILD_COMMAND}`")
         self.symbols: dict[str, str] = info["entries"]
         self.numba_version = info.get("numba", "?")
         self.max_threads = self.cdll.mslite_max_threads()
@@ -145,10 +160,11 @@ def _load() -> Library | None:
         else:
             try:
                 _library = Library(found[0])
-                add_pool(_library)
             except (OSError, ValueError, KeyError) as e:
                 _error = f"the ahead-of-time kernel library does not load: {e}"
         _seconds += time.perf_counter() - start
+        if _library is not None:
+            add_pool(_library)
         return _library
 
 

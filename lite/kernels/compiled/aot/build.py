@@ -6,8 +6,8 @@ numba compiles every entry of `signatures.txt` (serial or threaded form, argumen
 (`llvm.TARGET`; `MSLITE_CPU_TARGET=x86_64-v3` builds a lower one's);
 each gets a C entry point (`aot` module docstring) written here in LLVM IR; llvmlite emits one position-independent
 object of them all, and the C compiler links it with `runtime.c` into `libmslite_kernels-<level>-v<N>.so`, with
-`.json` beside it naming the entry points. `--object-only` stops at the object (link it where a compiler for the
-device is: `cc -shared -O2 -fPIC -o lib....so objects.o runtime.c -lpthread -lm`).
+`.json` beside it naming the entry points. `--object-only` stops at the object and its stubs (link them where a
+compiler for the device is: `cc -shared -O2 -fPIC -o libNAME.so NAME.o NAME.stubs.c runtime.c -lpthread -lm`).
 
 The signatures are recorded from real runs with numba's JIT:
 
@@ -87,7 +87,8 @@ def _entry_ir(context: Any, fndesc: Any, name: str) -> Any:
             context.populate_array(array, data=builder.bitcast(address, array.data.type),
                                    shape=cgutils.pack_array(builder, shape, i64),
                                    strides=cgutils.pack_array(builder, strides, i64),
-                                   itemsize=context.get_constant(types.intp, kind.dtype.bitwidth // 8), meminfo=None)
+                                   itemsize=context.get_constant(types.intp, context.get_abi_sizeof(
+                                       context.get_data_type(kind.dtype))), meminfo=None)
             values.append(array._getvalue())
         else:
             bits, value_type = word(), context.get_value_type(kind)
@@ -137,9 +138,12 @@ def compile_object(target: str, keys: list[str], object_path: Path) -> dict[str,
             raise SystemExit("no signatures to build")
         library.finalize()
         module = binding.parse_assembly(str(library._final_module))
+    stubs = []
     for value in [*module.functions, *module.global_variables]:
         if value.is_declaration and value.name.startswith(PYTHON_API) and value.name not in IMPLEMENTED:
             value.name = RENAMED + value.name
+            stubs.append(f"void *{value.name}(void) {{ return 0; }}" if value.is_function else f"void *{value.name};")
+    object_path.with_suffix(".stubs.c").write_text("\n".join(["/* inert stand-ins (runtime.c) */", *stubs, ""]))
     cpu, features = CPUS[target]
     triple = binding.get_process_triple()
     machine = binding.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3,
@@ -150,27 +154,35 @@ def compile_object(target: str, keys: list[str], object_path: Path) -> dict[str,
 
 
 def link(object_path: Path, library_path: Path, cc: str) -> None:
-    command = [*shlex.split(cc), "-shared", "-O2", "-fPIC", "-o", str(library_path), str(object_path), str(RUNTIME),
-               "-lpthread", "-lm", "-Wl,-z,defs"]
+    """`cc -shared` of the kernels' object, its stubs (`compile_object`) and the runtime; no symbol left
+    undefined but the C library's."""
+    command = [*shlex.split(cc), "-shared", "-O2", "-fPIC", "-o", str(library_path), str(object_path),
+               str(object_path.with_suffix(".stubs.c")), str(RUNTIME), "-lpthread", "-lm", "-Wl,-z,defs"]
     subprocess.run(command, check=True)
 
 
-def build(out: Path, target: str, cc: str, object_only: bool = False) -> Path:
-    """Build (or, with `object_only`, compile) the library into `out`; returns the file written."""
+def build(out: Path, target: str, cc: str, object_only: bool = False, keys: list[str] | None = None) -> Path:
+    """Build (or, with `object_only`, compile) the library of `keys` (default: `signatures.txt`) into `out`;
+    returns the file written."""
     from lite.kernels.compiled import aot
     name = aot.library_name(target)
     out.mkdir(parents=True, exist_ok=True)
     object_path = out / f"{name}.o"
-    symbols = compile_object(target, read_signatures(), object_path)
+    symbols = compile_object(target, read_signatures() if keys is None else keys, object_path)
     import numba
-    info = {"version": aot.VERSION, "target": target, "numba": numba.__version__, "entries": symbols}
+    info = {"version": aot.VERSION, "target": target, "sources": aot.source_digest(), "numba": numba.__version__,
+            "entries": symbols}
     library_path = out / f"lib{name}.so"
     (out / f"lib{name}.json").write_text(json.dumps(info, indent=1) + "\n")
     if object_only:
         return object_path
     link(object_path, library_path, cc)
     object_path.unlink()
+    object_path.with_suffix(".stubs.c").unlink()
     return library_path
+
+
+FREE_DIM = 64
 
 
 def record(models: list[str]) -> int:
@@ -196,6 +208,9 @@ def record(models: list[str]) -> int:
         for threads in (1, 2):
             session = lite.LiteSession.CreateSession(lite.Context(thread_num=threads, kernels="compiled"))
             session.CompileGraph(model)
+            unknown = [t for t in session.GetInputs() if min(t.shape()) < 0]
+            if unknown:                                      # free dims: 64 of each
+                session.Resize(unknown, [[d if d > 0 else FREE_DIM for d in t.shape()] for t in unknown])
             for tensor in session.GetInputs():
                 data = tensor.MutableData()
                 data[...] = np.random.default_rng(0).standard_normal(data.shape) if data.dtype.kind == "f" else 0

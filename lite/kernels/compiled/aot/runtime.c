@@ -14,7 +14,8 @@
 
 #define SPIN_TURNS 20000           /* a worker's busy turns after a region before it sleeps (~0.1-0.3 ms) */
 #define MAX_THREADS 256
-#define MAX_DIMS 16
+#define MAX_DIMS 32               /* of an array numba reshapes */
+#define INLINE 64                 /* arguments and core dimensions of a parallel loop held on the stack */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -108,10 +109,13 @@ static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static slot_t slots[MAX_THREADS];
 static int workers;
 
+/* Rows of the gufunc numba made of a parallel loop: `dims` is the row count, then the core dimensions of every
+ * array argument (`inner_ndim` of them); each row runs with a row count of 1 and its arguments advanced. */
 static void run_rows(job_t *job) {
-    intptr_t counts[MAX_DIMS + 1];
-    char *inline_args[64];
-    char **args = job->array_count <= 64 ? inline_args : malloc(job->array_count * sizeof(char *));
+    intptr_t inline_counts[INLINE], *counts = job->inner_ndim < INLINE ? inline_counts
+                                                                      : malloc((job->inner_ndim + 1) * sizeof(intptr_t));
+    char *inline_args[INLINE];
+    char **args = job->array_count <= INLINE ? inline_args : malloc(job->array_count * sizeof(char *));
     memcpy(counts, job->dims, (job->inner_ndim + 1) * sizeof(intptr_t));
     counts[0] = 1;
     for (intptr_t r; (r = atomic_fetch_add(&job->next_row, 1)) < job->rows;) {
@@ -121,6 +125,8 @@ static void run_rows(job_t *job) {
     }
     if (args != inline_args)
         free(args);
+    if (counts != inline_counts)
+        free(counts);
 }
 
 static void *worker(void *arg) {
@@ -166,7 +172,7 @@ void numba_parallel_for(void *fn, char **args, intptr_t *dims, intptr_t *steps, 
     atomic_init(&job.next_row, 0);
     atomic_init(&job.pending, 0);
     intptr_t helpers = (threads < job.rows ? threads : job.rows) - 1;
-    if (helpers <= 0 || inner_ndim > MAX_DIMS || pthread_mutex_trylock(&launching) != 0) {
+    if (helpers <= 0 || pthread_mutex_trylock(&launching) != 0) {
         run_rows(&job);
         return;
     }
@@ -213,6 +219,8 @@ void *NRT_MemInfo_alloc_aligned(size_t size, unsigned align) {
 }
 
 void *NRT_MemInfo_alloc_safe_aligned(size_t size, unsigned align) { return NRT_MemInfo_alloc_aligned(size, align); }
+void *NRT_MemInfo_alloc(size_t size) { return NRT_MemInfo_alloc_aligned(size, 0); }
+void *NRT_MemInfo_alloc_safe(size_t size) { return NRT_MemInfo_alloc_aligned(size, 0); }
 void NRT_MemInfo_call_dtor(void *info) { free(info); }
 void *NRT_Allocate(size_t size) { return malloc(size); }
 void NRT_Free(void *pointer) { free(pointer); }
@@ -259,21 +267,3 @@ int numba_attempt_nocopy_reshape(intptr_t nd, const intptr_t *dims, const intptr
         newstrides[ni] = last;
     return 1;
 }
-
-/* ---- the Python C-API and helper calls of numba's generated code (error paths, GIL), inert ------------------ */
-#define RENAMED(name) mslite_rt_##name
-void *RENAMED(numba_gil_ensure)(void) { return NULL; }
-void RENAMED(numba_gil_release)(void *state) { (void)state; }
-void *RENAMED(numba_unpickle)(const char *data, int size, const char *hash) {
-    (void)data; (void)size; (void)hash;
-    return NULL;
-}
-int RENAMED(numba_do_raise)(void *exception) { (void)exception; return 0; }
-void *RENAMED(numba_runtime_build_excinfo_struct)(void *info, void *args) { (void)info; (void)args; return NULL; }
-void *RENAMED(PyEval_SaveThread)(void) { return NULL; }
-void RENAMED(PyEval_RestoreThread)(void *state) { (void)state; }
-void RENAMED(PyErr_Clear)(void) {}
-void RENAMED(PyErr_SetNone)(void *type) { (void)type; }
-void RENAMED(PyErr_SetString)(void *type, const char *text) { (void)type; (void)text; }
-void *RENAMED(PyBytes_FromStringAndSize)(const char *data, intptr_t size) { (void)data; (void)size; return NULL; }
-void *RENAMED(PyExc_StopIteration), *RENAMED(PyExc_SystemError), *RENAMED(PyExc_RuntimeError);
