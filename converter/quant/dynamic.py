@@ -26,10 +26,41 @@ def dynamic_node(node: Node, graph: Graph, min_size: int, min_channel: int) -> b
             and weight_quantizable(node, graph, min_size, min_channel))
 
 
+def quantize_recurrent(node: Node, graph: Graph, bits: int) -> None:
+    """LSTM: W [D, G*H, I] and R [D, G*H, H] int8 with one scale per direction and gate row, given as inputs 8-11
+    (W_scale, W_zero_point, R_scale, R_zero_point, DynamicQuantizeLSTM's layout)."""
+    node.inputs += [""] * (8 - len(node.inputs))
+    for index in (1, 2):
+        w = graph.const(node.inputs[index])
+        q, params = quantize_weight(w.reshape(-1, w.shape[-1]), 0, bits)
+        node.inputs[index] = graph.add_const(q.reshape(w.shape), f"{graph.values[node.inputs[index]].name}_quant")
+        scale = np.array([p.scale for p in params], np.float32).reshape(w.shape[:2])
+        node.inputs += [graph.add_const(scale, f"{node.name}_{'WR'[index - 1]}_scale"),
+                        graph.add_const(np.zeros(w.shape[:2], np.int8), f"{node.name}_{'WR'[index - 1]}_zero_point")]
+    node.quant_type = fb.QuantType.DYNAMIC
+
+
+def recurrent_node(node: Node, graph: Graph, min_size: int) -> bool:
+    """An LSTM with float32 input and constant float32 W and R (larger than `min_size`), in the float form."""
+    if node.op not in RECURRENT or len(node.inputs) > 8 or not node.inputs[0]:
+        return False
+    weights = [graph.const(node.inputs[k]) for k in (1, 2)]
+    return (graph.values[node.inputs[0]].dtype == np.float32 and
+            all(w is not None and w.dtype == np.float32 and w.ndim == 3 for w in weights)
+            and sum(w.size for w in weights) > min_size)
+
+
+RECURRENT = ("LSTM",)
+
+
 def dynamic_quantize(graph: Graph, bits: int = 8, min_size: int = 0, min_channel: int = 16) -> Graph:
-    """Give every `dynamic_node` an int8 weight (`bits` <= 8 wide, per channel) and the DYNAMIC quant type.
-    Mutates and returns `graph`; the float weights no other node reads are dropped."""
+    """Give every `dynamic_node` an int8 weight (`bits` <= 8 wide, per channel) and every `recurrent_node` int8
+    W and R, and both the DYNAMIC quant type. Mutates and returns `graph`; the float weights no other node reads
+    are dropped."""
     for node in list(graph.nodes):
+        if recurrent_node(node, graph, min_size):
+            quantize_recurrent(node, graph, bits)
+            continue
         if not dynamic_node(node, graph, min_size, min_channel):
             continue
         index = traits(node.op).weight_input

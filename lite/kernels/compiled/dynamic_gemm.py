@@ -102,18 +102,27 @@ _tile, _row, _tile_part, _row_part = (_tile_kernel(h, p) for p in (False, True) 
 
 
 @Compiled
-def dynamic_gemm(x, xs, zero, row_scale, weight, col_sum, col_scale, bias, out, chunk, spans):  # pragma: no cover
-    """out = the dynamic product of float32 x [M, K] and `weight` (`pack_weight`'s int8 quads or int16 pairs);
+def dynamic_gemm(x, xs, zero, row_scale, weight, col_sum, col_scale, bias, out, chunk, spans,
+                 per_row):  # pragma: no cover
+    """out = the dynamic product of float32 x [M, K] and `weight` (`pack_weight`'s int8 quads or int16 pairs),
+    each row quantized with its own range (`per_row`) or all with the range of x (DynamicQuantizeLSTM's X);
     xs [M, >= K] (the weight's integer type), zero and row_scale [M] are work buffers the first pass fills."""
     rows, depth = x.shape
+    all_low, all_high = np.float32(0.0), np.float32(0.0)
+    if not per_row:
+        for m in range(rows):
+            for k in range(depth):
+                all_low = min(all_low, x[m, k])
+                all_high = max(all_high, x[m, k])
     for m in prange(rows):
-        low, high = np.float32(0.0), np.float32(0.0)
-        for k in range(depth):
-            v = x[m, k]
-            if v < low:
-                low = v
-            elif v > high:
-                high = v
+        low, high = all_low, all_high
+        if per_row:
+            for k in range(depth):
+                v = x[m, k]
+                if v < low:
+                    low = v
+                elif v > high:
+                    high = v
         scale = (high - low) / np.float32(LEVELS) if high != low else np.float32(1.0) / np.float32(LEVELS)
         z = -low / scale
         if z > np.float32(LEVELS):
@@ -169,15 +178,24 @@ def quantized_rows(weight_t: np.ndarray) -> tuple[np.dtype, int]:
 
 
 def bind(x: np.ndarray, weight_t: np.ndarray, col_scale: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
-         xs: np.ndarray, zero: np.ndarray, row_scale: np.ndarray):
+         xs: np.ndarray, zero: np.ndarray, row_scale: np.ndarray, per_row: bool = True):
     """`dynamic_gemm` prebound: out [M, N] = dynamic product of x [M, K] and the int8 weight_t [K, N] with
     per-column scales `col_scale` and bias; xs (`quantized_rows`), zero and row_scale [M] are its work."""
     rows, depth = x.shape
-    group = 4 if xs.dtype == np.uint8 else 2
     columns = out.shape[1]
     chunk, spans = tasks(rows, columns)
-    col_sum = weight_t.astype(np.int64).sum(axis=0).astype(np.int32)
-    return dynamic_gemm.bind(rows * depth * columns // 4, x, xs, zero, row_scale, pack_weight(weight_t, group),
-                             pad_columns(col_sum), pad_columns(col_scale.astype(np.float32)),
-                             pad_columns(np.zeros(columns, np.float32) if bias is None else bias.astype(np.float32)),
-                             out, chunk, spans)
+    return dynamic_gemm.bind(rows * depth * columns // 4, x, xs, zero, row_scale, *packed(weight_t, xs.dtype),
+                             *columns_of(col_scale, bias), out, chunk, spans, np.bool_(per_row))
+
+
+def packed(weight_t: np.ndarray, rows_type: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The [K, N] int8 weight as the tiles read it beside rows of `rows_type` (`quantized_rows`), and its column
+    sums (for the zero points), padded to whole tiles."""
+    group = 4 if rows_type == np.uint8 else 2
+    return pack_weight(weight_t, group), pad_columns(weight_t.astype(np.int64).sum(axis=0).astype(np.int32))
+
+
+def columns_of(col_scale: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column scales and bias (zeros when None) as float32, padded to whole tiles."""
+    bias = np.zeros(len(col_scale), np.float32) if bias is None else bias
+    return pad_columns(col_scale.astype(np.float32)), pad_columns(bias.astype(np.float32))

@@ -1,0 +1,73 @@
+"""The compiled time-step loop of a dynamically quantized LSTM direction (`int8/dynamic_recurrent.py`; default
+gates, no peepholes or input_forget): at every step h_{t-1} of the whole batch is quantized to uint8 with one
+range (DynamicQuantizeLSTM's rule), multiplied by the int8 R in the register tiles of `dynamic_gemm` (VNNI quads
+where the host has them), scaled, and the gates follow in the float steps of `recurrent.lstm_direction`. The float
+results equal the numpy kernel's: the same float32 operations in the same order."""
+from __future__ import annotations
+
+import numpy as np
+
+from lite.kernels.compiled import Compiled
+from lite.kernels.compiled.dynamic_gemm import LEVELS, _row, _row_part
+from lite.kernels.compiled.int8 import NR
+
+
+@Compiled
+def lstm_direction(pre, weight, col_sum, col_scale, bias, init, states, mask, reverse, xs, zero, row_scale,
+                   rec):  # pragma: no cover
+    """pre [T, B, 4H] (gates i, o, f, c): the quantized x W^T; weight, col_sum: R^T [H, 4H] packed
+    (`dynamic_gemm.packed`); col_scale, bias: R's scales and the folded bias [4H] (padded); init [B, 2H];
+    states [T, B, 2H] gets h and c of every step; mask [T, B]; xs [B, >= H], zero, row_scale [B], rec [B, 4H]:
+    work."""
+    t_len, b_len, g4 = pre.shape
+    n = g4 // 4
+    half = np.float32(0.5)
+    blocks, groups, width = weight.shape
+    no_bias = np.zeros_like(bias)
+    for step in range(t_len):
+        t = t_len - 1 - step if reverse else step
+        before = t + 1 if reverse else t - 1
+        low, high = np.float32(0.0), np.float32(0.0)
+        for b in range(b_len):
+            prev = init[b] if step == 0 else states[before, b]
+            for k in range(n):
+                low = min(low, prev[k])
+                high = max(high, prev[k])
+        scale = (high - low) / np.float32(LEVELS) if high != low else np.float32(1.0)
+        z = min(np.float32(0.0) - low / scale, np.float32(LEVELS))
+        z = np.rint(z)
+        for b in range(b_len):
+            prev = init[b] if step == 0 else states[before, b]
+            for k in range(n):
+                q = np.rint(prev[k] / scale) + z
+                xs[b, k] = np.int32(min(max(q, np.float32(0.0)), np.float32(LEVELS)))
+            for k in range(n, xs.shape[1]):
+                xs[b, k] = 0
+            zero[b] = np.int32(z)
+            row_scale[b] = scale
+            for blk in range(blocks):
+                n0 = blk * NR
+                valid = min(NR, g4 - n0)
+                if valid == NR:
+                    _row(xs, b, weight, blk, groups, zero, row_scale, col_sum, col_scale, no_bias, n0, rec, valid)
+                else:
+                    _row_part(xs, b, weight, blk, groups, zero, row_scale, col_sum, col_scale, no_bias, n0, rec,
+                              valid)
+        for b in range(b_len):
+            prev = init[b] if step == 0 else states[before, b]
+            p = pre[t, b]
+            for j in range(g4):
+                p[j] += rec[b, j]
+                p[j] += bias[j]
+            cur = states[t, b]
+            if mask[t, b]:
+                for j in range(n):
+                    i_gate = half * np.tanh(half * p[j]) + half
+                    o_gate = half * np.tanh(half * p[n + j]) + half
+                    f_gate = half * np.tanh(half * p[2 * n + j]) + half
+                    c = f_gate * prev[n + j] + i_gate * np.tanh(p[3 * n + j])
+                    cur[n + j] = c
+                    cur[j] = o_gate * np.tanh(c)
+            else:
+                for j in range(2 * n):
+                    cur[j] = prev[j]
