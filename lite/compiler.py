@@ -10,6 +10,7 @@ tensors, so the static steps run first, exactly as planned for a fully static gr
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -169,6 +170,12 @@ class ExecutionPlan:
     @property
     def arena_bytes(self) -> int:
         return int(self.arena.nbytes)
+
+    @functools.cached_property
+    def calls(self) -> list[tuple[int, Callable[..., None], list[np.ndarray | None], list[np.ndarray]]]:
+        """What a run without callbacks calls: (step index, the kernel's bound `run`, its inputs, its outputs) for
+        every step but the idle ones (a reshape into its input's memory): no attribute lookups per node."""
+        return [(k, s.kernel.run, s.inputs, s.outputs) for k, s in enumerate(self.steps) if not s.kernel.idle()]
 
 
 def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]], part: SubGraphDef | None = None,

@@ -110,6 +110,11 @@ class Kernel(ABC):
     def run(self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray]) -> None:
         """Compute; write every output in place (`out=` / `np.copyto`), allocate nothing that lives on."""
 
+    def idle(self) -> bool:
+        """After `bind`: True when `run` has nothing to do on the arrays bound (an output that is its input's
+        memory), so a plain run skips the call."""
+        return False
+
     # helpers for subclasses -----------------------------------------------------------------------------------
     def error(self, message: str, kind: type[LiteError] = InferShapeError) -> LiteError:
         return kind(f"{self.node.op} node '{self.node.name}': {message}")

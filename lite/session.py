@@ -294,14 +294,15 @@ class LiteSession:
         return RET_OK if finished else RET_SUCCESS_EXIT
 
     def _run_plain(self, plan: ExecutionPlan) -> None:
-        step = None
+        k = 0
         try:
-            for step in plan.steps:
-                step.kernel.run(step.inputs, step.outputs)
+            for k, run, inputs, outputs in plan.calls:
+                run(inputs, outputs)
         except LiteError:
             raise
         except Exception as e:
-            raise OpExecuteError(f"{step.node.op} node '{step.node.name}' failed: {e}") from e
+            node = plan.steps[k].node
+            raise OpExecuteError(f"{node.op} node '{node.name}' failed: {e}") from e
 
     def _run_with_callbacks(self, plan: ExecutionPlan, before: KernelCallBack | None,
                             after: KernelCallBack | None) -> int:
