@@ -18,6 +18,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from converter.frontends.mindir import mind_ir_pb2 as pb
+from converter.frontends.proto_text import undecodable_field
 from lite.status import GraphFileError, NotSupportedError
 
 A = pb.AttributeProto
@@ -44,6 +45,9 @@ def parse_legacy(data: bytes, source: str) -> pb.ModelProto:
         old.ParseFromString(data)
     except (DecodeError, UnicodeDecodeError) as e:
         raise GraphFileError(f"'{source}' is not a readable MINDIR model: {e}") from None
+    field = undecodable_field(old)
+    if field:
+        raise GraphFileError(f"'{source}' is not a readable MINDIR model: {field} is not UTF-8 text")
     if old.producer_name != "MindSpore" or not old.graph.node:
         raise GraphFileError(f"'{source}' is not a readable MINDIR model: it is not a graph MindSpore wrote")
     model = pb.ModelProto(producer_name=old.producer_name, model_version=str(old.model_version),
@@ -62,8 +66,12 @@ def parse_legacy(data: bytes, source: str) -> pb.ModelProto:
             g.input.add(name=vi.name).tensor.add(data_type=shape.elem_type,
                                                  dims=[d.dim_value for d in shape.shape.dim])
     for node in og.node:
+        if not node.output:
+            raise GraphFileError(f"'{source}': node '{node.name}' ({node.op_type}) has no output")
         copy = g.node.add(name=node.name or node.output[0], input=node.input, output=node.output)
         if node.op_type == "Constant":
+            if not node.attribute:
+                raise GraphFileError(f"'{source}': Constant node '{node.output[0]}' has no value")
             copy.op_type = "Constant"
             copy.attribute.add().CopyFrom(_attribute(node.attribute[0], "value", source, node))
             continue
