@@ -13,7 +13,8 @@ The signatures are recorded from real runs with numba's JIT:
 
     python -m lite.kernels.compiled.aot.build --record model.ms [model.ms ...]
 
-adds what every listed model binds at 1 and 2 threads to `signatures.txt`.
+adds what every listed model binds at 1 and 2 threads to `signatures.txt`; `--models model.ms ...` instead of
+`--record` builds a library of just those models' signatures.
 """
 from __future__ import annotations
 
@@ -185,36 +186,44 @@ def build(out: Path, target: str, cc: str, object_only: bool = False, keys: list
 FREE_DIM = 64
 
 
-def record(models: list[str]) -> int:
-    """Run each model with numba's JIT at 1 and 2 threads; add the entries bound to `signatures.txt`."""
+def recorded(models: list[str]) -> list[str]:
+    """The entries each model binds when it runs with numba's JIT at 1 and 2 threads (free input dims FREE_DIM),
+    in order of first use."""
     import numpy as np
+
     import lite
     from lite.kernels import compiled
     from lite.kernels.compiled import aot
-    seen: set[str] = set(read_signatures())
-    new: list[str] = []
+    keys: dict[str, None] = {}
     original = compiled.Compiled.entry
 
     def entry(self: Any, work: int, *args: Any) -> Any:
-        key = aot.entry_key(self.name, compiled.threads() > 1 and work >= compiled.PARALLEL_WORK, args)
-        if key not in seen:
-            seen.add(key)
-            new.append(key)
+        keys[aot.entry_key(self.name, compiled.threads() > 1 and work >= compiled.PARALLEL_WORK, args)] = None
         return original(self, work, *args)
 
     compiled.Compiled.entry = entry                                   # type: ignore[method-assign]
-    for path in models:
-        model = lite.Model.Load(path)
-        for threads in (1, 2):
-            session = lite.LiteSession.CreateSession(lite.Context(thread_num=threads, kernels="compiled"))
-            session.CompileGraph(model)
-            unknown = [t for t in session.GetInputs() if min(t.shape()) < 0]
-            if unknown:                                      # free dims: 64 of each
-                session.Resize(unknown, [[d if d > 0 else FREE_DIM for d in t.shape()] for t in unknown])
-            for tensor in session.GetInputs():
-                data = tensor.MutableData()
-                data[...] = np.random.default_rng(0).standard_normal(data.shape) if data.dtype.kind == "f" else 0
-            session.RunGraph()
+    try:
+        for path in models:
+            model = lite.Model.Load(path)
+            for threads in (1, 2):
+                session = lite.LiteSession.CreateSession(lite.Context(thread_num=threads, kernels="compiled"))
+                session.CompileGraph(model)
+                unknown = [t for t in session.GetInputs() if min(t.shape()) < 0]
+                if unknown:
+                    session.Resize(unknown, [[d if d > 0 else FREE_DIM for d in t.shape()] for t in unknown])
+                for tensor in session.GetInputs():
+                    data = tensor.MutableData()
+                    data[...] = np.random.default_rng(0).standard_normal(data.shape) if data.dtype.kind == "f" else 0
+                session.RunGraph()
+    finally:
+        compiled.Compiled.entry = original                            # type: ignore[method-assign]
+    return list(keys)
+
+
+def record(models: list[str]) -> int:
+    """Add the entries the models bind (`recorded`) to `signatures.txt`."""
+    known = set(read_signatures())
+    new = [key for key in recorded(models) if key not in known]
     with SIGNATURES.open("a") as f:
         f.writelines(f"{key}\n" for key in new)
     print(f"{len(new)} new signatures in {SIGNATURES}")
@@ -230,11 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cc", default=os.environ.get("CC", "cc"), help="C compiler that links the library")
     parser.add_argument("--object-only", action="store_true", help="stop at the object file")
     parser.add_argument("--record", nargs="+", metavar="MODEL", help="record the signatures these models bind")
+    parser.add_argument("--models", nargs="+", metavar="MODEL", help="build only the signatures these models bind "
+                                                                     "(run with the JIT first)")
     args = parser.parse_args(argv)
     if args.record:
         return record(args.record)
     out = args.out or aot.search_dirs()[-1]
-    written = build(out, TARGET, args.cc, args.object_only)
+    written = build(out, TARGET, args.cc, args.object_only, recorded(args.models) if args.models else None)
     print(f"wrote {written}")
     return 0
 

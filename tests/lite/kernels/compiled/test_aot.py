@@ -1,0 +1,189 @@
+"""The ahead-of-time kernel library (lite/kernels/compiled/aot): built by its documented command for a small CNN,
+it runs the compiled kernels in a process that never imports numba or llvmlite, serial and threaded, within
+float32 rounding of onnxruntime; what it lacks runs on the JIT; a missing or stale library is refused with a
+reason. Every run that loads a library is a fresh process (a loaded library adds its thread pool to the
+process)."""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from converter import convert
+from tests.util import REPO, run_ort
+
+pytestmark = [pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="building needs numba"),
+              pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="building needs a C compiler")]
+
+SHAPE = (1, 16, 48, 48)      # every layer has work enough for the threaded forms (`compiled.PARALLEL_WORK`)
+
+
+def cnn() -> onnx.ModelProto:
+    """Conv 1x1 + Relu -> MaxPool 3x3 -> GlobalAveragePool -> Flatten -> Gemm: the compiled GEMM, windowed and
+    global pooling."""
+    rng = np.random.default_rng(0)
+    weights = {"w": rng.standard_normal((32, 16, 1, 1)) * 0.3, "b": rng.standard_normal(32) * 0.1,
+               "fc_w": rng.standard_normal((10, 32)) * 0.3, "fc_b": rng.standard_normal(10) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["p"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, SHAPE)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, (1, 10))],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MSLITE_", "NUMBA_"))}
+    return {**env, "PYTHONPATH": str(REPO), **extra}
+
+
+def python(code: str, **env: str) -> dict:
+    """Run `code` in a fresh interpreter (its last stdout line is JSON)."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                            env=clean_env(**env), cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the CNN (`cnn.ms`), its input and onnxruntime's output, and `lib/`: the library of just the
+    CNN's signatures, built by the documented command."""
+    folder = tmp_path_factory.mktemp("aot")
+    model = cnn()
+    (folder / "cnn.ms").write_bytes(convert(model))
+    x = np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32)
+    np.save(folder / "x.npy", x)
+    np.save(folder / "expected.npy", run_ort(model, {"x": x})["y"])
+    subprocess.run([sys.executable, "-m", "lite.kernels.compiled.aot.build", "--models", str(folder / "cnn.ms"),
+                    "--out", str(folder / "lib")], check=True, timeout=900, env=clean_env(), cwd=REPO,
+                   capture_output=True)
+    return folder
+
+
+RUN = """
+import json, sys, threading
+import numpy as np
+import lite
+from lite.kernel import describe_backend
+
+folder = sys.argv[1] if len(sys.argv) > 1 else {folder!r}
+x, expected = np.load(folder + "/x.npy"), np.load(folder + "/expected.npy")
+model = lite.Model.Load(folder + "/cnn.ms")
+
+def run(threads, mode={mode!r}):
+    session = lite.LiteSession.CreateSession(lite.Context(thread_num=threads, kernels=mode))
+    session.CompileGraph(model)
+    compiled = [step.node.op for step in session._plan.steps if step.kernel.compiled]
+    session.GetInputs()[0].set_data(x)
+    session.RunGraph()
+    y = next(iter(session.GetOutputs().values())).numpy().copy()
+    return float(np.abs(y - expected).max() / np.abs(expected).max()), compiled
+
+errors, compiled = zip(*(run(t) for t in (1, 2)))
+concurrent = []                            # two sessions launching threaded kernels at once
+workers = [threading.Thread(target=lambda: concurrent.extend(run(2)[0] for _ in range(5))) for _ in range(2)]
+for w in workers: w.start()
+for w in workers: w.join()
+print(json.dumps({{"errors": errors, "concurrent": max(concurrent), "compiled": compiled,
+                  "numba": "numba" in sys.modules, "llvmlite": "llvmlite" in sys.modules,
+                  "describe": describe_backend({mode!r})}}))
+"""
+
+
+def test_the_library_runs_the_compiled_kernels_without_numba(built: Path) -> None:
+    result = python(RUN.format(folder=str(built), mode="aot"), MSLITE_AOT_DIR=str(built / "lib"))
+    assert max(result["errors"]) < 1e-5 and result["concurrent"] < 1e-5, result
+    assert all(set(ops) >= {"Conv2D", "Pooling"} for ops in result["compiled"]), result["compiled"]
+    assert not result["numba"] and not result["llvmlite"], "the library imported numba or llvmlite"
+    assert "ahead of time" in result["describe"], result["describe"]
+
+
+def test_auto_takes_the_library_first(built: Path) -> None:
+    result = python(RUN.format(folder=str(built), mode="auto"), MSLITE_AOT_DIR=str(built / "lib"))
+    assert max(result["errors"]) < 1e-5 and not result["numba"], result
+
+
+def test_what_the_library_lacks_runs_on_the_jit(built: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    shutil.copytree(built / "lib", lib)
+    info_path = next(lib.glob("*.json"))
+    info = json.loads(info_path.read_text())
+    info["entries"] = {k: v for k, v in info["entries"].items() if ".pool_f32:" not in k}   # no windowed pool
+    info_path.write_text(json.dumps(info))
+    result = python(RUN.format(folder=str(built), mode="aot"), MSLITE_AOT_DIR=str(lib))
+    assert max(result["errors"]) < 1e-5 and result["numba"], result
+
+
+def test_no_library_is_a_clear_error_and_auto_goes_on(tmp_path: Path) -> None:
+    code = """
+import json
+import lite
+from lite.kernel import describe_backend
+from lite.status import NotSupportedError
+session = lite.LiteSession.CreateSession(lite.Context(kernels="aot"))
+buf = open({path!r}, "rb").read()
+try:
+    session.CompileGraph(lite.Model.Import(buf))
+    error = ""
+except NotSupportedError as e:
+    error = str(e)
+print(json.dumps({{"error": error, "auto": describe_backend("auto")}}))
+"""
+    path = tmp_path / "cnn.ms"
+    path.write_bytes(convert(cnn()))
+    result = python(code.format(path=str(path)), MSLITE_AOT_DIR=str(tmp_path), XDG_CACHE_HOME=str(tmp_path),
+                    HOME=str(tmp_path))
+    assert "python -m lite.kernels.compiled.aot.build" in result["error"], result
+    assert "ahead of time" not in result["auto"], result
+
+
+def test_a_library_of_other_kernel_sources_is_refused(built: Path, tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    shutil.copytree(built / "lib", lib)
+    info_path = next(lib.glob("*.json"))
+    info_path.write_text(json.dumps({**json.loads(info_path.read_text()), "sources": "0" * 16}))
+    result = python("import json; from lite.kernel import describe_backend; "
+                    "print(json.dumps(describe_backend('aot')))", MSLITE_AOT_DIR=str(lib))
+    assert "other kernel sources" in result, result
+
+
+ALL = slice(None)
+RESHAPES = [((4, 6), ..., (2, 3, 4)), ((4, 6), (ALL, slice(None, None, 2)), (12,)), ((5, 8), "T", (4, 10)),
+            ((5, 8), "T", (8, 5, 1)), ((3, 1, 4), ..., (12,)), ((2, 3, 4), (slice(None, None, -1),), (6, 4)),
+            ((2, 3, 4), (slice(None, None, -1),), (2, 12)), ((6, 4), (ALL, slice(None, 2)), (3, 2, 2)),
+            ((1, 8, 1), ..., (2, 1, 4))]
+
+
+@pytest.mark.parametrize("shape, view, new", RESHAPES)
+def test_the_runtimes_reshape_without_copy_is_numpys(built: Path, shape, view, new) -> None:
+    """runtime.c's `numba_attempt_nocopy_reshape` (numba's reshape of a strided array) against numpy's: it
+    succeeds where numpy can make a view, with strides that read the same elements."""
+    lib = ctypes.CDLL(str(next((built / "lib").glob("*.so"))))
+    base = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    a = base.T if view == "T" else base[view]
+    try:
+        a.view().shape = new
+        possible = True
+    except AttributeError:
+        possible = False
+    strides = (ctypes.c_ssize_t * len(new))()
+    sizes = lambda values: (ctypes.c_ssize_t * len(values))(*values)      # noqa: E731
+    ok = lib.numba_attempt_nocopy_reshape(ctypes.c_ssize_t(a.ndim), sizes(a.shape), sizes(a.strides),
+                                          ctypes.c_ssize_t(len(new)), sizes(new), strides,
+                                          ctypes.c_ssize_t(a.itemsize), 0)
+    assert bool(ok) == possible
+    if possible:
+        np.testing.assert_array_equal(np.lib.stride_tricks.as_strided(a, new, tuple(strides)), a.reshape(new))
