@@ -155,10 +155,12 @@ MODULES: dict[str, tuple[str, ...]] = {
     "compiled.int8_dynamic_recurrent": ("LSTM",),
     "compiled.int8_full_connection": ("FullConnection",),
     "compiled.int8_quant_cast": ("QuantDTypeCast",),
+    "compiled.layer_norm": ("LayerNorm",),
     "compiled.lstm": ("LSTM",),
     "compiled.optimizer": ("Adam", "ApplyMomentum", "Sgd"),
     "compiled.pooling": ("Pooling",),
     "compiled.pooling_grad": ("PoolingGrad",),
+    "compiled.softmax": ("Softmax",),
 }
 
 _BY_OP: dict[str, tuple[str, ...]] = {}
