@@ -26,7 +26,6 @@ from converter.passes.layers import dense_or_depthwise, depthwise
 from converter.quant.calibration import feed, session_for
 from converter.quant.progress import progress
 from converter.quant.weights import weight_range
-from lite import LiteSession, MSTensor
 from lite.kernels._conv_math import PadMode, Window, make_window
 from lite.kernels._conv_math import patches as window_patches
 
@@ -83,25 +82,49 @@ def patches(x: np.ndarray, wins: Windows, rows: np.ndarray) -> np.ndarray:
     return view[np.unravel_index(rows, view.shape[:3])]
 
 
-def captured(session: LiteSession, sample: dict[str, np.ndarray], name: str, graph: Graph) -> np.ndarray:
-    """The tensor `name` of a run of `sample` (the run stops once it is computed), dequantized with its
-    per-tensor param when it is an integer tensor."""
-    found: dict[str, np.ndarray] = {name: sample[name]} if name in sample else {}
+class Stepper:
+    """Runs a graph over the calibration samples stretch by stretch, in graph order: `advance(node)` runs the
+    nodes not yet run that precede `node` and returns every sample's value of `node`'s input (dequantized when
+    it is an integer tensor). Each stretch is its own small session, built when it is first run (so a layer
+    whose rounding was just learnt runs with it), and between stretches each sample keeps only the tensors
+    that a later node or a pending `targets` node reads. Every node runs once per sample: running each layer's
+    whole prefix again, in a session rebuilt per layer, was O(layers^2) (docs/quantization.md)."""
 
-    def after(_ins: list[MSTensor], outs: list[MSTensor], _param) -> bool:
-        for t in outs:
-            if t.tensor_name() == name:
-                found[name] = t.MutableData().copy()
-        return name not in found
+    def __init__(self, graph: Graph, samples: list[dict[str, np.ndarray]], targets: list[Node]):
+        self.graph, self.order, self.done = graph, graph.topological(), 0
+        self.pending = [n.inputs[0] for n in targets]
+        self.live = [dict(sample) for sample in samples]
 
-    if not found:
-        feed(session, sample)
-        session.RunGraph(after=after)
-    array = found[name]
-    if array.dtype == np.float32:
-        return array
-    p = graph.values[name].quant_params[0]
-    return (array.astype(np.float32) - np.float32(p.zeroPoint)) * np.float32(p.scale)
+    def advance(self, node: Node) -> list[np.ndarray]:
+        name = node.inputs[0]
+        self.pending.remove(name)
+        stop = next(k for k, n in enumerate(self.order) if n is node)
+        if stop > self.done:
+            keep = {i for n in self.order[stop:] for i in n.inputs} | set(self.pending) | {name}
+            self._run(self.order[self.done:stop], keep)
+            self.done = stop
+        return [self._real(live[name], name) for live in self.live]
+
+    def _run(self, stretch: list[Node], keep: set[str]) -> None:
+        g = Graph(f"{stretch[0].name}_stretch")
+        g.values = {v: self.graph.values[v] for n in stretch for v in (*n.inputs, *n.outputs) if v}
+        g.nodes = stretch
+        g.inputs = sorted({i for n in stretch for i in n.inputs if i in self.live[0]})
+        g.outputs = sorted({o for n in stretch for o in n.outputs if o in keep})
+        session = session_for(g) if g.outputs else None
+        for live in self.live:
+            if session is not None:
+                feed(session, {k: live[k] for k in g.inputs})
+                session.RunGraph()
+                live.update({k: session.GetOutputByTensorName(k).numpy().copy() for k in g.outputs})
+            for k in [k for k in live if k not in keep]:
+                del live[k]
+
+    def _real(self, array: np.ndarray, name: str) -> np.ndarray:
+        if array.dtype == np.float32:
+            return array
+        p = self.graph.values[name].quant_params[0]
+        return (array.astype(np.float32) - np.float32(p.zeroPoint)) * np.float32(p.scale)
 
 
 class Reconstruction:
@@ -224,19 +247,16 @@ def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, 
     scales stay); layers are matched to the float graph by node name. Returns the number of layers."""
     require_split(float_graph)
     float_nodes = {n.name: n for n in float_graph.nodes}
-    layers = [n for n in qgraph.nodes if roundable(qgraph, n) and n.name in float_nodes]
+    layers = [n for n in qgraph.topological() if roundable(qgraph, n) and n.name in float_nodes]
     per_sample = -(-ROWS // max(len(samples), 1))
     stats = {n.name: LayerStats(n, qgraph.values[n.inputs[1]].const.shape, per_sample, i)
              for i, n in enumerate(layers)}
-    float_session = session_for(float_graph)
-    # The float inputs are captured again per layer rather than kept: the sampled depthwise patches of every
-    # layer would hold hundreds of MB on EfficientNet-Lite0.
+    float_run = Stepper(float_graph, samples, [float_nodes[n.name] for n in layers])
+    quant_run = Stepper(qgraph, samples, layers)            # runs each layer with the rounding learnt for it
     for i, node in enumerate(layers, 1):
         fnode, layer, value = float_nodes[node.name], stats[node.name], qgraph.values[node.inputs[1]]
-        quant_session = session_for(qgraph)             # with the rounding learnt so far
-        for sample in samples:
-            layer.add(captured(float_session, sample, fnode.inputs[0], float_graph),
-                      captured(quant_session, sample, node.inputs[0], qgraph))
+        for x, xq in zip(float_run.advance(fnode), quant_run.advance(node)):
+            layer.add(x, xq)
         w = float_graph.const(fnode.inputs[1])
         scales = np.array([p.scale for p in value.quant_params], np.float64)
         bits = value.quant_params[0].numBits

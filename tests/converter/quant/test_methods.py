@@ -17,8 +17,8 @@ from converter.passes.equalize import absorb_biases, absorption_pairs, equalize,
 from converter.quant import QuantConfig, parse_config, quantize
 from converter.ir import Node
 from converter.passes.layers import dense_or_depthwise, depthwise, linear_layer
-from converter.quant.adaround import (ITERATIONS, MAX_STEP_SCALE, STEP_BUDGET, Reconstruction, captured,
-                                      learn_rounding, output_positions, patches, steps_for, windows)
+from converter.quant.adaround import (ITERATIONS, MAX_STEP_SCALE, STEP_BUDGET, Reconstruction, Stepper,
+                                      learn_rounding, roundable, output_positions, patches, steps_for, windows)
 from converter.quant.calibration import channel_ranges, load_calibration, run_samples, session_for, shared_ranges
 from converter.quant.debug import output_sqnr
 from converter.quant.mixed_precision import BudgetUnreachableError, relative_error
@@ -235,22 +235,23 @@ def test_adaround_lowers_the_error_of_low_bit_weights():
     assert sqnr[1] > sqnr[0] + 0.5
 
 
-def test_adaround_reads_the_quantized_networks_own_layer_input():
-    """`captured` dequantizes the int8 tensor the layer reads and stops the run there."""
-    samples = samples_for((1, 3, 8, 8), 2)
-    q = quantize(to_graph(chain_model()), QuantConfig(), samples)
-    last = next(n for n in reversed(q.nodes) if n.op == "FullConnection")
-    name = last.inputs[0]
-    seen: dict[str, np.ndarray] = {}
-    run_samples(session_for(q), samples[:1], lambda k, a: seen.setdefault(k, a.copy()), "")
-    p = q.values[name].quant_params[0]
-    assert seen[name].dtype == np.int8
-    expected = (seen[name].astype(np.float32) - p.zeroPoint) * np.float32(p.scale)
-    session, ran = session_for(q), []
-    run_graph = session.RunGraph
-    session.RunGraph = lambda after: run_graph(after=lambda i, o, c: ran.append(1) or after(i, o, c))
-    np.testing.assert_array_equal(captured(session, samples[0], name, q), expected)
-    assert len(ran) < len(q.nodes)
+def test_adaround_steps_through_the_graph_to_each_layer_input_as_a_whole_run_computes_it():
+    """The Stepper runs stretch after stretch and hands each layer the tensor a whole run computes, the int8
+    ones dequantized, for every sample."""
+    samples = samples_for((1, 3, 8, 8), 3)
+    q = quantize(to_graph(chain_model()), QuantConfig(method="MAX_MIN"), samples)
+    layers = [n for n in q.topological() if roundable(q, n)]
+    seen: list[dict[str, np.ndarray]] = []
+    for sample in samples:
+        seen.append({})
+        run_samples(session_for(q), [sample], lambda k, a: seen[-1].setdefault(k, a.copy()), "")
+    stepper = Stepper(q, samples, layers)
+    assert len(layers) == 5
+    for node in layers:
+        name, p = node.inputs[0], q.values[node.inputs[0]].quant_params[0]
+        for got, whole in zip(stepper.advance(node), seen):
+            assert whole[name].dtype == np.int8
+            np.testing.assert_array_equal(got, (whole[name].astype(np.float32) - p.zeroPoint) * np.float32(p.scale))
 
 
 # ---- mixed precision -------------------------------------------------------------------------------------------
