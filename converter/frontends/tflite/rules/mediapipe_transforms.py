@@ -14,7 +14,7 @@ that is the reference they are checked against (docs/tflite.md).
 
 The options are a FlexBuffers map in the operator's custom options. The matrices are built from scalars by
 products with constant matrices (no scalar assembly op needed); the rotation's cosine and sine come from the
-landmark vector's direction rather than through atan2.
+landmark vector's direction rather than through atan2 (coincident landmarks: direction (1, 0), as atan2(0, 0) = 0).
 """
 from __future__ import annotations
 
@@ -76,7 +76,10 @@ def landmarks_to_transform_matrix(ctx: ImportContext) -> None:
     left, right = (ctx.emit1("Gather", [xy, _index(ctx, [i], "end")], axis=0) for i in picked[:2])   # [1, 2]
     d = ctx.emit1("Sub", [right, left])                                                            # (dx, dy)
     length = ctx.emit1("Sqrt", [_reduce_sum(ctx, ctx.emit1("Mul", [d, d]))])
-    direction = ctx.emit1("Div", [d, length])                                                     # (cos t, sin t)
+    same = ctx.emit1("Cast", [ctx.emit1("Compare", [length, _const(ctx, 0, "zero")], mode=fb.CompareMode.EQUAL)],
+                     to=DataType.FLOAT32)      # coincident landmarks: atan2(0, 0) = 0, the direction (1, 0)
+    direction = ctx.emit1("Div", [ctx.emit1("Add", [d, ctx.emit1("Mul", [same, _const(ctx, [[1, 0]], "x_axis")])]),
+                                  ctx.emit1("Add", [length, same])])                             # (cos t, sin t)
     ct, st = np.cos(target), np.sin(target)
     cs = _matmul(ctx, direction, np.array([[ct, st], [st, -ct]], F32), "rotation")                 # (cos r, sin r)
     rotate = ctx.emit1("Reshape", [_matmul(ctx, cs, np.array([[1, 0, 0, 1], [0, 1, -1, 0]], F32), "rotate"),

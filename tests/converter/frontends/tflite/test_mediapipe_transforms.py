@@ -115,14 +115,16 @@ def _face_like(n: int, seed: int, turn: float) -> np.ndarray:
     return np.concatenate([xy, rng.normal(0, 3, (n, 1))], 1)[None].astype(np.float32)
 
 
-@pytest.mark.parametrize("turn,target", [(0.0, 0.0), (0.6, 0.0), (-2.5, 0.3)])
-def test_landmarks_to_transform_matrix_follows_its_math(turn, target):
-    options = dict(left_rotation_idx=3, right_rotation_idx=11, subset_idxs=[0, 3, 5, 7, 11, 12, 18, 19],
+@pytest.mark.parametrize("turn,target,right", [(0.0, 0.0, 11), (0.6, 0.0, 11), (-2.5, 0.3, 11), (0.6, 0.2, 3)],
+                         ids=["upright", "turned", "target", "coincident"])
+def test_landmarks_to_transform_matrix_follows_its_math(turn, target, right):
+    """("coincident": the rotation landmarks are one point, whose direction atan2 takes as 0.)"""
+    options = dict(left_rotation_idx=3, right_rotation_idx=right, subset_idxs=[0, 3, 5, 7, 11, 12, 18, 19],
                    output_width=16, output_height=12, scale_x=1.5, scale_y=1.25, target_rotation_radians=target)
     data = _one_op("Landmarks2TransformMatrix", [((1, 20, 3), "landmarks")], (1, 4, 4), options)
     landmarks = _face_like(20, 1, turn)
     (actual,) = run_ours(data, [landmarks])
-    expected = reference_matrix(landmarks, 3, 11, options["subset_idxs"], 16, 12, 1.5, 1.25, target)
+    expected = reference_matrix(landmarks, 3, right, options["subset_idxs"], 16, 12, 1.5, 1.25, target)
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-4)
 
 
