@@ -233,7 +233,7 @@ def campaign(cases: int, seed: int = 0, timeout_s: float = 10.0) -> Outcome:
                 started = time.perf_counter()
                 signal.setitimer(signal.ITIMER_REAL, timeout_s)
                 try:
-                    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()) as out, \
+                    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
                             contextlib.redirect_stderr(io.StringIO()):
                         warnings.simplefilter("ignore")
                         status = converter_lite(["--fmk=ONNX", f"--modelFile={source}", f"--outputFile={target}"])

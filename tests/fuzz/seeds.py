@@ -57,7 +57,7 @@ def tflite_seeds() -> dict[str, bytes]:
 def federated_seeds(training: bytes) -> dict[str, bytes]:
     """The messages of one round over the training file's weights, as serialized protobufs: a train request in
     the Message-API layout and in the legacy one (SecAgg+), an evaluate request and a train reply."""
-    from flwr.app import ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+    from flwr.app import ConfigRecord, Message, MessageType, RecordDict
     from flwr.common import FitIns, Parameters
     from flwr.common.serde import message_to_proto
     from flwr.compat.common import recorddict_compat as compat
