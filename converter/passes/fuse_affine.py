@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from converter.ir import Graph, Node
-from converter.passes.layers import linear_layer
+from converter.passes.layers import dense_or_depthwise, depthwise, linear_layer, pads
 from converter.passes.match import other_input
 from lite.traits import traits
 
@@ -68,6 +68,60 @@ def _absorb(graph: Graph, layer: Node, op: str, vector: np.ndarray) -> None:
         layer.inputs = layer.inputs[:index] + [graph.add_const(bias.astype(np.float32), f"{layer.name}/bias")]
 
 
+def _input_channels(graph: Graph, node: Node, operand: str, layer: Node) -> np.ndarray | None:
+    """`node`'s constant operand as a vector [in channels of `layer`] (one value per channel of its input's last
+    axis, or one value), when `node`'s output has the shape of `operand`; else None."""
+    c, weight = graph.const(other_input(node, operand)), graph.const(layer.inputs[1])
+    x = graph.values[node.outputs[0]]
+    if c is None or weight is None or weight.dtype != np.float32 or c.dtype != np.float32 or c.ndim > x.rank:
+        return None
+    if graph.values[operand].shape != x.shape or c.shape[:-1] != (1,) * (c.ndim - 1) or not x.shape:
+        return None
+    channels = x.shape[-1]
+    if c.ndim == 0 or c.shape[-1] == 1:
+        return np.full(channels, c.reshape(-1)[0], np.float32)
+    return c.reshape(-1) if c.shape[-1] == channels else None
+
+
+def _fold_forward(graph: Graph, node: Node) -> bool:
+    """Fold `node` (Mul or Add by a per-channel constant) into the layer that alone reads it, as a scale of the
+    weight's input channels or a shift of its bias (sum over the taps of W times the shift): Conv2D without
+    groups or depthwise, FullConnection. A shift needs a layer that never pads (padding would read zeros, not the
+    shift)."""
+    if node.attrs.get("activation", 0) or len(node.inputs) != 2 or node.inputs[0] == node.inputs[1]:
+        return False
+    readers = graph.consumers(node.outputs[0])
+    if len(readers) != 1 or graph.uses(node.outputs[0]) != 1 or node.outputs[0] in graph.outputs:
+        return False
+    layer = readers[0]
+    if not dense_or_depthwise(layer) or layer.inputs[0] != node.outputs[0] or len(layer.inputs) > 3:
+        return False
+    index = traits(layer.op).bias_input
+    bias = graph.const(layer.inputs[index]) if len(layer.inputs) > index and layer.inputs[index] else None
+    if bias is None and len(layer.inputs) > index and layer.inputs[index]:
+        return False
+    if node.op == "Add" and pads(layer):
+        return False
+    for operand in node.inputs:
+        vector = _input_channels(graph, node, operand, layer)
+        if vector is not None and graph.const(operand) is None:
+            break
+    else:
+        return False
+    weight = graph.const(layer.inputs[1])
+    per_tap = vector.reshape(-1, 1, 1, 1) if depthwise(layer) else vector      # depthwise: [C, KH, KW, 1]
+    if node.op == "Mul":
+        layer.inputs[1] = graph.add_const((weight * per_tap).astype(np.float32), f"{layer.name}/weight")
+    else:
+        shift = (weight * per_tap).reshape(weight.shape[0], -1).sum(axis=1)
+        bias = shift if bias is None else bias + shift
+        layer.inputs = layer.inputs[:index] + [graph.add_const(bias.astype(np.float32), f"{layer.name}/bias")]
+    layer.inputs[0] = operand
+    graph.remove_node(node)
+    graph.values.pop(node.outputs[0])
+    return True
+
+
 def fuse_affine(graph: Graph) -> None:
     for node in graph.op_nodes("Mul", "Add"):
         if len(node.inputs) != 2 or node.inputs[0] == node.inputs[1]:
@@ -83,4 +137,7 @@ def fuse_affine(graph: Graph) -> None:
             graph.values.pop(node.outputs[0])
             graph.rename_value(operand, node.outputs[0])     # the layer now makes the result, under its name
             break
+    for node in reversed(graph.op_nodes("Mul", "Add")):       # Add(Mul(x, s), c) -> layer: the Add first
+        if node in graph.nodes:
+            _fold_forward(graph, node)
     graph.sort()

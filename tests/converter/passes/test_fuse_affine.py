@@ -105,3 +105,43 @@ def test_a_conv_takes_its_scale_shift_and_spelled_out_hard_swish(hard_swish: str
     assert len(convs) == 1 and not any(n.op in ("Mul", "Add", "Div") for n in graph.nodes)
     assert convs[0].attrs["activation"] == fb.ActivationType.HSWISH
     _check(model, graph, (1, 4, 6, 6))
+
+
+def _scaled_input(layer: str, pads: int = 0):
+    """x -> Relu -> Mul(s) -> Add(c) -> layer: a scale and shift of the layer's input channels ("dense": a
+    FullConnection; "conv": a 3x3 conv with `pads`; "depthwise": a 3x3 depthwise conv with `pads`; both after a
+    1x1 conv, so the chain runs in NHWC)."""
+    rng = np.random.default_rng(0)
+    channels = 4
+    shape = [2, 5, channels] if layer == "dense" else [1, channels, 6, 6]
+    per_channel = (channels,) if layer == "dense" else (1, channels, 1, 1)
+    weight = {"dense": (channels, 3), "conv": (6, channels, 3, 3), "depthwise": (channels, 1, 3, 3)}[layer]
+    consts = {"s": rng.uniform(0.5, 2, per_channel).astype(np.float32), "c": np.array(0.7, np.float32),
+              "w": rng.standard_normal(weight).astype(np.float32),
+              "b": rng.standard_normal(3 if layer == "dense" else weight[0]).astype(np.float32),
+              "w0": rng.standard_normal((channels, channels, 1, 1)).astype(np.float32)}
+    nodes = [helper.make_node("Identity" if layer == "dense" else "Conv", ["x"] if layer == "dense" else ["x", "w0"],
+                              ["x0"]),
+             helper.make_node("Relu", ["x0"], ["r"]), helper.make_node("Mul", ["r", "s"], ["scaled"]),
+             helper.make_node("Add", ["c", "scaled"], ["shifted"])]
+    if layer == "dense":
+        nodes += [helper.make_node("MatMul", ["shifted", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["out"])]
+    else:
+        nodes.append(helper.make_node("Conv", ["shifted", "w", "b"], ["out"], pads=[pads] * 4,
+                                      group=channels if layer == "depthwise" else 1))
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), tuple(shape)
+
+
+@pytest.mark.parametrize("layer, pads", [("dense", 0), ("conv", 0), ("depthwise", 0), ("conv", 1),
+                                         ("depthwise", 1)])
+def test_a_scale_and_shift_of_the_input_fold_into_the_next_layer(layer: str, pads: int) -> None:
+    """Both fold into a layer that never pads; a padding layer takes neither (its border reads zeros, not the
+    shift, and the scale would have to pass the shift first)."""
+    model, shape = _scaled_input(layer, pads)
+    graph = to_graph(model)
+    ops = [n.op for n in graph.nodes]
+    assert ("Mul" in ops) == ("Add" in ops) == bool(pads)
+    _check(model, graph, shape)
