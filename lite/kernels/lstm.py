@@ -8,10 +8,10 @@ With four more inputs (W_scale, W_zero_point, R_scale, R_zero_point: per directi
 [D, 4H]) W and R hold int8 / uint8 weights and the products run as onnxruntime's DynamicQuantizeLSTM runs them:
 X (its first max(sequence_lens) steps, all at once) and each step's h_{t-1} (the whole batch) are quantized to
 uint8 with DynamicQuantizeLinear's range and rounding, the products summed exactly in integers and scaled by the
-two scales in float32, the bias added after the recurrent term. Where onnxruntime differs in how it groups the
-rows it quantizes together, we follow its one-thread run of full-length sequences: on several threads it
-quantizes h per block of batch rows, and with sequences of unequal lengths it quantizes an ended one as zeros and
-walks a reverse direction from each sequence's own end (we keep an ended row's state and walk from time T-1).
+two scales in float32, the bias added after the recurrent term. As onnxruntime on one thread groups the rows
+it quantizes together (on several threads it quantizes h per block of batch rows): with sequences of unequal
+lengths a reverse direction walks each row from its own end, and a row that has ended counts as zeros (as when
+the node outputs Y; without Y onnxruntime keeps its last state there).
 """
 from __future__ import annotations
 
@@ -64,6 +64,27 @@ class LSTMKernel(RecurrentKernel):
     def mask(self, lens):
         self.lens = lens
         return super().mask(lens)
+
+    def loop(self, d, r, b, ins, init, mask) -> None:
+        """Quantized with sequences of unequal lengths, onnxruntime's order: at step s row b is at time s (reverse:
+        len[b] - 1 - s), and h is quantized over the batch with a row that ended before the previous step as
+        zeros; times past a row's length keep its state as the float loop keeps it."""
+        if not self.quantized or mask is None:
+            super().loop(d, r, b, ins, init, mask)
+            return
+        lens, rows, n = self.lens.astype(np.int64), np.arange(self.B), self.H
+        prev = init.copy()
+        for s in range(int(lens.max(initial=0))):
+            live = s < lens
+            times = np.clip(lens - 1 - s if self.reverse(d) else np.full(self.B, s), 0, self.T - 1)
+            seen = prev.copy()
+            seen[s > lens, :n] = 0
+            pre, cur = self.gates_buf[times, rows, d], np.empty_like(prev)
+            self.step(pre, seen, cur, r, b, ins, d)
+            prev[live] = cur[live]
+            self.states_buf[times[live], rows[live], d] = cur[live]
+        for row in rows:                     # the times past each row's length
+            self.states_buf[lens[row]:, row, d] = init[row] if self.reverse(d) else prev[row]
 
     def add_recurrent(self, pre: np.ndarray, h: np.ndarray, r: np.ndarray, d: int) -> None:
         """pre += h R^T (+ the bias, after it, when the weights are quantized)."""

@@ -235,7 +235,8 @@ def run_ort_one_thread(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> 
 
 @pytest.mark.parametrize("dtype, direction, per_column, lens", [
     (np.int8, "forward", True, None), (np.uint8, "bidirectional", False, None), (np.int8, "reverse", False, None),
-    (np.uint8, "forward", True, [6, 6, 6]), (np.int8, "bidirectional", True, [6, 6, 6])])
+    (np.uint8, "forward", True, [6, 6, 6]), (np.int8, "bidirectional", True, [6, 4, 6]),
+    (np.uint8, "reverse", False, [2, 6, 5]), (np.int8, "forward", False, [3, 1, 5])])
 def test_dynamic_quantize_lstm(dtype, direction, per_column, lens):
     """X and each step's h quantized to uint8 as onnxruntime does, integer products: within 1e-5 of the range
     (1.2e-2 when run on dequantized weights in float)."""
