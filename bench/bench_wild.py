@@ -13,9 +13,9 @@ Each model is converted once here (`converter.convert` / `convert_tflite`, with 
 loads that `.ms` in a `LiteSession`, onnxruntime runs the ONNX file (ORT_ENABLE_ALL, no spinning), LiteRT the
 `.tflite` file with its default delegate, XNNPACK (its input resized to the batch). Every engine gets 2 threads
 and the same inputs (seed 0: audio and images uniform in [-1, 1], token and byte ids in their vocabularies). Per
-engine and row, one untimed process fills the on-disk caches and saves its outputs, which the table compares
-(max |ours - peer| over each output's range); then `--rounds` timed processes (`harness.own_process_rounds`),
-each the median of `--runs` runs after 3 warm-ups. Written atomically to `bench/results/wild.md`.
+engine and row, one untimed process fills the on-disk caches, then `--rounds` timed processes
+(`harness.own_process_rounds`), each the median of `--runs` runs after 3 warm-ups; each process saves its first
+outputs, which the table compares (max |ours - peer| over each output's range). Written atomically to `bench/results/wild.md`.
 """
 from __future__ import annotations
 
@@ -278,16 +278,17 @@ def measure(model: Wild, batch: int, rounds: int, runs: int, scratch: Path) -> l
         return str(e).splitlines()[0]
     convert_s = time.perf_counter() - start
     engines = {"ours": str(ours_file), "onnxruntime" if model.kind == "onnx" else "litert": str(peer_file)}
-    argv = {e: [__file__, "--worker", f"{e}:{model.name}:{batch}", "--file", f, "--runs", str(runs)]
-            for e, f in engines.items()}
-    outputs = {}
-    for engine, args in argv.items():       # the untimed first process of each engine also keeps its outputs
-        save = scratch / f"{engine}.npz"
-        if harness.fresh_process([*args, "--save", str(save)]) is None:
-            return f"the {engine} worker failed"
-        with np.load(save) as z:
-            outputs[engine] = [z[k] for k in z.files]
+    saved = {e: scratch / f"{e}.npz" for e in engines}       # each process leaves its first outputs there
+    argv = {e: [__file__, "--worker", f"{e}:{model.name}:{batch}", "--file", f, "--runs", str(runs), "--save",
+                str(saved[e])] for e, f in engines.items()}
     times = harness.own_process_rounds(argv, rounds)
+    outputs = {}
+    for engine, path in saved.items():
+        if not path.exists():
+            return f"the {engine} worker failed"
+        with np.load(path) as z:
+            outputs[engine] = [z[k] for k in z.files]
+        path.unlink()
     ms = [harness.median(times[e]["ms"]) for e in engines]
     ratio = harness.ratio(*ms)
     print(f"{model.name} batch {batch}: ours {ms[0]} ms, {peer(model)} {ms[1]} ms, x{ratio}", flush=True)
