@@ -15,7 +15,8 @@ loads that `.ms` in a `LiteSession`, onnxruntime runs the ONNX file (ORT_ENABLE_
 and the same inputs (seed 0: audio and images uniform in [-1, 1], token and byte ids in their vocabularies). Per
 engine and row, one untimed process fills the on-disk caches, then `--rounds` timed processes
 (`harness.own_process_rounds`), each the median of `--runs` runs after 3 warm-ups; each process saves its first
-outputs, which the table compares (max |ours - peer| over each output's range). Written atomically to `bench/results/wild.md`.
+outputs, which the table compares (max |ours - peer| over each output's range). Written atomically to
+`bench/results/wild.md`.
 """
 from __future__ import annotations
 
