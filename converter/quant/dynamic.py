@@ -1,8 +1,9 @@
 """Dynamic quantization (`[common_quant_param] quant_type=DYNAMIC_QUANT`, MindSpore Lite's name): no calibration.
 Weights become int8, symmetric per output channel, and their nodes are marked `QuantType.DYNAMIC`; the runtime's
-DYNAMIC kernels quantize the float input at every run (each row, a token, with its own range) and multiply in
-integers (`lite/kernels/int8/dynamic_matmul.py`). Everything else stays float, so inputs, outputs and the ops
-between the products keep the float model's behaviour.
+DYNAMIC kernels quantize the float input at every run and multiply in integers: FullConnection each input row (a
+token) with its own range (`lite/kernels/int8/dynamic_matmul.py`), LSTM and GRU their X and each step's h as
+DynamicQuantizeLSTM does (`lite/kernels/int8/dynamic_recurrent.py`). Everything else stays float, so inputs,
+outputs and the ops between the products keep the float model's behaviour.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from lite.dtypes import DataType
 from lite.kernel import kernel_for
 from lite.traits import traits
 from schema import fb
+
+RECURRENT = {"LSTM": 8, "GRU": 6}     # recurrent ops with a DYNAMIC kernel: their inputs before the scales
 
 
 def dynamic_node(node: Node, graph: Graph, min_size: int, min_channel: int) -> bool:
@@ -27,9 +30,9 @@ def dynamic_node(node: Node, graph: Graph, min_size: int, min_channel: int) -> b
 
 
 def quantize_recurrent(node: Node, graph: Graph, bits: int) -> None:
-    """LSTM: W [D, G*H, I] and R [D, G*H, H] int8 with one scale per direction and gate row, given as inputs 8-11
-    (W_scale, W_zero_point, R_scale, R_zero_point, DynamicQuantizeLSTM's layout)."""
-    node.inputs += [""] * (8 - len(node.inputs))
+    """LSTM or GRU: W [D, G*H, I] and R [D, G*H, H] int8 with one scale per direction and gate row, given after
+    the op's own inputs (W_scale, W_zero_point, R_scale, R_zero_point: DynamicQuantizeLSTM's layout)."""
+    node.inputs += [""] * (RECURRENT[node.op] - len(node.inputs))
     for index in (1, 2):
         w = graph.const(node.inputs[index])
         q, params = quantize_weight(w.reshape(-1, w.shape[-1]), 0, bits)
@@ -41,8 +44,9 @@ def quantize_recurrent(node: Node, graph: Graph, bits: int) -> None:
 
 
 def recurrent_node(node: Node, graph: Graph, min_size: int) -> bool:
-    """An LSTM with float32 input and constant float32 W and R (larger than `min_size`), in the float form."""
-    if node.op not in RECURRENT or len(node.inputs) > 8 or not node.inputs[0]:
+    """An LSTM or GRU with float32 input and constant float32 W and R (larger than `min_size`), in the float
+    form."""
+    if node.op not in RECURRENT or len(node.inputs) > RECURRENT[node.op] or not node.inputs[0]:
         return False
     weights = [graph.const(node.inputs[k]) for k in (1, 2)]
     return (graph.values[node.inputs[0]].dtype == np.float32 and
@@ -50,29 +54,28 @@ def recurrent_node(node: Node, graph: Graph, min_size: int) -> bool:
             and sum(w.size for w in weights) > min_size)
 
 
-RECURRENT = ("LSTM",)
+def quantize_product(node: Node, graph: Graph, bits: int) -> None:
+    """The weight of a `dynamic_node` as int8 per output channel (its quant params on the constant)."""
+    index = traits(node.op).weight_input
+    w = graph.const(node.inputs[index])
+    axis = weight_axis(node, w)
+    q, params = quantize_weight(w, axis, bits)
+    source = graph.values[node.inputs[index]]
+    name = graph.add_const(q, f"{source.name}_quant")
+    value = graph.values[name]
+    value.quant_params, value.quant_axis = params, axis
+    value.format, value.source_perm = source.format, source.source_perm
+    node.inputs[index] = name
+    node.quant_type = fb.QuantType.DYNAMIC
 
 
 def dynamic_quantize(graph: Graph, bits: int = 8, min_size: int = 0, min_channel: int = 16) -> Graph:
-    """Give every `dynamic_node` an int8 weight (`bits` <= 8 wide, per channel) and every `recurrent_node` int8
-    W and R, and both the DYNAMIC quant type. Mutates and returns `graph`; the float weights no other node reads
-    are dropped."""
+    """Quantize every `recurrent_node` and `dynamic_node` (weights `bits` <= 8 wide) and give them the DYNAMIC
+    quant type. Mutates and returns `graph`; the float weights no other node reads are dropped."""
     for node in list(graph.nodes):
         if recurrent_node(node, graph, min_size):
             quantize_recurrent(node, graph, bits)
-            continue
-        if not dynamic_node(node, graph, min_size, min_channel):
-            continue
-        index = traits(node.op).weight_input
-        w = graph.const(node.inputs[index])
-        axis = weight_axis(node, w)
-        q, params = quantize_weight(w, axis, bits)
-        source = graph.values[node.inputs[index]]
-        name = graph.add_const(q, f"{source.name}_quant")
-        value = graph.values[name]
-        value.quant_params, value.quant_axis = params, axis
-        value.format, value.source_perm = source.format, source.source_perm
-        node.inputs[index] = name
-        node.quant_type = fb.QuantType.DYNAMIC
+        elif dynamic_node(node, graph, min_size, min_channel):
+            quantize_product(node, graph, bits)
     graph.prune()
     return graph

@@ -1,8 +1,9 @@
-"""The compiled time-step loop of a dynamically quantized LSTM direction (`int8/dynamic_recurrent.py`; default
-gates, no peepholes or input_forget): at every step h_{t-1} of the whole batch is quantized to uint8 with one
-range (DynamicQuantizeLSTM's rule), multiplied by the int8 R in the register tiles of `dynamic_gemm` (VNNI quads
-where the host has them), scaled, and the gates follow in the float steps of `recurrent.lstm_direction`. The float
-results equal the numpy kernel's: the same float32 operations in the same order."""
+"""The compiled time-step loops of a dynamically quantized LSTM or GRU direction (`int8/dynamic_recurrent.py`;
+default gates; LSTM without peepholes or input_forget, GRU with linear_before_reset): at every step h_{t-1} of
+the whole batch is quantized to uint8 with one range (DynamicQuantizeLSTM's rule), multiplied by the int8 R in the
+register tiles of `dynamic_gemm` (VNNI quads where the host has them), scaled, and the gates follow in the float
+steps of `recurrent`'s loops. The float results equal the numpy kernels': the same float32 operations in the same
+order."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +11,40 @@ import numpy as np
 from lite.kernels.compiled import Compiled
 from lite.kernels.compiled.dynamic_gemm import LEVELS, _row, _row_part
 from lite.kernels.compiled.int8 import NR
+from lite.kernels.compiled.llvm import njit
+
+
+@njit(nogil=True, cache=True)
+def quantized_product(init, states, step, before, n, weight, col_sum, col_scale, no_bias, xs, zero, row_scale,
+                      rec):  # pragma: no cover
+    """rec [B, G*H] = the previous step's h (its first n columns, init at step 0) of every batch row, quantized to
+    uint8 with one range, times R^T (`weight`, packed) in the VNNI tiles, scaled by its scale and `col_scale`."""
+    b_len, columns = rec.shape
+    blocks, groups, width = weight.shape
+    low, high = np.float32(0.0), np.float32(0.0)
+    for b in range(b_len):
+        prev = init[b] if step == 0 else states[before, b]
+        for k in range(n):
+            low = min(low, prev[k])
+            high = max(high, prev[k])
+    scale = (high - low) / np.float32(LEVELS) if high != low else np.float32(1.0)
+    z = np.rint(min(np.float32(0.0) - low / scale, np.float32(LEVELS)))
+    for b in range(b_len):
+        prev = init[b] if step == 0 else states[before, b]
+        for k in range(n):
+            q = np.rint(prev[k] / scale) + z
+            xs[b, k] = np.int32(min(max(q, np.float32(0.0)), np.float32(LEVELS)))
+        for k in range(n, xs.shape[1]):
+            xs[b, k] = 0
+        zero[b] = np.int32(z)
+        row_scale[b] = scale
+        for blk in range(blocks):
+            n0 = blk * NR
+            valid = min(NR, columns - n0)
+            if valid == NR:
+                _row(xs, b, weight, blk, groups, zero, row_scale, col_sum, col_scale, no_bias, n0, rec, valid)
+            else:
+                _row_part(xs, b, weight, blk, groups, zero, row_scale, col_sum, col_scale, no_bias, n0, rec, valid)
 
 
 @Compiled
@@ -22,37 +57,12 @@ def lstm_direction(pre, weight, col_sum, col_scale, bias, init, states, mask, re
     t_len, b_len, g4 = pre.shape
     n = g4 // 4
     half = np.float32(0.5)
-    blocks, groups, width = weight.shape
     no_bias = np.zeros_like(bias)
     for step in range(t_len):
         t = t_len - 1 - step if reverse else step
         before = t + 1 if reverse else t - 1
-        low, high = np.float32(0.0), np.float32(0.0)
-        for b in range(b_len):
-            prev = init[b] if step == 0 else states[before, b]
-            for k in range(n):
-                low = min(low, prev[k])
-                high = max(high, prev[k])
-        scale = (high - low) / np.float32(LEVELS) if high != low else np.float32(1.0)
-        z = min(np.float32(0.0) - low / scale, np.float32(LEVELS))
-        z = np.rint(z)
-        for b in range(b_len):
-            prev = init[b] if step == 0 else states[before, b]
-            for k in range(n):
-                q = np.rint(prev[k] / scale) + z
-                xs[b, k] = np.int32(min(max(q, np.float32(0.0)), np.float32(LEVELS)))
-            for k in range(n, xs.shape[1]):
-                xs[b, k] = 0
-            zero[b] = np.int32(z)
-            row_scale[b] = scale
-            for blk in range(blocks):
-                n0 = blk * NR
-                valid = min(NR, g4 - n0)
-                if valid == NR:
-                    _row(xs, b, weight, blk, groups, zero, row_scale, col_sum, col_scale, no_bias, n0, rec, valid)
-                else:
-                    _row_part(xs, b, weight, blk, groups, zero, row_scale, col_sum, col_scale, no_bias, n0, rec,
-                              valid)
+        quantized_product(init, states, step, before, n, weight, col_sum, col_scale, no_bias, xs, zero, row_scale,
+                          rec)
         for b in range(b_len):
             prev = init[b] if step == 0 else states[before, b]
             p = pre[t, b]
@@ -71,3 +81,32 @@ def lstm_direction(pre, weight, col_sum, col_scale, bias, init, states, mask, re
             else:
                 for j in range(2 * n):
                     cur[j] = prev[j]
+
+
+@Compiled
+def gru_direction(pre, weight, col_sum, col_scale, rb_h, init, states, mask, reverse, xs, zero, row_scale,
+                  rec):  # pragma: no cover
+    """GRU with linear_before_reset: pre [T, B, 3H] (gates z, r, h): the quantized x W^T + the folded bias;
+    weight, col_sum, col_scale: R^T [H, 3H] as for the LSTM; rb_h [H]: Rb_h (inside r * (...)); init [B, H];
+    states [T, B, H]; the rest as for the LSTM."""
+    t_len, b_len, g3 = pre.shape
+    n = g3 // 3
+    half = np.float32(0.5)
+    no_bias = np.zeros(col_scale.shape, np.float32)
+    for step in range(t_len):
+        t = t_len - 1 - step if reverse else step
+        before = t + 1 if reverse else t - 1
+        quantized_product(init, states, step, before, n, weight, col_sum, col_scale, no_bias, xs, zero, row_scale,
+                          rec)
+        for b in range(b_len):
+            prev = init[b] if step == 0 else states[before, b]
+            p = pre[t, b]
+            cur = states[t, b]
+            for j in range(n):
+                p[j] += rec[b, j]
+                p[n + j] += rec[b, n + j]
+                z_gate = half * np.tanh(half * p[j]) + half
+                r_gate = half * np.tanh(half * p[n + j]) + half
+                p[2 * n + j] += r_gate * (rec[b, 2 * n + j] + rb_h[j])
+                cand = np.tanh(p[2 * n + j])
+                cur[j] = (prev[j] - cand) * z_gate + cand if mask[t, b] else prev[j]

@@ -185,3 +185,76 @@ def test_lstm_runs_as_onnxruntimes_dynamic_quantize_lstm(kernels, direction):
     np.testing.assert_allclose(y, expected, atol=1e-5 * scale)
     float_error = np.abs(y - run_ort(model, feeds)["y"]).max() / scale
     assert 1e-4 < float_error < 0.05, float_error      # quantized, and near float (random weights: 3.4e-2)
+
+
+def gru(linear_before_reset: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """An ONNX bidirectional GRU [T 7, B 3, I 16] -> H 24 with bias and initial state; its float weights."""
+    d, h, i = 2, 24, 16
+    weights = {"W": RNG.normal(0, 0.3, (d, 3 * h, i)), "R": RNG.normal(0, 0.3, (d, 3 * h, h)),
+               "B": RNG.normal(0, 0.2, (d, 6 * h)), "h0": RNG.normal(0, 0.5, (d, 3, h))}
+    weights = {k: v.astype(np.float32) for k, v in weights.items()}
+    node = helper.make_node("GRU", ["x", "W", "R", "B", "", "h0"], ["y"], hidden_size=h, direction="bidirectional",
+                            linear_before_reset=linear_before_reset)
+    graph = helper.make_graph([node], "gru", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [7, 3, i])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [7, d, 3, h])],
+                              [numpy_helper.from_array(v, k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    return model, {"x": RNG.normal(0, 1, (7, 3, i)).astype(np.float32)}, weights
+
+
+def integer_product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x [M, K] @ w[N, K]^T with x through onnx.reference's DynamicQuantizeLinear (one range) and MatMulInteger,
+    w quantized per row (symmetric int8), scaled back in float64."""
+    ref = ReferenceEvaluator(helper.make_graph(
+        [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+         helper.make_node("MatMulInteger", ["q", "w", "z"], ["acc"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("w", TensorProto.INT8, None)],
+        [helper.make_tensor_value_info(n, t, None) for n, t in (("acc", TensorProto.INT32), ("s", TensorProto.FLOAT))]),
+        opsets={"": 17})
+    scale = np.abs(w.astype(np.float64)).max(axis=1) / 127
+    wq = np.clip(np.rint(w / scale[:, None]), -127, 127).astype(np.int8)
+    acc, s = ref.run(None, {"x": x.astype(np.float32), "w": wq.T.copy()})
+    return acc * (float(s) * scale)
+
+
+def gru_reference(x: np.ndarray, weights: dict[str, np.ndarray], linear_before_reset: int) -> np.ndarray:
+    """ONNX GRU's equations, step by step, every product through `integer_product` (X over all steps, h over the
+    batch at each step)."""
+    sigmoid = lambda v: 1 / (1 + np.exp(-v))        # noqa: E731
+    d_count, g3, _ = weights["W"].shape
+    h = g3 // 3
+    t_len, b_len, _ = x.shape
+    y = np.zeros((t_len, d_count, b_len, h))
+    for d in range(d_count):
+        w, r, bias = weights["W"][d], weights["R"][d], weights["B"][d].astype(np.float64)
+        wb, rb = bias[:g3], bias[g3:]
+        projected = integer_product(x.reshape(-1, x.shape[2]), w).reshape(t_len, b_len, g3) + wb
+        state = weights["h0"][d].astype(np.float64)
+        for t in (range(t_len) if d == 0 else range(t_len - 1, -1, -1)):
+            p = projected[t]
+            if linear_before_reset:
+                rec = integer_product(state, r) + rb
+                z, reset = sigmoid(p[:, :h] + rec[:, :h]), sigmoid(p[:, h:2 * h] + rec[:, h:2 * h])
+                cand = np.tanh(p[:, 2 * h:] + reset * rec[:, 2 * h:])
+            else:
+                rec = integer_product(state, r[:2 * h]) + rb[:2 * h]
+                z, reset = sigmoid(p[:, :h] + rec[:, :h]), sigmoid(p[:, h:2 * h] + rec[:, h:2 * h])
+                cand = np.tanh(p[:, 2 * h:] + integer_product(reset * state, r[2 * h:]) + rb[2 * h:])
+            state = (1 - z) * cand + z * state
+            y[t, d] = state
+    return y
+
+
+@pytest.mark.parametrize("kernels", BACKENDS)
+@pytest.mark.parametrize("linear_before_reset", [1, 0])
+def test_gru_follows_its_equations_with_integer_products(kernels, linear_before_reset):
+    model, feeds, weights = gru(linear_before_reset)
+    buf = convert_quantized(model, QuantConfig(quant_type=DYNAMIC_QUANT))
+    y = run(buf, feeds, kernels)
+    s = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(kernels=kernels))
+    assert [step.kernel.compiled for step in s._plan.steps] == [kernels == "compiled" and linear_before_reset == 1]
+    expected = gru_reference(feeds["x"], weights, linear_before_reset)
+    np.testing.assert_allclose(y, expected, atol=1e-5 * np.abs(expected).max())
+    float_error = np.abs(y - run_ort(model, feeds)["y"]).max() / np.abs(expected).max()
+    assert 1e-4 < float_error < 0.05, float_error
