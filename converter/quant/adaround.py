@@ -31,6 +31,7 @@ from lite.kernels._conv_math import patches as window_patches
 
 ZETA, GAMMA = 1.1, -0.1
 ROWS = 2048                  # sampled output positions per layer over the whole calibration set
+FOLD = 1 << 21               # sampled values (rows x patch size) kept before they are folded into Gram matrices
 ITERATIONS = 100             # steps of the costliest layers (`adaround_iterations`)
 STEP_BUDGET = 1e6            # multiply-adds of a step under which a layer gets more steps ...
 MAX_STEP_SCALE = 30          # ... up to this many times ITERATIONS
@@ -136,20 +137,21 @@ class Reconstruction:
     def __init__(self, rows: tuple[np.ndarray, np.ndarray] | None = None,
                  grams: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
         self.rows, self.grams = rows, grams
+        self.gram = None if grams is None else grams[0].astype(np.float32)     # the steps' operand
 
     def times_gram(self, wq: np.ndarray) -> np.ndarray:
-        """Wq G."""
+        """Wq G, in float32 for float32 `wq`."""
         if self.rows is not None:
             xq = self.rows[0]
             return (wq @ xq.T) @ xq
-        return wq @ self.grams[0]
+        return wq @ self.gram
 
     def target(self, w: np.ndarray) -> np.ndarray:
-        """W C^T = (W X^T) X~, the float side of the gradient."""
+        """W C^T = (W X^T) X~, the float side of the gradient (float32)."""
         if self.rows is not None:
             xq, x = self.rows
-            return (w @ x.T) @ xq
-        return w @ self.grams[1].swapaxes(-1, -2)
+            return ((w @ x.T) @ xq).astype(np.float32)
+        return (w.astype(np.float64) @ self.grams[1].swapaxes(-1, -2)).astype(np.float32)
 
     def step_cost(self, w_shape: tuple[int, ...]) -> int:
         """Multiply-adds of one optimisation step for weights of `w_shape` ([O, K], or depthwise [C, 1, K])."""
@@ -170,7 +172,8 @@ class Reconstruction:
 
 class LayerStats:
     """One layer's sampled input rows over the calibration set, folded into Gram matrices once they
-    outnumber half the patch size K (Reconstruction)."""
+    outnumber half the patch size K (Reconstruction), in blocks of up to FOLD values (few large products
+    instead of one small one per sample)."""
 
     def __init__(self, node: Node, weight_shape: tuple[int, ...], per_sample: int, seed: int):
         self.node, self.weight_shape, self.per_sample = node, weight_shape, per_sample
@@ -190,14 +193,21 @@ class LayerStats:
         else:
             p, pq = p.reshape(len(rows), -1), pq.reshape(len(rows), -1)
         self.kept.append((pq, p))
-        if self.depthwise or self.grams is not None or sum(len(b[0]) for b in self.kept) * 2 > p.shape[-1]:
-            for bq, bf in self.kept:
-                grams = [(a.swapaxes(-1, -2) @ b).astype(np.float64) for a, b in ((bq, bq), (bq, bf), (bf, bf))]
-                self.grams = grams if self.grams is None else [g + n for g, n in zip(self.grams, grams)]
-            self.kept = []
+        if sum(b[0].size for b in self.kept) >= FOLD:
+            self.fold()
+
+    def fold(self) -> None:
+        """Add the kept rows' Gram matrices to the sums and drop the rows."""
+        bq, bf = (np.concatenate([b[k] for b in self.kept], axis=-2) for k in (0, 1))
+        grams = [(a.swapaxes(-1, -2) @ b).astype(np.float64) for a, b in ((bq, bq), (bq, bf), (bf, bf))]
+        self.grams = grams if self.grams is None else [g + n for g, n in zip(self.grams, grams)]
+        self.kept = []
 
     def reconstruction(self) -> Reconstruction:
-        if self.grams is not None:
+        rows = sum(b[0].shape[-2] for b in self.kept)
+        if self.grams is not None or self.depthwise or (self.kept and rows * 2 > self.kept[0][0].shape[-1]):
+            if self.kept:
+                self.fold()
             return Reconstruction(grams=tuple(self.grams))
         return Reconstruction(rows=tuple(np.concatenate([b[k] for b in self.kept]) for k in (0, 1)))
 
