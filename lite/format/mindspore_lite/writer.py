@@ -49,6 +49,7 @@ class _Tensor:
     format: int = _F.NCHW
     data: np.ndarray | None = None
     quant_params: list[Any] = field(default_factory=list)     # ours (QuantParamT): one, or one per channel
+    beyond_int32: bool = False  # int64 values the official int32 cannot hold: refused where an official node reads it
 
 
 @dataclass
@@ -244,6 +245,81 @@ def _arg_min_max(g: _Graph, n: NodeDef) -> None:
     g.add(n, op, dict(axis=a.axis, top_k=1, keep_dims=bool(a.keep_dims), out_max_value=False), n.inputs[:1])
 
 
+def _int32_values(g: _Graph, n: NodeDef, k: int, what: str) -> np.ndarray:
+    """Our const input k as int32 values, beyond-int32 ones clamped (`_official_tensor`: INT64_MAX, "to the end",
+    as the official converter writes it)."""
+    t = g.tensors[n.inputs[k]] if len(n.inputs) > k and n.inputs[k] >= 0 else None
+    if t is None or t.data is None:
+        raise _refuse(n, f"a {what} computed at run time")
+    return t.data.astype(np.int32).reshape(-1)
+
+
+def _slice(g: _Graph, n: NodeDef) -> None:
+    """Slice (starts, ends, axes?, steps?) as the official converter writes ONNX's: StridedSlice of five inputs
+    (begin, end, axes, strides) and no masks."""
+    starts = _int32_values(g, n, 1, "start")
+    axes = _int32_values(g, n, 3, "axes") if len(n.inputs) > 3 and n.inputs[3] >= 0 else \
+        np.arange(starts.size, dtype=np.int32)
+    steps = _int32_values(g, n, 4, "step") if len(n.inputs) > 4 and n.inputs[4] >= 0 else np.ones_like(starts)
+    consts = [g.const(f"{n.name}/{what}", v) for what, v in (("begin", starts), ("end", _int32_values(g, n, 2, "end")),
+                                                               ("axes", axes), ("strides", steps))]
+    g.add(n, "StridedSlice", {}, [n.inputs[0], *consts])
+
+
+def _gather(g: _Graph, n: NodeDef) -> None:
+    """Gather along one axis: the axis an int32 const third input, as the official converter writes it."""
+    g.add(n, "Gather", {}, [*n.inputs[:2], g.const(f"{n.name}/axis", np.array([n.attrs.axis], np.int32))])
+
+
+def _with_axes(op: str) -> Callable[[_Graph, NodeDef], None]:
+    def rule(g: _Graph, n: NodeDef) -> None:
+        """Squeeze/Unsqueeze: our const axes input as the official `axis` attribute (none: every 1 dropped)."""
+        axes = _int32_values(g, n, 1, "axes").tolist() if len(n.inputs) > 1 and n.inputs[1] >= 0 else []
+        g.add(n, op, dict(axis=axes), n.inputs[:1])
+    return rule
+
+
+def _layer_norm(g: _Graph, n: NodeDef) -> None:
+    """LayerNorm over [axis, rank), gamma and beta over the same axes: LayerNormFusion."""
+    axis = n.attrs.axis % max(len(g.tensors[n.inputs[0]].dims), 1)
+    g.add(n, "LayerNormFusion", dict(begin_norm_axis=axis, begin_params_axis=axis, epsilon=n.attrs.epsilon,
+                                     elementwise_affine=True), n.inputs[:3])
+
+
+_DEFAULT_GATES = [ours.RnnActivation.SIGMOID, ours.RnnActivation.TANH, ours.RnnActivation.TANH]
+
+
+def _lstm(g: _Graph, n: NodeDef) -> None:
+    """LSTM (ONNX's: x [T, B, I], W [D, 4H, I], R [D, 4H, H], B [D, 8H], h0, c0 [D, B, H]; gates i, o, f, c, as
+    the official converter keeps them) -> the official LSTM's six inputs and three outputs; a missing bias or
+    initial state becomes zeros, a missing output a tensor of its own."""
+    a = n.attrs
+    directions = 2 if a.direction == ours.RnnDirection.BIDIRECTIONAL else 1
+    gates = list(a.activations) if a.activations is not None else []
+    if a.direction == ours.RnnDirection.REVERSE or gates not in ([], _DEFAULT_GATES * directions) or a.clip or \
+            a.layout or a.input_forget:
+        raise _refuse(n, f"direction {a.direction}, activations {gates}, clip {a.clip}, layout {a.layout}, input "
+                         f"forget {a.input_forget}")
+    if len(n.inputs) > 4 and n.inputs[4] >= 0:
+        raise _refuse(n, "sequence lengths")
+    x = g.tensors[n.inputs[0]]
+    hidden = a.hidden_size
+    if len(x.dims) != 3 or min(x.dims) < 0:
+        raise _refuse(n, f"an input of unknown dims {list(x.dims)}")
+
+    def given(k: int, shape: tuple[int, ...], what: str) -> int:
+        if len(n.inputs) > k and n.inputs[k] >= 0:
+            return n.inputs[k]
+        return g.const(f"{n.name}/{what}", np.zeros(shape, np.float32))
+    inputs = [*n.inputs[:3], given(3, (directions, 8 * hidden), "bias"),
+              given(5, (directions, x.dims[1], hidden), "initial_h"), given(6, (directions, x.dims[1], hidden),
+                                                                             "initial_c")]
+    outputs = [o if o >= 0 else g.computed(f"{n.name}/output_{k}", n.outputs[0])
+               for k, o in enumerate([*n.outputs, -1, -1, -1][:3])]
+    g.add(n, "LSTM", dict(bidirectional=directions == 2, has_bias=True, input_size=x.dims[2], hidden_size=hidden,
+                          num_layers=1, num_directions=directions), inputs, outputs)
+
+
 def _softmax(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Softmax", dict(axis=[n.attrs.axis]), n.inputs[:1])
 
@@ -291,6 +367,12 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "GroupNorm": _group_norm,
     "Resize": _resize,
     "ArgMinMax": _arg_min_max,
+    "Slice": _slice,
+    "Gather": _gather,
+    "LSTM": _lstm,
+    "Squeeze": _with_axes("Squeeze"),
+    "Unsqueeze": _with_axes("Unsqueeze"),
+    "LayerNorm": _layer_norm,
     "QuantDTypeCast": lambda g, n: g.add(n, "QuantDTypeCast", dict(src_t=n.attrs.src_t, dst_t=n.attrs.dst_t),
                                          n.inputs[:1]),
 }
@@ -305,13 +387,12 @@ def _official_tensor(t: TensorDef) -> _Tensor:
     if t.quant_params and t.data_type != DataType.INT32 and any(q.numBits != 8 for q in t.quant_params):
         raise NotSupportedError(f"tensor '{t.name}' is quantized to {t.quant_params[0].numBits} bits; MindSpore "
                                 f"Lite files of ours carry 8-bit tensors")
-    data, data_type = t.data, t.data_type
+    data, data_type, beyond = t.data, t.data_type, False     # int64 consts clamped into int32, marked if beyond
     if data is not None and data.dtype == np.int64:
-        if data.size and not (_INT32_MIN <= data.min() and data.max() <= _INT32_MAX):
-            raise NotSupportedError(f"tensor '{t.name}' holds int64 values beyond int32")
-        data, data_type = data.astype(np.int32), DataType.INT32
+        beyond = bool(data.size and not (_INT32_MIN <= data.min() and data.max() <= _INT32_MAX))
+        data, data_type = np.clip(data, _INT32_MIN, _INT32_MAX).astype(np.int32), DataType.INT32
     return _Tensor(t.name, _VALUE_NODE if data is not None else _CNODE, data_type, tuple(t.dims), _F.NCHW, data,
-                   list(t.quant_params))
+                   list(t.quant_params), beyond)
 
 
 _NHWC_OPS = {"Conv2DFusion", "MaxPoolFusion", "AvgPoolFusion", "Resize", "InstanceNorm", "LRN"}
@@ -353,6 +434,11 @@ def translate(tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inputs: Se
             raise NotSupportedError(f"{n.op} node '{n.name}' is weight-quantized, which the official runtime "
                                     f"cannot load")
         rule(g, n)
+    for node in g.nodes:
+        for i in node.inputs:
+            if g.tensors[i].beyond_int32:
+                raise NotSupportedError(f"tensor '{g.tensors[i].name}' holds int64 values beyond int32, which "
+                                        f"{node.op} node '{node.name}' would read as int32")
     _formats(g, inputs, {i for i in inputs if tensors[i].format == ours.Format.NHWC})
     return g
 
