@@ -41,6 +41,7 @@ from typing import Sequence
 import numpy as np
 
 import lite
+from lite.kernel import MODES
 from lite.status import RET_ERROR, RET_OK, LiteError, ParamInvalidError
 from lite.tools import Flag, UsageError, parse_flags, usage
 
@@ -60,8 +61,8 @@ FLAGS = (
     Flag("warmUpLoopCount", "untimed runs before the timed ones", int, 3),
     Flag("numThreads", "threads of the session", int, 2),
     Flag("inputShapes", "Resize the inputs first, e.g. 1,3,224,224:1,10 (one shape per input)"),
-    Flag("kernels", "kernel family: compiled when numba is importable (auto), or forced", str, "auto",
-         ("auto", "compiled", "numpy")),
+    Flag("kernels", "kernel family: compiled (from the ahead-of-time library, else numba) when available (auto), "
+         "or forced", str, "auto", MODES),
     Flag("timeProfiling", "print per-node and per-op-type time tables", bool, False),
     Flag("summary", "print what the model holds (python -m lite.inspect) before running it", bool, False),
     Flag("decryptKey", "the hex key of an encrypted model (converter_lite --encryptKey)"),

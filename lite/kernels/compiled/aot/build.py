@@ -154,11 +154,11 @@ def compile_object(target: str, keys: list[str], object_path: Path) -> dict[str,
     return symbols
 
 
-def link(object_path: Path, library_path: Path, cc: str) -> None:
+def link(object_path: Path, library_path: Path, cc: str, runtime: Path = RUNTIME) -> None:
     """`cc -shared` of the kernels' object, its stubs (`compile_object`) and the runtime; no symbol left
     undefined but the C library's."""
     command = [*shlex.split(cc), "-shared", "-O2", "-fPIC", "-o", str(library_path), str(object_path),
-               str(object_path.with_suffix(".stubs.c")), str(RUNTIME), "-lpthread", "-lm", "-Wl,-z,defs"]
+               str(object_path.with_suffix(".stubs.c")), str(runtime), "-lpthread", "-lm", "-Wl,-z,defs"]
     subprocess.run(command, check=True)
 
 
