@@ -16,8 +16,12 @@ from lite.kernels.layer_norm import LayerNormKernel
 class LayerNormCompiled(CompiledCall, LayerNormKernel):
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
         x, params = inputs[0], [s for s in inputs[1:3] if s is not None]
+        self.depth = x.shape[-1]
         self.compiled = (len(self.node.outputs) == 1 and self.attrs.axis % x.rank == x.rank - 1 and x.shape[-1] > 0
                          and all(p.value is not None and p.value.size in (1, x.shape[-1]) for p in params))
+
+    def call_scratch(self) -> list[TensorSpec]:
+        return [TensorSpec((self.rows, self.depth), np.dtype(np.float32))]
 
     def inplace_input(self) -> int | None:
         return None if self.compiled else super().inplace_input()
@@ -31,4 +35,4 @@ class LayerNormCompiled(CompiledCall, LayerNormKernel):
             np.broadcast_to(np.asarray(inputs[2], np.float32).reshape(-1), (depth,)).copy()
         rows = x.reshape(-1, depth)
         return normalize.layer_norm_rows.bind(rows.size * 8, rows, np.float32(self.attrs.epsilon), scale, bias,
-                                              out.reshape(rows.shape))
+                                              out.reshape(rows.shape), scratch[0])
