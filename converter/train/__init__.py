@@ -13,13 +13,13 @@ from converter.frontends import SourceModel
 from converter.frontends.onnx import as_source
 from converter.ir import Graph
 from converter.passes import optimize
-from converter.train.builder import build_training_graph
+from converter.train.builder import OptimizerStart, build_training_graph
 from converter.train.config import TrainParams, load_train_config, parse_train_flags
 from converter.train.weights import restore_source_names, weights_up_to
 from lite.traits import traits
 from schema.train_format import LABELS, LEARNING_RATE, LOSS
 
-__all__ = ["LABELS", "LEARNING_RATE", "LOSS", "TrainParams", "build_training_graph", "forward_graph",
+__all__ = ["LABELS", "LEARNING_RATE", "LOSS", "OptimizerStart", "TrainParams", "build_training_graph", "forward_graph",
            "load_train_config", "parse_train_flags", "to_training_graph"]
 
 
@@ -66,14 +66,14 @@ def to_training_graph(model: SourceModel | onnx.ModelProto, params: TrainParams,
                       input_shapes: dict[str, list[int]] | None = None) -> Graph:
     """The training graph of `model` (a frontend's model, or an ONNX model) as `params` say."""
     model = as_source(model)
-    params, state = _own_training(model, params)
+    params, start = _own_training(model, params)
     frozen = weights_up_to(model, params.freeze_until) if params.freeze_until else set()
     return build_training_graph(forward_graph(model, input_shapes), params, list(model.float_weights()), frozen,
-                                state)
+                                start)
 
 
-def _own_training(model: SourceModel, params: TrainParams) -> tuple[TrainParams, dict]:
+def _own_training(model: SourceModel, params: TrainParams) -> tuple[TrainParams, OptimizerStart]:
     """A model that is itself a training step (MindSpore's exported TrainOneStepCell: its `training(params)`)
-    fixes the loss, the optimizer and the optimizer's initial state; any other trains as `params` say."""
+    fixes the loss, the optimizer and where the optimizer starts; any other trains as `params` say."""
     training = getattr(model, "training", None)
-    return training(params) if training else (params, {})
+    return training(params) if training else (params, OptimizerStart())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,12 +33,20 @@ _LOSS_OPS = {"mse": "MSELoss", "bce_with_logits": "BinaryCrossEntropy", "smooth_
 _CROSS_ENTROPY = {"sparse": "SparseSoftmaxCrossEntropyWithLogits", "onehot": "SoftmaxCrossEntropyWithLogits"}
 
 
+@dataclass
+class OptimizerStart:
+    """Where the optimizer starts (a training run exported by another framework goes on): state tensors by their
+    name `<weight>/<role>` (zeros otherwise), and weight decays of single weights (`TrainParams.weight_decay`
+    otherwise)."""
+    state: Mapping[str, np.ndarray] = field(default_factory=dict)
+    weight_decay: Mapping[str, float] = field(default_factory=dict)
+
+
 def build_training_graph(graph: Graph, params: TrainParams, weights: Sequence[str],
-                         frozen: Collection[str] = (), state: Mapping[str, np.ndarray] | None = None) -> Graph:
+                         frozen: Collection[str] = (), resume: OptimizerStart | None = None) -> Graph:
     """Make `graph` (imported, folded, NHWC, without BatchNorm/activation fusion) a training graph in place and
     return it. `weights`: the source model's weight names (ONNX float initializers, in file order); `frozen`:
-    weights never trained (besides those `params.freeze` matches); `state`: initial optimizer state by its name
-    `<weight>/<role>` (a training run resumed; zeros otherwise)."""
+    weights never trained (besides those `params.freeze` matches); `resume`: where the optimizer starts."""
     prediction = _prediction(graph, params.output)
     graph.sort()
     forward = list(graph.nodes)
@@ -54,7 +63,7 @@ def build_training_graph(graph: Graph, params: TrainParams, weights: Sequence[st
     gradient_nodes = graph.nodes[start:]
 
     start = len(graph.nodes)
-    _optimizer(graph, params, grads, state or {})
+    _optimizer(graph, params, grads, resume or OptimizerStart())
     graph.subgraphs = [
         SubGraph(EVAL, list(graph.inputs), list(graph.outputs), forward),
         SubGraph(GRADIENTS, [*graph.inputs, LABELS], [LOSS, renamed[prediction], *grads.values()],
@@ -257,7 +266,7 @@ def _state(graph: Graph, given: Mapping[str, np.ndarray], weight: str, name: str
     return full
 
 
-def _optimizer(graph: Graph, params: TrainParams, grads: dict[str, str], state: Mapping[str, np.ndarray]) -> None:
+def _optimizer(graph: Graph, params: TrainParams, grads: dict[str, str], start: OptimizerStart) -> None:
     """One optimizer node per weight, all reading the scalar `learning_rate`; inputs in the order of
     `schema.train_format.OPTIMIZER_INPUTS`."""
     lr = np.array(params.learning_rate, np.float32)
@@ -265,7 +274,10 @@ def _optimizer(graph: Graph, params: TrainParams, grads: dict[str, str], state: 
     for w, grad in grads.items():
         op, attrs, kinds = _update(params)
         given = {"weight": w, "grad": grad, "lr": LEARNING_RATE}
-        inputs = [given[r] if r in given else _state(graph, state, w, r, *kinds[r]) for r in OPTIMIZER_INPUTS[op]]
+        if w in start.weight_decay:
+            attrs["weight_decay"] = start.weight_decay[w]
+        inputs = [given[r] if r in given else _state(graph, start.state, w, r, *kinds[r])
+                  for r in OPTIMIZER_INPUTS[op]]
         graph.nodes.append(Node(op, graph.fresh(f"{w}/{op}"), inputs, [], attrs))
 
 

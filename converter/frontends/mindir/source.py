@@ -13,6 +13,7 @@ from converter.frontends.mindir.importer import Model, float_weights, import_mod
 from converter.frontends.mindir.reader import parse
 from converter.frontends.mindir.training import TrainingStep, is_training_step, recognise
 from converter.ir import Graph
+from converter.train.builder import OptimizerStart
 from converter.train.config import TrainParams
 from lite.status import ParamInvalidError
 from schema import FMK_TYPES
@@ -45,12 +46,12 @@ class MindirSource:
     def weight_readers(self) -> list[tuple[str, list[str]]]:
         return self.model.weight_readers()
 
-    def training(self, params: TrainParams) -> tuple[TrainParams, dict[str, np.ndarray]]:
-        """(`params` with what a training step's file fixes, the optimizer state it holds). A setting given that
+    def training(self, params: TrainParams) -> tuple[TrainParams, OptimizerStart]:
+        """(`params` with what a training step's file fixes, where its optimizer starts). A setting given that
         differs from the file's is a ParamInvalidError naming both; one the file leaves open (freeze, output) is
         kept."""
         if self.step is None:
-            return params, {}
+            return params, OptimizerStart()
         defaults = TrainParams()
         implied = TrainParams(optimizer=params.optimizer).momentum       # the default momentum of the optimizer given
         for key, value in self.step.settings.items():
@@ -60,7 +61,7 @@ class MindirSource:
                 raise ParamInvalidError(f"train parameter '{key}': {given!r} differs from the {value!r} of the "
                                         f"training step in '{self.model.source}' ({self.step.optimizer}): leave it "
                                         f"out or give the file's")
-        return dataclasses.replace(params, **self.step.settings), dict(self.step.state)
+        return dataclasses.replace(params, **self.step.settings), self.step.start
 
 
 def _same(a: object, b: object) -> bool:

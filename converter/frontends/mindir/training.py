@@ -6,9 +6,10 @@ Adam per weight). Its backward is not imported op by op: the network is cut out 
 on, as `mindspore.export` writes the network in inference mode), and our training graph is built from that network
 with our own gradients, as `--trainModel=true` builds it from the inference export. What the file fixes becomes
 the training parameters (`TrainingStep.settings`: loss, optimizer, learning rate, momentum, which weights train)
-and the optimizer's accumulators its initial state (`TrainingStep.state`), so training resumes where MindSpore
+and the optimizer's accumulators its initial state (`TrainingStep.start`), so training resumes where MindSpore
 left it. Anything the file does that this cannot reproduce (another loss, another optimizer, a learning-rate
-schedule, per-group hyper-parameters, gradient scaling) is refused naming the primitive and node.
+schedule, per-group hyper-parameters other than weight decay, gradient scaling) is refused naming the primitive
+and node.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import numpy as np
 from converter.frontends.mindir import mind_ir_pb2 as pb
 from converter.frontends.mindir.importer import ALIASES, Model, attributes
 from converter.frontends.mindir.registry import Const
+from converter.train.builder import OptimizerStart
 from lite.status import NotSupportedError
 
 LOSS = "SparseSoftmaxCrossEntropyWithLogits"
@@ -36,7 +38,7 @@ GRADIENTS = re.compile(r".*Grad(V\d)?|.*Backprop(Filter|Input)")
 class TrainingStep:
     forward: pb.ModelProto          # the network alone, as MindSpore exports it for inference
     settings: dict[str, Any]        # `converter.train.TrainParams` fields the file fixes
-    state: dict[str, np.ndarray]    # the optimizer's state by our names, "<weight>/<role>" (`converter.train`)
+    start: OptimizerStart           # the optimizer's state, and the weight decays of weights decayed otherwise
     optimizer: str                  # "<primitive> at node '<name>'", for messages
 
 
@@ -62,7 +64,7 @@ def recognise(model: Model) -> TrainingStep:
     reader = _Optimizer(model, producers)
     for entry in updates:
         reader.read(entry)
-    return TrainingStep(_network(model, loss), reader.settings(), reader.state, reader.where)
+    return TrainingStep(_network(model, loss), reader.settings(), reader.start(), reader.where)
 
 
 def _refusal(model: Model, entry: tuple[pb.NodeProto, str, list], what: str) -> NotSupportedError:
@@ -93,6 +95,7 @@ class _Optimizer:
         self.found: dict[str, Any] = {}
         self.trained: list[str] = []
         self.state: dict[str, np.ndarray] = {}
+        self.decays: dict[str, float] = {}
         self.where = ""
 
     def read(self, entry: tuple[pb.NodeProto, str, list]) -> None:
@@ -118,22 +121,29 @@ class _Optimizer:
             self.state[f"{weight}/m"] = self.parameter(entry, m, "first moment")
             self.state[f"{weight}/v"] = self.parameter(entry, v, "second moment")
             self.state[f"{weight}/step"] = np.array(self.steps(entry, beta1_power, found["beta1"]), np.float32)
-        found["weight_decay"] = self.weight_decay(entry, weight, grad)
-        if found["weight_decay"] and op == "Adam":
+        self.decays[weight] = self.weight_decay(entry, weight, grad)
+        if self.decays[weight] and op == "Adam":
             raise _refusal(self.model, entry, "adds weight decay to the gradient (nn.Adam's), which is not "
                                               "supported: ours is AdamW's, decoupled")
         for key, value in found.items():
             if self.found.setdefault(key, value) != value:
-                why = " (MindSpore decays no BatchNorm gamma or beta by default)" if key == "weight_decay" else ""
                 raise _refusal(self.model, entry, f"has {key} {value} where another update has "
-                                                  f"{self.found[key]}{why}: one setting for every weight is "
-                                                  f"supported")
+                                                  f"{self.found[key]}: one setting for every weight is supported")
         self.parameter(entry, weight, "weight")
         self.trained.append(weight)
 
+    def common_decay(self) -> float:
+        """The weight decay most weights have (MindSpore decays no BatchNorm gamma or beta by default)."""
+        values = list(self.decays.values())
+        return max(values, key=values.count)
+
     def settings(self) -> dict[str, Any]:
-        return dict(self.found, loss="softmax_cross_entropy", labels="sparse",
+        return dict(self.found, loss="softmax_cross_entropy", labels="sparse", weight_decay=self.common_decay(),
                     trainable=tuple(re.escape(w) for w in self.trained))
+
+    def start(self) -> OptimizerStart:
+        common = self.common_decay()
+        return OptimizerStart(self.state, {w: d for w, d in self.decays.items() if d != common})
 
     def value(self, arg: Any) -> np.ndarray | None:
         """A constant's or a parameter's value; None for a computed one."""

@@ -55,22 +55,22 @@ def test_a_training_step_trains_as_mindspore_trained_it(fixture, tmp_path, capsy
 
 def test_the_optimizer_and_its_hyper_parameters_are_read_from_the_file():
     momentum, adam = (read_model("MINDIR", FIXTURES / f"step_lenet_{o}.mindir") for o in ("momentum", "adam"))
-    params, state = momentum.training(TrainParams())
+    params, start = momentum.training(TrainParams())
     assert (params.optimizer, params.learning_rate, params.momentum, params.loss) == \
         ("momentum", 0.01, 0.9, "softmax_cross_entropy")
     assert sorted(params.trainable) == sorted(w.replace(".", r"\.") for w in momentum.float_weights())
-    assert set(state) == {f"{w}/accum" for w in momentum.float_weights()}
-    params, state = adam.training(TrainParams())
+    assert set(start.state) == {f"{w}/accum" for w in momentum.float_weights()} and not start.weight_decay
+    params, start = adam.training(TrainParams())
     assert (params.optimizer, params.learning_rate, params.beta1, params.beta2, params.epsilon) == \
         ("adam", 0.001, 0.9, 0.999, 1e-8)
-    assert state["conv1.weight/step"] == 1          # exported after one step
+    assert start.state["conv1.weight/step"] == 1    # exported after one step
 
 
 def test_without_the_carried_optimizer_state_the_losses_differ():
     """The accumulators MindSpore held at export matter: started from zeros, the next losses are not MindSpore's
     (so the test above checks that they are carried over)."""
     model = read_model("MINDIR", LENET)
-    model.step.state = {}
+    model.step.start.state = {}
     assert not np.allclose(losses(convert_for_training(model, TrainParams()), LENET),
                            np.load(LENET.with_suffix(".npz"))["losses"], rtol=1e-4)
 
@@ -100,8 +100,9 @@ def test_a_flag_contradicting_the_file_is_refused_and_one_agreeing_is_accepted(t
 def test_an_optimizer_update_that_cannot_be_mapped_is_refused_naming_it(tmp_path):
     def adagrad(model):
         next(p for p in model.primitives if p.op_type == "ApplyMomentum").op_type = "ApplyAdagrad"
-    with pytest.raises(lite.NotSupportedError, match=r"'.*edited\.mindir' is a training step whose ApplyAdagrad at "
-                                                     r"node 'success:\d+' is an optimizer update that is not supported"):
+    with pytest.raises(lite.NotSupportedError, match=r"'.*edited\.mindir' is a training step whose ApplyAdagrad "
+                                                     r"at node 'success:\d+' is an optimizer update that is not "
+                                                     r"supported"):
         read_model("MINDIR", edited(tmp_path, adagrad))
 
 
