@@ -87,26 +87,33 @@ def test_our_segmentation_net_runs_in_the_official_runtime_with_int32_indices(tm
 
 def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
     """"gather": Gather of const indices, a Slice to the end (INT64_MAX, written as int32's largest) with a step,
-    Unsqueeze and Squeeze; "norm": LayerNormalization. With the official primitives each must become."""
+    Unsqueeze and Squeeze; "norm": LayerNormalization; "unary": Abs, Sqrt, Pow, Log, Neg, Exp. With the official
+    primitives each must become."""
     rng = np.random.default_rng(12)
     n = helper.make_node
     consts = {"idx": [5, 0, 3, 3], "starts": [1], "ends": [np.iinfo(np.int64).max], "axes": [2], "steps": [2],
               "where": [1]}
     inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), k) for k, v in consts.items()]
     inits += [onnx.numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), k) for k in ("g", "b")]
-    nodes = [n("Gather", ["input", "idx"], ["gathered"], axis=1),
-             n("Slice", ["gathered", "starts", "ends", "axes", "steps"], ["sliced"]),
-             n("Unsqueeze", ["sliced", "where"], ["wide"]), n("Squeeze", ["wide", "where"], ["y"])] \
-        if kind == "gather" else [n("LayerNormalization", ["input", "g", "b"], ["y"], axis=-1, epsilon=1e-5)]
+    inits.append(onnx.numpy_helper.from_array(np.array(3.0, np.float32), "three"))
+    codes = fb.PrimitiveType
+    nodes, primitives = {
+        "gather": ([n("Gather", ["input", "idx"], ["gathered"], axis=1),
+                    n("Slice", ["gathered", "starts", "ends", "axes", "steps"], ["sliced"]),
+                    n("Unsqueeze", ["sliced", "where"], ["wide"]), n("Squeeze", ["wide", "where"], ["y"])],
+                   {codes.Gather, codes.StridedSlice, codes.Unsqueeze}),
+        "norm": ([n("LayerNormalization", ["input", "g", "b"], ["y"], axis=-1, epsilon=1e-5)],
+                 {codes.LayerNormFusion}),
+        "unary": ([n("Abs", ["input"], ["u1"]), n("Sqrt", ["u1"], ["u2"]), n("Pow", ["u2", "three"], ["u3"]),
+                   n("Log", ["u3"], ["u4"]), n("Neg", ["u4"], ["u5"]), n("Exp", ["u5"], ["y"])],
+                  {codes.Abs, codes.Sqrt, codes.PowFusion, codes.Log, codes.Neg, codes.ExpFusion})}[kind]
     graph = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT,
                                                                           [2, 7, 12, 6])],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], inits)
-    codes = fb.PrimitiveType
-    return (helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
-            {codes.Gather, codes.StridedSlice, codes.Unsqueeze} if kind == "gather" else {codes.LayerNormFusion})
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), primitives
 
 
-@pytest.mark.parametrize("kind", ["gather", "norm"])
+@pytest.mark.parametrize("kind", ["gather", "norm", "unary"])
 def test_our_gather_slice_and_layer_norm_run_in_the_official_runtime(tmp_path: Path, kind: str) -> None:
     """Against onnxruntime. (A LayerNormFusion fed by a StridedSlice of a Gather's output, in either order, gets
     only its first half of rows right in the 2.0.0 runtime: a chain this test leaves out.)"""
