@@ -63,7 +63,6 @@ def mindir(cell: nn.Cell, stem: Path, *inputs: ms.Tensor) -> Path:
         stem.rename(path)
     path.chmod(0o644)           # MindSpore writes it owner-read-only
     return path
-    return path, x, net(ms.Tensor(x)).asnumpy()
 
 
 def training_batches(key: str, count: int = 3) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -1,7 +1,8 @@
 """The MINDIR frontend without MindSpore: files exported by MindSpore 2.10 (a LeNet; arguments as Constant inputs),
 2.0 (a ResNet with BatchNorm and a net of shape, indexing and elementwise primitives; arguments as primitive
 attributes) and 1.0 (a LeNet, the ResNet and a bidirectional LSTM; ONNX's protobuf), committed with MindSpore's
-outputs, convert with `converter_lite --fmk=MINDIR` and run as MindSpore ran them; external weight files are read; bad files are refused with a status naming the file (and the node).
+outputs, convert with `converter_lite --fmk=MINDIR` and run as MindSpore ran them; external weight files are
+read; bad files are refused with a status naming the file (and the node).
 MindSpore's exported training steps: `test_training_step.py`."""
 from __future__ import annotations
 

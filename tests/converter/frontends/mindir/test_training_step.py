@@ -1,8 +1,9 @@
 """MindSpore's exported training steps without MindSpore: `TrainOneStepCell(WithLossCell(net, sparse softmax cross
 entropy), Momentum(0.01, 0.9) | Adam(0.001))` of a LeNet and of a ResNet with BatchNorm, each exported by
-MindSpore 2.10 after one step (so it holds optimizer state), convert with `converter_lite --fmk=MINDIR
---trainModel=true` into a model whose TrainSession loses what MindSpore lost on the next three steps; what the
-file fixes is read from it; what it does that cannot be reproduced is refused naming primitive and node."""
+MindSpore 2.10 (the ResNet's by 2.0 too, arguments as attributes) after one step, so that it holds optimizer state,
+convert with `converter_lite --fmk=MINDIR --trainModel=true` into a model whose TrainSession loses what MindSpore
+lost on the next three steps; what the file fixes is read from it; what it does that cannot be reproduced is refused
+naming primitive and node."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,7 +20,7 @@ from converter.train import TrainParams
 from tests.util import relative_to_range, run_lite, session_for
 
 FIXTURES = Path(__file__).resolve().with_name("fixtures") / "mindspore-2.10.0"
-STEPS = sorted(FIXTURES.glob("step_*.mindir"))
+STEPS = sorted(FIXTURES.parent.glob("*/step_*.mindir"))      # 2.10 and (arguments as attributes) 2.0
 LENET = FIXTURES / "step_lenet_momentum.mindir"
 
 
@@ -44,7 +45,7 @@ def edited(tmp_path: Path, edit) -> Path:
     return path
 
 
-@pytest.mark.parametrize("fixture", STEPS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("fixture", STEPS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_a_training_step_trains_as_mindspore_trained_it(fixture, tmp_path, capsys):
     assert converter_lite(["--fmk=MINDIR", f"--modelFile={fixture}", f"--outputFile={tmp_path / 'step'}",
                            "--trainModel=true"]) == lite.RET_OK
