@@ -186,6 +186,35 @@ def test_group_query_attention_with_past_state(steps, cache, seqlens, total, rot
         assert np.abs(got[name] - want[name]).max() <= 2e-6, name
 
 
+def test_group_query_attention_decodes_token_by_token_in_one_session():
+    """A decoder step with a symbolic past length, converted once: each step's present becomes the next step's
+    past (the session re-plans for each new length), against onnxruntime fed its own presents."""
+    heads, kv_heads, size = 4, 2, 16
+    float_input = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n, shape in
+                   (("q", [1, 1, heads * size]), ("k", [1, 1, kv_heads * size]), ("v", [1, 1, kv_heads * size]),
+                    ("pk", [1, kv_heads, "past", size]), ("pv", [1, kv_heads, "past", size]))]
+    int_input = [helper.make_tensor_value_info("seqlens", TensorProto.INT32, [1]),
+                 helper.make_tensor_value_info("total", TensorProto.INT32, [])]
+    node = helper.make_node("GroupQueryAttention", ["q", "k", "v", "pk", "pv", "seqlens", "total"],
+                            ["y", "present_key", "present_value"], domain=MS, num_heads=heads, kv_num_heads=kv_heads)
+    graph = helper.make_graph([node], "decode", float_input + int_input,
+                              [helper.make_empty_tensor_value_info(o) for o in node.output])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    session = session_for(model)
+    ours = theirs = (_normal(1, kv_heads, 2, size), _normal(1, kv_heads, 2, size))
+    for past in range(2, 6):
+        feeds = {"q": _normal(1, 1, heads * size), "k": _normal(1, 1, kv_heads * size),
+                 "v": _normal(1, 1, kv_heads * size), "seqlens": np.array([past], np.int32),
+                 "total": np.array(past + 1, np.int32)}
+        got = run_lite(session, feeds | dict(zip(("pk", "pv"), ours)))
+        want = run_ort(model, feeds | dict(zip(("pk", "pv"), theirs)))
+        assert np.abs(got["y"] - want["y"]).max() <= 2e-6
+        for name in ("present_key", "present_value"):
+            np.testing.assert_array_equal(got[name], want[name])
+        ours = got["present_key"], got["present_value"]
+        theirs = want["present_key"], want["present_value"]
+
+
 def test_group_query_attention_rotary_prompt():
     """A prompt without past state, rotated at positions 0 .. S-1."""
     feeds = {"q": _normal(2, 4, 64), "k": _normal(2, 4, 32), "v": _normal(2, 4, 32),
