@@ -22,6 +22,7 @@ from converter.frontends.mindir import mind_ir_pb2 as pb
 from converter.frontends.mindir.legacy import is_legacy
 from converter.frontends.mindir.reader import parse
 from converter.train import TrainParams
+from tests.converter.frontends.mindir.steps import session_losses
 from tests.util import relative_to_range, run_lite, session_for
 
 FIXTURES = Path(__file__).resolve().with_name("fixtures")
@@ -67,13 +68,7 @@ def test_first_training_losses_are_those_mindspore_recorded(fixture):
     weights (the ResNet of MindSpore 2.0: BatchNorm on batch statistics)."""
     data = np.load(fixture.with_suffix(".npz"))
     buf = convert_for_training(read_model("MINDIR", fixture), TrainParams(optimizer="momentum", learning_rate=0.01))
-    session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(thread_num=1), True)
-    losses = []
-    for x, labels in zip(data["train_x"], data["train_labels"]):
-        session.GetInputsByTensorName("x").set_data(x)
-        session.GetInputsByTensorName("labels").set_data(labels)
-        session.RunGraph()
-        losses.append(float(session.GetOutputByTensorName("loss").numpy()))
+    losses = session_losses(buf, zip(data["train_x"], data["train_labels"]), "x")
     np.testing.assert_allclose(losses, data["losses"], rtol=1e-4)
 
 

@@ -14,6 +14,7 @@ from converter.frontends.mindir import mind_ir_pb2  # noqa: E402
 from tests.converter.frontends.mindir.oracle import (FIXTURES, OPTIMIZERS, STEPS, export,  # noqa: E402
                                                      export_step, mindir, network, training_batches,
                                                      training_losses)
+from tests.converter.frontends.mindir.steps import session_losses  # noqa: E402
 from tests.util import relative_to_range, run_lite  # noqa: E402
 
 
@@ -59,14 +60,8 @@ def test_first_training_losses_are_mindspores(key, tmp_path):
     source = tmp_path / f"{key}.mindir"
     mindir(network(key), source.with_suffix(""), ms.Tensor(batches[0][0]))
     buf = converted(tmp_path, source, "--trainModel=true", "--optimizer=momentum", "--learningRate=0.01")
-    session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(thread_num=2), True)
-    losses = []
-    for x, labels in batches:
-        session.GetInputsByTensorName("x").set_data(x)
-        session.GetInputsByTensorName("labels").set_data(labels)
-        session.RunGraph()
-        losses.append(float(session.GetOutputByTensorName("loss").numpy()))
-    np.testing.assert_allclose(losses, training_losses(key, batches), rtol=1e-4)
+    np.testing.assert_allclose(session_losses(buf, batches, "x", threads=2), training_losses(key, batches),
+                               rtol=1e-4)
 
 
 def _fields(file) -> dict[str, list[tuple[str, int, int, bool]]]:
@@ -125,11 +120,5 @@ def test_an_exported_training_step_trains_as_mindspores(key, optimizer, tmp_path
     STEPS[f"{key}_{optimizer}"] = (key, optimizer)
     source, data = export_step(f"{key}_{optimizer}", tmp_path)
     buf = converted(tmp_path, source, "--trainModel=true")
-    session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(thread_num=2), True)
-    losses = []
-    for x, labels in zip(data["train_x"], data["train_labels"]):
-        session.GetInputsByTensorName("inputs0").set_data(x)
-        session.GetInputsByTensorName("labels").set_data(labels)
-        session.RunGraph()
-        losses.append(float(session.GetOutputByTensorName("loss").numpy()))
-    np.testing.assert_allclose(losses, data["losses"], rtol=1e-4)
+    np.testing.assert_allclose(session_losses(buf, zip(data["train_x"], data["train_labels"]), threads=2),
+                               data["losses"], rtol=1e-4)

@@ -17,6 +17,7 @@ from converter.cli import main as converter_lite
 from converter.frontends import read_model
 from converter.frontends.mindir import mind_ir_pb2 as pb
 from converter.train import TrainParams
+from tests.converter.frontends.mindir.steps import session_losses
 from tests.util import relative_to_range, run_lite, session_for
 
 FIXTURES = Path(__file__).resolve().with_name("fixtures") / "mindspore-2.10.0"
@@ -27,14 +28,7 @@ LENET = FIXTURES / "step_lenet_momentum.mindir"
 def losses(buf: bytes, fixture: Path) -> list[float]:
     """The TrainSession losses of the training model `buf` on the batches committed with `fixture`."""
     data = np.load(fixture.with_suffix(".npz"))
-    session = lite.TrainSession.CreateSession(buf, len(buf), lite.Context(thread_num=1), True)
-    found = []
-    for x, labels in zip(data["train_x"], data["train_labels"]):
-        session.GetInputsByTensorName("inputs0").set_data(x)
-        session.GetInputsByTensorName("labels").set_data(labels)
-        session.RunGraph()
-        found.append(float(session.GetOutputByTensorName("loss").numpy()))
-    return found
+    return session_losses(buf, zip(data["train_x"], data["train_labels"]))
 
 
 def edited(tmp_path: Path, edit) -> Path:
