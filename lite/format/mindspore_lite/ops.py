@@ -67,6 +67,7 @@ class Graph:
         self.tensors, self.nodes = tensors, []
         self.files_tensors = len(tensors)
         self.dequantized: dict[int, int] = {}     # int weight -> the float tensor its QuantDTypeCast makes
+        self.variables: set[int] = set()          # consts a training file updates: never copied at read time
 
     def check_index(self, index: int, where: str) -> int:
         if not 0 <= index < self.files_tensors:
@@ -162,6 +163,11 @@ class Graph:
         if integer and t.data_type not in _INT_TYPES:
             raise node.fail(f"its {what} is not int32 or int64")
         return t.data
+
+
+def register(op: str, rule: Callable[[Graph, Node], None], arity: tuple[int, int]) -> None:
+    """Add the translation of official primitive `op` taking `arity` (fewest, most) inputs (`grad_ops`)."""
+    _RULES[op], _ARITY[op] = rule, arity
 
 
 def translate(graph: Graph, name: str, op: str, table: Any, inputs: list[int], outputs: list[int],
@@ -277,7 +283,8 @@ def _matmul(graph: Graph, node: Node) -> None:
     a, b = (graph.tensors[i] for i in node.inputs[:2])
     transpose_a, transpose_b = bool(node.attr("TransposeA")), bool(node.attr("TransposeB"))
     activation = _fused(node)
-    if b.is_const and len(b.dims) == 2 and not transpose_a:
+    copied = not transpose_b and node.inputs[1] in graph.variables     # a training weight is read where it lives
+    if b.is_const and len(b.dims) == 2 and not transpose_a and not copied:
         weight = node.inputs[1] if transpose_b else graph.transposed(node.inputs[1])
         graph.add(node, "FullConnection", {"activation": activation}, [node.inputs[0], weight, *node.inputs[2:]])
         return

@@ -11,6 +11,7 @@ from lite.format.fields import MAX_ELEMENTS, int_vector, packed_values, tensor_h
 from lite.format.graph import assemble
 from lite.format.mindspore_lite.ops import Graph, primitive_name, translate
 from lite.format.mindspore_lite.residuals import fuse_residuals
+from lite.format.mindspore_lite.training import is_training, training_parts, updated_tensors
 from lite.format.mindspore_lite.transposes import cancel_transposes
 from lite.model import Model, TensorDef
 from lite.status import GraphFileError, NotSupportedError
@@ -36,12 +37,13 @@ def read(buf: memoryview) -> Model:
     """The model in a verified MSL2 buffer: float, weight-quant (8-bit, 16-bit, bit-packed below 8) and full-quant
     (int8 tensors with their params; the nodes run MindSpore Lite's rounding, `NNACL`) models; otherwise
     compressed weights and control flow (more than one subgraph) are refused with `NotSupportedError` naming
-    what."""
+    what. A training file (optimizer nodes) gets the subgraphs `TrainSession` runs (`training.py`)."""
     root = fb.MetaGraph.GetRootAs(buf, 0)
     graph_in = int_vector(root, "InputIndex")
     inputs = set(graph_in)
     tensors = [_read_tensor(i, root.AllTensors(i), i in inputs) for i in range(root.AllTensorsLength())]
     graph = Graph(tensors)
+    graph.variables = updated_tensors(root)
     for i in graph_in:
         graph.check_index(i, "graph input")
     graph_out = int_vector(root, "OutputIndex")
@@ -76,9 +78,13 @@ def read(buf: memoryview) -> Model:
         inputs = [graph.check_index(i, f"node '{name}'") for i in int_vector(node, "InputIndex")]
         outputs = [graph.check_index(i, f"node '{name}'") for i in int_vector(node, "OutputIndex")]
         translate(graph, name, op, table, inputs, outputs, _QUANT_TYPES[node.QuantType()])
-    nodes = fuse_residuals(graph.tensors, cancel_transposes(graph.tensors, graph.nodes, graph_out), graph_out)
+    nodes = cancel_transposes(graph.tensors, graph.nodes, graph_out)
+    if is_training(nodes):      # the backward reads forward tensors a residual fusion would remove
+        parts = training_parts(graph.tensors, nodes, graph_in, graph_out)
+    else:
+        nodes, parts = fuse_residuals(graph.tensors, nodes, graph_out), []
     return assemble(text(root.Name(), ""), text(root.Version(), ""), graph.tensors, nodes, graph_in,
-                    graph_out, [], buf.obj, root.FmkType())
+                    graph_out, parts, buf.obj, root.FmkType())
 
 
 def _read_tensor(index: int, t: Any, graph_input: bool) -> TensorDef:

@@ -1,0 +1,172 @@
+"""The primitives of MindSpore Lite training files (`converter_lite --trainModel=true`) -> our training kernels.
+
+The official converter keeps MindSpore's backward graph as it was exported: gradient primitives (ActivationGrad,
+BiasAddGrad, the pooling and conv backprops), the loss twice (`is_grad` false gives the loss, true the gradient of
+the logits) and one optimizer node per weight updating it in place. Each maps onto a kernel of
+`lite/kernels/grad/`; where MindSpore's operand order or convention differs from ours the rule says how.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from lite.dtypes import DataType
+from lite.format.mindspore_lite.ops import Graph, Node, register
+from schema import fb as ours
+from schema.mindspore_lite import fb
+
+_A = fb.ActivationType
+# Clipping activations: MindSpore's ActivationGrad reads the forward OUTPUT y, ours the input x; for these the
+# pass-through interval of y is that of x, so the same kernel serves.
+_CLIPS = {_A.RELU, _A.RELU6}
+
+
+def _window(node: Node, field: str) -> tuple[int, int]:
+    """A kernel size or stride of 2 values (h, w), or MindSpore's 4 in NCHW order (1, 1, h, w)."""
+    values = node.ints(field) or [1, 1]
+    if len(values) == 4:
+        values = values[2:]
+    if len(values) != 2 or min(values) < 1:
+        raise node.fail(f"{field} is {node.ints(field)}, expected (h, w) or (1, 1, h, w) of positive values")
+    return values[0], values[1]
+
+
+def _conv_attrs(node: Node, pads: str) -> dict:
+    if node.attr("Format") != fb.Format.NHWC:
+        raise node.refuse(f"data format {node.attr('Format')} is not supported (only NHWC)")
+    if node.attr("ActivationType") != _A.NO_ACTIVATION:
+        raise node.refuse("a fused activation is not supported on a conv gradient")
+    mode = node.attr("PadMode")
+    modes = {fb.PadMode.PAD: ours.PadMode.PAD, fb.PadMode.SAME: ours.PadMode.SAME_UPPER,
+             fb.PadMode.VALID: ours.PadMode.VALID}
+    if mode not in modes:
+        raise node.fail(f"unknown pad mode {mode}")
+    pad = node.ints(pads) or [0, 0, 0, 0]
+    if len(pad) != 4 or min(pad) < 0:
+        raise node.fail(f"{pads} is {pad}, expected 4 non-negative values (top, bottom, left, right)")
+    kh, kw = _window(node, "KernelSize")
+    sh, sw = _window(node, "Stride")
+    dh, dw = _window(node, "Dilation")
+    return dict(kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw,
+                pad_mode=modes[mode], pad_top=pad[0], pad_bottom=pad[1], pad_left=pad[2], pad_right=pad[3],
+                group=node.attr("Group") or 1)
+
+
+def _filter_grad(graph: Graph, node: Node) -> None:
+    """Conv2DBackpropFilterFusion (dy, x, filter shape) -> Conv2DGradFilter (dy, x): the OHWI gradient of the
+    NHWC conv's weight, as the forward's weight is stored."""
+    graph.add(node, "Conv2DGradFilter", _conv_attrs(node, "PadList"), node.inputs[:2])
+
+
+def _input_grad(graph: Graph, node: Node) -> None:
+    """Conv2DBackpropInputFusion (dy, weight, input shape) -> Conv2DGradInput (dy, weight, x), x a zero-stride
+    placeholder of the forward input's NHWC shape (the kernel reads only its shape); the file states that shape
+    in MindSpore's NCHW order."""
+    n, c, h, w = (int(v) for v in graph.const(node, 2, "input shape"))
+    x = graph.add_const(f"{node.name}/input_shape", np.broadcast_to(np.float32(0), (n, h, w, c)))
+    graph.add(node, "Conv2DGradInput", _conv_attrs(node, "PadList"), [*node.inputs[:2], x])
+
+
+def _pool_grad(mode: int) -> Callable[[Graph, Node], None]:
+    def rule(graph: Graph, node: Node) -> None:
+        """Max/AvgPoolGrad (x, y, dy) -> PoolingGrad (dy, x, y); NHWC, SAME or VALID padding."""
+        if node.attr("Format") != fb.Format.NHWC:
+            raise node.refuse(f"data format {node.attr('Format')} is not supported (only NHWC)")
+        pad_mode = {fb.PadMode.SAME: ours.PadMode.SAME_UPPER, fb.PadMode.VALID: ours.PadMode.VALID}.get(
+            node.attr("PadMode"))
+        if pad_mode is None:
+            raise node.refuse(f"pad mode {node.attr('PadMode')} is not supported (SAME or VALID)")
+        kh, kw = _window(node, "KernelSize")
+        sh, sw = _window(node, "Strides")
+        x, y, dy = node.inputs
+        graph.add(node, "PoolingGrad", dict(mode=mode, kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw,
+                                            pad_mode=pad_mode, count_include_pad=False), [dy, x, y])
+    return rule
+
+
+def _activation_grad(graph: Graph, node: Node) -> None:
+    """ActivationGrad (dy, y) of a clipping activation -> ours (dy, x); see `_CLIPS`."""
+    kind = node.attr("ActivationType")
+    if kind not in _CLIPS:
+        raise node.refuse(f"the gradient of activation type {kind} is not supported (only ReLU and ReLU6)")
+    graph.add(node, "ActivationGrad", {"type": kind}, node.inputs)
+
+
+def _loss(op: str) -> Callable[[Graph, Node], None]:
+    def rule(graph: Graph, node: Node) -> None:
+        """The loss node (logits, labels): our kernel gives (loss, dlogits); an official node giving one of them
+        (`is_grad` says which) has the other go to a fresh tensor."""
+        if len(node.outputs) == 2:
+            graph.add(node, op, {}, node.inputs)
+            return
+        grad = bool(node.attr("IsGrad")) if op == "SparseSoftmaxCrossEntropyWithLogits" else False
+        spare = graph.add_tensor(f"{node.name}/{'loss' if grad else 'dlogits'}", DataType.FLOAT32)
+        outputs = [spare, node.outputs[0]] if grad else [node.outputs[0], spare]
+        graph.add(node, op, {}, node.inputs, outputs)
+    return rule
+
+
+def _momentum(graph: Graph, node: Node) -> None:
+    """ApplyMomentum (weight, accum, lr, grad, momentum) -> ours (weight, accum, lr, grad), the momentum a const
+    attribute; MindSpore's `gradient_scale` must be 1. The official node's output (a flag) is not made: ours
+    update in place and give none."""
+    if node.attr("GradientScale") != 1:
+        raise node.refuse(f"gradient_scale {node.attr('GradientScale')} is not supported (only 1)")
+    momentum = graph.const(node, 4, "momentum", integer=False)
+    graph.add(node, "ApplyMomentum", dict(momentum=float(momentum.reshape(-1)[0]),
+                                          use_nesterov=bool(node.attr("UseNesterov"))), node.inputs[:4], [])
+
+
+def _sgd(graph: Graph, node: Node) -> None:
+    """SGD (weight, grad, lr, accum, momentum, stat) -> our Sgd (weight, grad, lr, accum, stat)."""
+    momentum = graph.const(node, 4, "momentum", integer=False)
+    graph.add(node, "Sgd", dict(momentum=float(momentum.reshape(-1)[0]), dampening=node.attr("Dampening"),
+                                weight_decay=node.attr("WeightDecay"), nesterov=bool(node.attr("Nesterov"))),
+              [*node.inputs[:4], node.inputs[5]], [])
+
+
+def _batch_norm(graph: Graph, node: Node) -> None:
+    """FusedBatchNorm (x, scale, bias, mean, var), channels last. In training (`mode` 1) its outputs y, -, -,
+    saved mean, saved inverse std map onto our train-mode BatchNorm's (y, saved_mean, saved_invstd); the running
+    statistics, updated in place, follow MindSpore's `running = (1 - momentum) running + momentum batch`."""
+    training = bool(node.attr("Mode"))
+    if training and len(node.outputs) != 5:
+        raise node.fail(f"has {len(node.outputs)} outputs, a training FusedBatchNorm has 5")
+    outputs = [node.outputs[k] for k in (0, 3, 4)] if training else node.outputs[:1]
+    graph.add(node, "BatchNorm", dict(epsilon=node.attr("Epsilon"), momentum=1 - node.attr("Momentum"), axis=-1,
+                                      training=training), node.inputs, outputs)
+
+
+def _batch_norm_grad(graph: Graph, node: Node) -> None:
+    """BatchNormGrad (dy, x, scale, saved mean, saved inverse std, -) -> ours (its first five inputs), the
+    statistics being those our BatchNorm saved."""
+    graph.add(node, "BatchNormGrad", dict(epsilon=node.attr("Epsilon"), axis=-1), node.inputs[:5])
+
+
+def _add_n(graph: Graph, node: Node) -> None:
+    """AddN: a chain of Adds."""
+    total = node.inputs[0]
+    for k, term in enumerate(node.inputs[1:], 1):
+        last = k == len(node.inputs) - 1
+        out = node.outputs[0] if last else graph.add_tensor(f"{node.name}/sum{k}", graph.tensors[total].data_type)
+        graph.add(node, "Add", {}, [total, term], [out], "" if last else f"/add{k}")
+        total = out
+
+
+for _op, _rule, _arity in (
+        ("FusedBatchNorm", _batch_norm, (5, 5)),
+        ("BatchNormGrad", _batch_norm_grad, (5, 6)),
+        ("AddN", _add_n, (2, 1 << 16)),
+        ("BiasAdd", lambda g, n: g.add(n, "Add", {}, n.inputs), (2, 2)),
+        ("BiasAddGrad", lambda g, n: g.add(n, "BiasGrad", {}, n.inputs), (1, 1)),
+        ("ActivationGrad", _activation_grad, (2, 2)),
+        ("MaxPoolGrad", _pool_grad(ours.PoolMode.MAX), (3, 3)),
+        ("AvgPoolGrad", _pool_grad(ours.PoolMode.AVG), (3, 3)),
+        ("Conv2DBackpropFilterFusion", _filter_grad, (3, 3)),
+        ("Conv2DBackpropInputFusion", _input_grad, (3, 3)),
+        ("SparseSoftmaxCrossEntropyWithLogits", _loss("SparseSoftmaxCrossEntropyWithLogits"), (2, 2)),
+        ("SoftmaxCrossEntropyWithLogits", _loss("SoftmaxCrossEntropyWithLogits"), (2, 2)),
+        ("ApplyMomentum", _momentum, (5, 5)),
+        ("SGD", _sgd, (6, 6))):
+    register(_op, _rule, _arity)
