@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dir", type=Path, help="the emulated Python's folder (`aarch64-python setup DIR`)")
     parser.add_argument("--tool", type=Path, default=TOOL)
     parser.add_argument("--cc", default="aarch64-linux-gnu-gcc", help="C compiler linking for aarch64")
+    parser.add_argument("--report", type=Path, default=RESULTS, help="where the report goes")
     args = parser.parse_args(argv)
     from lite.kernels.compiled.aot import build, library_name
     load_before = os.getloadavg()[0]
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     body = (f"aarch64 under user-mode emulation ({result['machine']}): {result['describe']}; numba imported by the "
             f"comparing process: {'yes' if result['numba'] else 'no'}. Emulated JIT compile and object emission "
             f"{built:.0f} s, comparison {ran:.0f} s; linked with {args.cc}.\n\n{table}")
-    harness.write_report(RESULTS, body, load_before, {})
+    harness.write_report(args.report, body, load_before, {})
     ok = not result["numba"] and all(error <= TOLERANCE for *_, error in result["rows"])
     return 0 if ok else 1
 

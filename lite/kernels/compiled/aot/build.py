@@ -116,17 +116,21 @@ def compile_object(target: str, keys: list[str], object_path: Path) -> dict[str,
     import importlib
     from llvmlite import binding
     from numba.core.compiler_lock import global_compiler_lock
-    _numba_for(target)
+    numba = _numba_for(target)
     symbols: dict[str, str] = {}
     with global_compiler_lock:
         library = None
         for index, key in enumerate(keys):
             name, form, signature = key.split(":")
             module, _, function = name.rpartition(".")
-            compiled = getattr(importlib.import_module(module), function)
-            dispatcher = compiled.form(form == "threaded")
-            argument_types = tuple(parse_type(t) for t in signature.split(",")) if signature else ()
-            dispatcher.compile(argument_types)
+            try:                     # an entry its kernel no longer takes (renamed, other arguments) is left out
+                compiled = getattr(importlib.import_module(module), function)
+                dispatcher = compiled.form(form == "threaded")
+                argument_types = tuple(parse_type(t) for t in signature.split(",")) if signature else ()
+                dispatcher.compile(argument_types)
+            except (AttributeError, TypeError, ValueError, numba.core.errors.TypingError) as e:
+                print(f"  left out {key}: {str(e).splitlines()[0]}", flush=True)
+                continue
             result = dispatcher.overloads[argument_types]
             context = result.target_context
             if library is None:
