@@ -26,7 +26,7 @@ from converter.frontends.mindir.registry import Const
 from converter.train.builder import OptimizerStart
 from lite.status import NotSupportedError
 
-LOSS = "SparseSoftmaxCrossEntropyWithLogits"
+SPARSE_LOSS = "SparseSoftmaxCrossEntropyWithLogits"
 MAPPED = ("ApplyMomentum", "Adam")          # the updates of nn.Momentum and nn.Adam
 # the primitives of MindSpore's optimizers (weight updates), and of its gradients
 UPDATES = re.compile(r"Apply(Momentum|Ada.*|RMSProp|CenteredRMSProp|Ftrl|Proximal.*|PowerSign|AddSign|"
@@ -56,7 +56,7 @@ def recognise(model: Model) -> TrainingStep:
     if not updates:
         raise NotSupportedError(f"'{model.source}' computes gradients but updates no weight: only a training step "
                                 f"(TrainOneStepCell) is supported")
-    loss = _loss(model, producers, env.get(model.graph.output[0].name))
+    loss, labels = _loss(model, producers, env.get(model.graph.output[0].name))
     unmapped = next((e for e in updates if e[1] not in MAPPED), None)
     if unmapped:
         raise _refusal(model, unmapped, f"is an optimizer update that is not supported (supported: "
@@ -64,7 +64,7 @@ def recognise(model: Model) -> TrainingStep:
     reader = _Optimizer(model, producers)
     for entry in updates:
         reader.read(entry)
-    return TrainingStep(_network(model, loss), reader.settings(), reader.start(), reader.where)
+    return TrainingStep(_network(model, loss), dict(reader.settings(), labels=labels), reader.start(), reader.where)
 
 
 def _refusal(model: Model, entry: tuple[pb.NodeProto, str, list], what: str) -> NotSupportedError:
@@ -73,18 +73,31 @@ def _refusal(model: Model, entry: tuple[pb.NodeProto, str, list], what: str) -> 
                              f"{what}")
 
 
-def _loss(model: Model, producers: dict[str, tuple], output: Any) -> pb.NodeProto:
-    """The node computing the step's output, its loss: sparse softmax cross entropy of the logits (input 0) and
-    labels that are a graph input (input 1)."""
-    entry = producers.get(output) if isinstance(output, str) else None
-    if entry is None or entry[1] != LOSS or attributes(model, entry[0]).get("is_grad", False):
+def _loss(model: Model, producers: dict[str, tuple], output: Any) -> tuple[pb.NodeProto, str]:
+    """(the node computing the step's loss from the logits (its input 0) and labels that are a graph input (input
+    1), the kind of labels: `TrainParams.labels`)."""
+    entry, kind = producers.get(output) if isinstance(output, str) else None, "sparse"
+    if entry and entry[1] == "ReduceMean" and _batch_mean(entry[2]):
+        whole = producers.get(entry[2][0][:-len("[0]")])   # the mean of item 0 of (loss per sample, gradient)
+        if whole and whole[1] == "SoftmaxCrossEntropyWithLogits":
+            entry, kind = whole, "onehot"
+    if entry is None or not (kind == "onehot" or entry[1] == SPARSE_LOSS
+                             and not attributes(model, entry[0]).get("is_grad", False)):
         what = f"'{entry[1]}' at node '{model.short(entry[0].name)}'" if entry else "not a computed tensor"
-        raise NotSupportedError(f"'{model.source}' is a training step whose loss is {what}: only {LOSS} "
-                                f"(nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction='mean')) is supported")
+        raise NotSupportedError(f"'{model.source}' is a training step whose loss is {what}: only "
+                                f"nn.SoftmaxCrossEntropyWithLogits(sparse=True|False, reduction='mean') is supported "
+                                f"({SPARSE_LOSS}, or the batch mean of SoftmaxCrossEntropyWithLogits)")
     labels = entry[2][1] if len(entry[2]) > 1 else None
     if not isinstance(labels, str) or labels not in {model.short(i.name) for i in model.graph.input}:
         raise _refusal(model, entry, "reads labels that are not a graph input")
-    return entry[0]
+    return entry[0], kind
+
+
+def _batch_mean(args: list) -> bool:
+    """Whether ReduceMean's arguments take the mean of item 0 of a node over axis 0 (or all axes), dropping it."""
+    x, axes, keep = (args + [None, None])[:3]
+    return isinstance(x, str) and x.endswith("[0]") and isinstance(axes, Const) and \
+        np.ravel(axes.value).tolist() in ([], [0]) and not (isinstance(keep, Const) and keep.value)
 
 
 class _Optimizer:
@@ -138,7 +151,7 @@ class _Optimizer:
         return max(values, key=values.count)
 
     def settings(self) -> dict[str, Any]:
-        return dict(self.found, loss="softmax_cross_entropy", labels="sparse", weight_decay=self.common_decay(),
+        return dict(self.found, loss="softmax_cross_entropy", weight_decay=self.common_decay(),
                     trainable=tuple(re.escape(w) for w in self.trained))
 
     def start(self) -> OptimizerStart:

@@ -11,6 +11,7 @@ import lite  # noqa: E402
 from converter.cli import main as converter_lite  # noqa: E402
 from converter.frontends import read_model  # noqa: E402
 from converter.frontends.mindir import mind_ir_pb2  # noqa: E402
+from converter.train import TrainParams  # noqa: E402
 from tests.converter.frontends.mindir.oracle import (FIXTURES, OPTIMIZERS, STEPS, export,  # noqa: E402
                                                      export_step, mindir, network, training_batches,
                                                      training_losses)
@@ -122,3 +123,19 @@ def test_an_exported_training_step_trains_as_mindspores(key, optimizer, tmp_path
     buf = converted(tmp_path, source, "--trainModel=true")
     np.testing.assert_allclose(session_losses(buf, zip(data["train_x"], data["train_labels"]), threads=2),
                                data["losses"], rtol=1e-4)
+
+
+def test_a_training_step_with_one_hot_labels_trains_as_mindspores(tmp_path):
+    """nn.SoftmaxCrossEntropyWithLogits(sparse=False, reduction='mean'): the batch mean of
+    SoftmaxCrossEntropyWithLogits, read as our loss on one-hot labels."""
+    net = network("narrow_lenet")
+    loss = ms.nn.SoftmaxCrossEntropyWithLogits(sparse=False, reduction="mean")
+    step = ms.nn.TrainOneStepCell(ms.nn.WithLossCell(net, loss), OPTIMIZERS["momentum"](net.trainable_params()))
+    step.set_train(True)
+    batches = [(x, np.eye(10, dtype=np.float32)[labels]) for x, labels in training_batches("narrow_lenet")]
+    source = mindir(step, tmp_path / "step", *(ms.Tensor(a) for a in batches[0]))
+    params, _ = read_model("MINDIR", source).training(TrainParams())
+    assert params.labels == "onehot"
+    buf = converted(tmp_path, source, "--trainModel=true")
+    want = [float(step(ms.Tensor(x), ms.Tensor(y)).asnumpy()) for x, y in batches]
+    np.testing.assert_allclose(session_losses(buf, batches), want, rtol=1e-4)

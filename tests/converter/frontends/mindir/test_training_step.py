@@ -108,7 +108,7 @@ def test_a_loss_that_cannot_be_mapped_is_refused_naming_it(tmp_path):
                     not any(a.name == "is_grad" and a.i for a in p.attribute):
                 p.op_type = "BCEWithLogitsLoss"
     with pytest.raises(lite.NotSupportedError, match=r"training step whose loss is 'BCEWithLogitsLoss' at node "
-                                                     r"'.*': only SparseSoftmaxCrossEntropyWithLogits"):
+                                                     r"'.*': only nn.SoftmaxCrossEntropyWithLogits"):
         read_model("MINDIR", edited(tmp_path, other_loss))
 
 
