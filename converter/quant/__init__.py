@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
+import time
 
 import onnx
 
@@ -15,9 +17,10 @@ from converter.load import to_graph
 from converter.passes.fuse_residual import split_residuals
 from converter.quant.bias_correction import correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration, shared_ranges
-from converter.quant.adaround import adaround_weights
-from converter.quant.config import (DYNAMIC_QUANT, MIXED_BIT_WEIGHT_QUANT, POST_TRAINING, WEIGHT_QUANT, QuantConfig,
-                                    load_config, parse_config)
+from converter.quant.adaround import adaround_weights, estimate_seconds, machine_rates, plan
+from converter.quant.auto import RANGE_CHOICES, adaround_reason, choose_ranges, fits_budget, resolve, summary
+from converter.quant.config import (AUTO, DYNAMIC_QUANT, MIXED_BIT_WEIGHT_QUANT, POST_TRAINING, WEIGHT_QUANT,
+                                    QuantConfig, load_config, parse_config)
 from converter.quant.dynamic import dynamic_quantize
 from converter.quant.debug import debug_report, format_report, write_report
 from converter.quant.equalization import equalize_for_quantization
@@ -56,27 +59,46 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
         bits = weight_only_bits(config.init_scale) if config.quant_type == MIXED_BIT_WEIGHT_QUANT else \
             config.weight_bits
         return weight_only_quantize(graph, bits, config.min_quant_weight_size, config.min_quant_weight_channel)
+    start = time.monotonic()
+    methods = resolve(config)
     samples = calibration_inputs if calibration_inputs is not None else load_calibration(graph, config)
     if not samples:
         raise ParamInvalidError("calibrate_path: no calibration samples (the calibration folder is empty)")
     split_residuals(graph)
-    if config.cross_layer_equalization:
+    if methods.cross_layer_equalization:
         equalize_for_quantization(graph, samples)
     float_graph = copy.deepcopy(split_activations(graph))
-    observers = calibrate(float_graph, samples, config.method, config.activation_bits)
-    ranges = shared_ranges(float_graph, {k: o.range() for k, o in observers.items()})
+    calibration_start = time.monotonic()
+    observers = calibrate(float_graph, samples, methods.method or RANGE_CHOICES[0], config.activation_bits)
+    pass_seconds = time.monotonic() - calibration_start
 
-    def build(layer_bits: dict[str, int], target: Graph | None = None) -> Graph:
-        return full_quantize(target or copy.deepcopy(float_graph), ranges, config.activation_bits,
+    def build(with_ranges: dict, layer_bits: dict[str, int] | None = None, target: Graph | None = None) -> Graph:
+        return full_quantize(target or copy.deepcopy(float_graph), with_ranges, config.activation_bits,
                              config.weight_bits, config.input_data_type, config.output_data_type,
-                             config.weight_method, layer_bits)
+                             methods.weight_method, layer_bits or {})
 
-    layer_bits = (search_bits(float_graph, ranges, config.activation_bits, samples, config.min_output_sqnr, build)
-                  if config.min_output_sqnr > 0 else {})
-    qgraph = build(layer_bits, graph)
-    if config.adaround:
-        adaround_weights(float_graph, qgraph, samples, config.adaround_iterations)
-    if config.bias_correction:
+    method, sqnr = methods.method, {}
+    if method is None:
+        method, ranges, sqnr = choose_ranges(float_graph, observers, samples, build)
+    else:
+        ranges = shared_ranges(float_graph, {k: o.range() for k, o in observers.items()})
+    layer_bits = (search_bits(float_graph, ranges, config.activation_bits, samples, config.min_output_sqnr,
+                              lambda bits: build(ranges, bits)) if config.min_output_sqnr > 0 else {})
+    qgraph = build(ranges, layer_bits, graph)
+    adaround = methods.adaround
+    if adaround is not False:
+        layers = plan(float_graph, qgraph, len(samples), config.adaround_iterations)
+        seconds = estimate_seconds(layers, pass_seconds, machine_rates()) if layers else []
+    why = f"adaround={str(adaround).lower()} in the config"
+    if adaround is None:
+        elapsed = time.monotonic() - start
+        adaround = bool(layers) and fits_budget(methods, elapsed, sum(seconds), pass_seconds, config.time_budget)
+        why = adaround_reason(len(layers), len(samples), sum(seconds), elapsed, config.time_budget, adaround)
+    if methods.preset == AUTO:
+        print(summary(methods, method, sqnr, adaround, why), file=sys.stderr, flush=True)
+    if adaround:
+        adaround_weights(float_graph, qgraph, samples, config.adaround_iterations, layers, seconds)
+    if methods.bias_correction:
         qgraph = correct_biases_if_better(float_graph, qgraph, samples)
     if config.debug_info_save_path:
         rows = debug_report(float_graph, qgraph, samples)

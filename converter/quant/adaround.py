@@ -18,13 +18,17 @@ the rounding kept.
 """
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from converter.ir import Graph, Node
 from converter.passes.fuse_residual import require_split
 from converter.passes.layers import dense_or_depthwise, depthwise
 from converter.quant.calibration import feed, session_for
-from converter.quant.progress import progress
+from converter.quant.progress import Progress
 from converter.quant.weights import weight_range
 from lite.kernels._conv_math import PadMode, Window, make_window
 from lite.kernels._conv_math import patches as window_patches
@@ -39,6 +43,7 @@ LEARNING_RATE = 0.05
 REGULARIZATION = 30.0        # few iterations need a strong pull to 0 or 1 (docs/quantization.md)
 WARMUP = 0.2
 BETA = (20.0, 2.0)
+STEP_PASSES = 40             # elementwise passes over the weights per Adam step (for the time estimate)
 
 
 def roundable(qgraph: Graph, node: Node) -> bool:
@@ -154,10 +159,7 @@ class Reconstruction:
         return (w.astype(np.float64) @ self.grams[1].swapaxes(-1, -2)).astype(np.float32)
 
     def step_cost(self, w_shape: tuple[int, ...]) -> int:
-        """Multiply-adds of one optimisation step for weights of `w_shape` ([O, K], or depthwise [C, 1, K])."""
-        k = w_shape[-1]
-        size = int(np.prod(w_shape))
-        return 2 * size * len(self.rows[0]) if self.rows is not None else size * k
+        return step_cost(w_shape, None if self.rows is None else len(self.rows[0]))
 
     def error(self, wq: np.ndarray, w: np.ndarray) -> float:
         """The squared output error of the weights `wq` (float64: a small difference of large terms)."""
@@ -212,6 +214,13 @@ class LayerStats:
         return Reconstruction(rows=tuple(np.concatenate([b[k] for b in self.kept]) for k in (0, 1)))
 
 
+def step_cost(w_shape: tuple[int, ...], rows: int | None) -> int:
+    """Multiply-adds of one optimisation step for weights of `w_shape` ([O, K], or depthwise [C, 1, K]), with
+    `rows` kept rows or (None) Gram matrices."""
+    size = int(np.prod(w_shape))
+    return 2 * size * rows if rows is not None else size * w_shape[-1]
+
+
 def steps_for(cost: int, iterations: int) -> int:
     """`iterations` for a layer whose step costs STEP_BUDGET or more; a cheaper one (the early layers: few
     channels, small patches) gets up to MAX_STEP_SCALE times as many, while its steps together cost at most
@@ -251,28 +260,91 @@ def learn_rounding(w: np.ndarray, scales: np.ndarray, bits: int, recon: Reconstr
     return np.clip(floor + (v >= 0), lo, hi)
 
 
-def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]],
-             iterations: int = ITERATIONS) -> int:
-    """Learn the rounding of every `roundable` layer of `qgraph` (mutated: its integer weights change, the
-    scales stay); layers are matched to the float graph by node name. Returns the number of layers."""
+@dataclass
+class Layer:
+    """A roundable layer of the quantized graph, its float twin and what learning its rounding will cost."""
+    node: Node
+    float_node: Node
+    flat_shape: tuple[int, ...]           # the weights as the steps see them: [O, K], or depthwise [C, 1, K]
+    rows: int                             # sampled input rows over the calibration set
+    steps: int
+    step_cost: int                        # multiply-adds per step
+
+    @property
+    def depthwise(self) -> bool:
+        return len(self.flat_shape) == 3
+
+
+def plan(float_graph: Graph, qgraph: Graph, samples: int, iterations: int = ITERATIONS) -> list[Layer]:
+    """The roundable layers of `qgraph` in graph order (matched to `float_graph` by node name), with the rows,
+    steps and step cost that `samples` calibration samples give each."""
     require_split(float_graph)
     float_nodes = {n.name: n for n in float_graph.nodes}
-    layers = [n for n in qgraph.topological() if roundable(qgraph, n) and n.name in float_nodes]
+    per_sample = -(-ROWS // max(samples, 1))
+    layers = []
+    for node in qgraph.topological():
+        if not roundable(qgraph, node) or node.name not in float_nodes:
+            continue
+        w_shape = qgraph.values[node.inputs[1]].const.shape
+        x_shape = tuple(max(d, 1) for d in qgraph.values[node.inputs[0]].shape)
+        rows = samples * min(output_positions(x_shape, windows(x_shape, node, w_shape)), per_sample)
+        k = int(np.prod(w_shape[1:]))
+        flat = (w_shape[0], 1, k) if depthwise(node) else (w_shape[0], k)
+        cost = step_cost(flat, None if depthwise(node) or rows * 2 > flat[-1] else rows)
+        layers.append(Layer(node, float_nodes[node.name], flat, rows, steps_for(cost, iterations), cost))
+    return layers
+
+
+def estimate_seconds(layers: list[Layer], pass_seconds: float, rates: tuple[float, float]) -> list[float]:
+    """Each layer's expected share of AdaRound's time: its Adam steps (multiply-adds at `rates[0]` per second,
+    STEP_PASSES elementwise passes over its weights at `rates[1]`), its Gram matrices, and its share of the two
+    runs over the calibration set (float and int8, `pass_seconds` each for the whole graph)."""
+    macs, elements = rates
+    return [layer.steps * (layer.step_cost / macs + STEP_PASSES * int(np.prod(layer.flat_shape)) / elements)
+            + 3 * layer.rows * layer.flat_shape[-1] ** 2 * (layer.flat_shape[0] if layer.depthwise else 1) / macs
+            + 2 * pass_seconds / len(layers) for layer in layers]
+
+
+def machine_rates() -> tuple[float, float]:
+    """float32 multiply-adds per second in a matrix product and elements per second in an elementwise pass,
+    at one BLAS thread as the steps run, measured now (about 20 ms): at the machine's present load."""
+    a, b = np.ones((256, 512), np.float32), np.ones((512, 512), np.float32)
+    x = np.ones(1 << 18, np.float32)
+    with threadpool_limits(1):
+        a @ b
+        start = time.perf_counter()
+        for _ in range(4):
+            a @ b
+        macs = 4 * a.size * b.shape[1] / max(time.perf_counter() - start, 1e-9)
+    start = time.perf_counter()
+    for _ in range(32):
+        np.multiply(x, 1.0, out=x)
+    return macs, 32 * x.size / max(time.perf_counter() - start, 1e-9)
+
+
+def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]],
+                     iterations: int = ITERATIONS, layers: list[Layer] | None = None,
+                     seconds: list[float] | None = None) -> int:
+    """Learn the rounding of every `roundable` layer of `qgraph` (mutated: its integer weights change, the
+    scales stay); layers are matched to the float graph by node name (`plan`). `seconds`, each layer's
+    estimated time, weighs the progress. Returns the number of layers."""
+    layers = plan(float_graph, qgraph, len(samples), iterations) if layers is None else layers
     per_sample = -(-ROWS // max(len(samples), 1))
-    stats = {n.name: LayerStats(n, qgraph.values[n.inputs[1]].const.shape, per_sample, i)
-             for i, n in enumerate(layers)}
-    float_run = Stepper(float_graph, samples, [float_nodes[n.name] for n in layers])
-    quant_run = Stepper(qgraph, samples, layers)            # runs each layer with the rounding learnt for it
-    for i, node in enumerate(layers, 1):
-        fnode, layer, value = float_nodes[node.name], stats[node.name], qgraph.values[node.inputs[1]]
-        for x, xq in zip(float_run.advance(fnode), quant_run.advance(node)):
-            layer.add(x, xq)
-        w = float_graph.const(fnode.inputs[1])
+    float_run = Stepper(float_graph, samples, [layer.float_node for layer in layers])
+    quant_run = Stepper(qgraph, samples, [layer.node for layer in layers])   # each layer with the rounding so far
+    bar = Progress("adaround", len(layers), seconds)
+    for i, layer in enumerate(layers):
+        node, value = layer.node, qgraph.values[layer.node.inputs[1]]
+        stats = LayerStats(node, value.const.shape, per_sample, i)
+        for x, xq in zip(float_run.advance(layer.float_node), quant_run.advance(node)):
+            with threadpool_limits(1):
+                stats.add(x, xq)
+        w = float_graph.const(layer.float_node.inputs[1])
         scales = np.array([p.scale for p in value.quant_params], np.float64)
-        bits = value.quant_params[0].numBits
-        flat = w.reshape(w.shape[0], 1, -1) if layer.depthwise else w.reshape(w.shape[0], -1)
-        recon = layer.reconstruction()
-        q = learn_rounding(flat, scales, bits, recon, steps_for(recon.step_cost(flat.shape), iterations))
+        with threadpool_limits(1):
+            recon = stats.reconstruction()
+            q = learn_rounding(w.reshape(layer.flat_shape), scales, value.quant_params[0].numBits, recon,
+                               steps_for(recon.step_cost(layer.flat_shape), iterations))
         value.const = q.reshape(value.const.shape).astype(np.int8)
-        progress(i, len(layers), "adaround")
+        bar.step()
     return len(layers)

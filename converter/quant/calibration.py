@@ -15,7 +15,7 @@ from converter.export import to_bytes
 from converter.ir import Graph
 from converter.quant.config import QuantConfig
 from converter.quant.observers import Observer, make_observer
-from converter.quant.progress import progress
+from converter.quant.progress import Progress
 from lite import Context, LiteSession, MSTensor
 from lite.status import ParamInvalidError
 from lite.traits import traits
@@ -124,23 +124,24 @@ def run_samples(session: LiteSession, samples: Iterable[dict[str, np.ndarray]],
                 sample_done: Callable[[], None] | None = None) -> None:
     """Run every sample; `visit(name, array)` sees each graph input and each node output once per sample
     (arrays are the session's: copy what must outlive the callback); `sample_done()` follows each sample;
-    progress is shown as `what: i/n` unless `what` is empty."""
+    progress is shown as `what: i/n` with the time left unless `what` is empty."""
     samples = list(samples)
+    bar = Progress(what, len(samples)) if what else None
 
     def after(ins: list[MSTensor], outs: list[MSTensor], _param) -> bool:
         for t in outs:
             visit(t.tensor_name(), t.MutableData())
         return True
 
-    for i, sample in enumerate(samples, 1):
+    for sample in samples:
         feed(session, sample)
         for name, array in sample.items():
             visit(name, array)
         session.RunGraph(after=after)
         if sample_done is not None:
             sample_done()
-        if what:
-            progress(i, len(samples), what)
+        if bar is not None:
+            bar.step()
 
 
 def unclipped(graph: Graph) -> set[str]:

@@ -15,6 +15,20 @@ DYNAMIC_QUANT = "DynamicQuant"       # int8 weights, activations quantized per r
 METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER", "PERCENTILE", "MSE")
 FULL_BITS, WEIGHT_ONLY_BITS, MIXED_BITS = (2, 8), (1, 16), (4, 8)
 WEIGHT_METHODS = ("MAX_MIN", "MSE", "PERCENTILE")
+AUTO, MINDSPORE_LITE = "AUTO", "MINDSPORE_LITE"
+PRESETS = (AUTO, MINDSPORE_LITE)
+# The method keys and what each preset gives a key the config leaves out (converter/quant/auto.py): AUTO's
+# activation ranges (None) are KL's or MAX_MIN's, whichever the calibration outputs prefer, and its AdaRound
+# (None) is decided by the time budget.
+METHOD_KEYS = {"activation_quant_method": "method", "weight_quant_method": "weight_method",
+               "bias_correction": "bias_correction", "cross_layer_equalization": "cross_layer_equalization",
+               "adaround": "adaround"}
+PRESET_METHODS = {
+    MINDSPORE_LITE: {"method": "MAX_MIN", "weight_method": "MAX_MIN", "bias_correction": False,
+                     "cross_layer_equalization": False, "adaround": False},
+    AUTO: {"method": None, "weight_method": "MAX_MIN", "bias_correction": True, "cross_layer_equalization": True,
+           "adaround": None},
+}
 _OLD_METHODS = {"MAX_MIN": "MAX_MIN", "KL": "KL", "REMOVALOUTLIER": "REMOVAL_OUTLIER",
                 "REMOVAL_OUTLIER": "REMOVAL_OUTLIER", "PERCENTILE": "PERCENTILE", "MSE": "MSE"}
 
@@ -34,11 +48,14 @@ class QuantConfig:
     normalize_std: list[float] = field(default_factory=list)
     resize_width: int = 0
     resize_height: int = 0
-    method: str = "MAX_MIN"
-    bias_correction: bool = False
-    weight_method: str = "MAX_MIN"      # per-channel weight scales: MAX_MIN | MSE | PERCENTILE
-    cross_layer_equalization: bool = False
-    adaround: bool = False
+    # The method keys: None = not given, filled by the preset (`converter.quant.auto.resolve`).
+    method: str | None = None           # activation ranges: METHODS
+    bias_correction: bool | None = None
+    weight_method: str | None = None    # per-channel weight scales: MAX_MIN | MSE | PERCENTILE
+    cross_layer_equalization: bool | None = None
+    adaround: bool | None = None
+    preset: str | None = None           # AUTO | MINDSPORE_LITE; None: AUTO unless a method key is given
+    time_budget: float = 60.0           # AUTO: seconds the quantization may take on the calibration set
     adaround_iterations: int = 100
     min_output_sqnr: float = 0.0        # > 0: automatic mixed precision with this output SQNR budget (dB)
     init_scale: float = 0.02            # MixedBitWeightQuant: the relative weight error each layer may reach
@@ -61,11 +78,14 @@ class QuantConfig:
                     raise ParamInvalidError(f"{key} = {value} is out of range: {self.quant_type} takes "
                                             f"{lo}..{hi} bits")
         for key, value, allowed in (("activation_quant_method", self.method, METHODS),
-                                    ("weight_quant_method", self.weight_method, WEIGHT_METHODS)):
-            if value not in allowed:
+                                    ("weight_quant_method", self.weight_method, WEIGHT_METHODS),
+                                    ("preset", self.preset, PRESETS)):
+            if value is not None and value not in allowed:
                 raise ParamInvalidError(f"{key} must be one of {', '.join(allowed)}, got '{value}'")
         if self.adaround_iterations < 1:
             raise ParamInvalidError(f"adaround_iterations must be positive, got {self.adaround_iterations}")
+        if not self.time_budget > 0:
+            raise ParamInvalidError(f"time_budget must be a positive number of seconds, got {self.time_budget}")
         if self.min_output_sqnr < 0:
             raise ParamInvalidError(f"min_output_sqnr must be >= 0 dB, got {self.min_output_sqnr}")
         if not 0 < self.init_scale < 1:
@@ -152,11 +172,11 @@ def _apply(cfg: QuantConfig, key: str, value: str, base: str) -> None:
         cfg.method = _OLD_METHODS.get(value.upper(), value)
     elif key in ("bias_correction", "cross_layer_equalization", "adaround"):
         setattr(cfg, key, _bool(key, value))
-    elif key == "weight_quant_method":
-        cfg.weight_method = value.upper()
+    elif key in ("weight_quant_method", "preset"):
+        setattr(cfg, "weight_method" if key == "weight_quant_method" else key, value.upper())
     elif key == "adaround_iterations":
         cfg.adaround_iterations = _int(key, value)
-    elif key in ("min_output_sqnr", "init_scale"):
+    elif key in ("min_output_sqnr", "init_scale", "time_budget"):
         setattr(cfg, key, _float(key, value))
     elif key == "debug_info_save_path":
         cfg.debug_info_save_path = os.path.join(base, value) if value else ""
@@ -171,8 +191,9 @@ SECTIONS = {
                            "min_quant_weight_channel", "debug_info_save_path"),
     "data_preprocess_param": ("calibrate_path", "calibrate_size", "input_type", "normalize_mean", "normalize_std",
                               "resize_width", "resize_height"),
-    "full_quant_param": ("activation_quant_method", "bias_correction", "weight_quant_method",
-                         "cross_layer_equalization", "adaround", "adaround_iterations", "min_output_sqnr"),
+    "full_quant_param": ("preset", "time_budget", "activation_quant_method", "bias_correction",
+                         "weight_quant_method", "cross_layer_equalization", "adaround", "adaround_iterations",
+                         "min_output_sqnr"),
     "mixed_bit_weight_quant_param": ("init_scale",),
 }
 OLD_KEYS = ("image_path", "batch_count", "method_x", "bias_correction", "thread_num")

@@ -10,7 +10,7 @@ import numpy as np
 
 from converter.ir import Graph
 from converter.quant.calibration import feed, run_samples, session_for
-from converter.quant.progress import progress
+from converter.quant.progress import Progress
 from converter.quant.qparams import dequantize_tensor
 from lite.atomic_file import write_atomic
 
@@ -60,10 +60,11 @@ def debug_report(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.n
         stats[key].update(float_acts[key], dequantize_tensor(array, params[0]) if params else array)
 
     fsession, qsession = session_for(float_graph), session_for(qgraph)
-    for i, sample in enumerate(samples, 1):
+    bar = Progress("debug report", len(samples))
+    for sample in samples:
         run_samples(fsession, [sample], keep_float, "")
         run_samples(qsession, [sample], compare, "")
-        progress(i, len(samples), "debug report")
+        bar.step()
     return [{"node": node.name, "op": node.op, "dtype": str(qgraph.values[out].dtype),
              "cosine": stats[key].cosine(), "sqnr_db": stats[key].sqnr()}
             for key, (node, out) in targets.items()]

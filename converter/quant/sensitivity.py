@@ -13,7 +13,7 @@ import numpy as np
 from converter.ir import Graph
 from converter.quant.debug import graph_outputs, outputs_sqnr
 from converter.quant.full_quant import full_quantize, int8_nodes
-from converter.quant.progress import progress
+from converter.quant.progress import Progress
 from lite.atomic_file import write_atomic
 from lite.traits import traits
 
@@ -26,13 +26,13 @@ def layer_sensitivity(float_graph: Graph, ranges: Ranges, activation_bits: int, 
     only that layer (its input and output ranges) quantized."""
     reference = graph_outputs(float_graph, samples)
     layers = [n for n in int8_nodes(float_graph, ranges) if traits(n.op).weight_input is not None]
-    rows = []
-    for i, node in enumerate(layers, 1):
+    rows, bar = [], Progress("sensitivity", len(layers))
+    for node in layers:
         own = {v: ranges[v] for v in (node.inputs[0], node.outputs[0])}
         qgraph = full_quantize(copy.deepcopy(float_graph), own, activation_bits, weight_bits)
         rows.append({"node": node.name, "op": node.op,
                      "sqnr_db": outputs_sqnr(reference, graph_outputs(qgraph, samples))})
-        progress(i, len(layers), "sensitivity")
+        bar.step()
     return rows
 
 

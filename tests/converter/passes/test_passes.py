@@ -212,7 +212,7 @@ def test_layer_tools_refuse_a_float_graph_with_fused_residuals(tool: str) -> Non
     fused = to_graph(_residual_block())
     (conv,) = _fused_convs(fused)
     samples = [{"x": np.random.default_rng(3).standard_normal((1, 4, 6, 6)).astype(np.float32)}]
-    qgraph = quantize(copy.deepcopy(fused), QuantConfig(), samples)
+    qgraph = quantize(copy.deepcopy(fused), QuantConfig(preset="MINDSPORE_LITE"), samples)
     run = {"correct_biases": correct_biases, "adaround_weights": adaround_weights}[tool]
     with pytest.raises(ValueError, match=f"node '{conv.name}' carries a fused residual sum"):
         run(fused, qgraph, samples)

@@ -3,6 +3,7 @@ parser knows (so it cannot drift from converter/quant/config.py) and the convert
 from __future__ import annotations
 
 import configparser
+import re
 import shutil
 from pathlib import Path
 
@@ -13,16 +14,19 @@ from PIL import Image
 
 import lite
 from converter.cli import main as converter_lite
-from converter.quant.config import OLD_KEYS, SECTIONS, load_config
+from converter.quant.config import METHOD_KEYS, OLD_KEYS, SECTIONS, load_config
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "ptq_config.cfg"
 
 
-def test_the_example_sets_every_key_of_every_section():
+def test_the_example_shows_every_key_of_every_section():
+    """Set, or (the method keys, which the preset fills when left out) commented out as `#key=value`."""
     parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
     parser.optionxform = str
-    parser.read_string(EXAMPLE.read_text())
+    parser.read_string(re.sub(r"(?m)^#(\w+=)", r"\1", EXAMPLE.read_text()))
     assert {s: tuple(parser[s]) for s in parser.sections()} == SECTIONS
+    commented = set(re.findall(r"(?m)^#(\w+)=", EXAMPLE.read_text()))
+    assert commented == set(METHOD_KEYS)
 
 
 def test_the_example_names_the_keys_of_the_older_form():

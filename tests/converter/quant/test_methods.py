@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -15,6 +16,7 @@ from converter import to_graph
 from converter.export import to_bytes
 from converter.passes.equalize import absorb_biases, absorption_pairs, equalize, pairs
 from converter.quant import QuantConfig, parse_config, quantize
+from converter.quant.config import MINDSPORE_LITE
 from converter.ir import Node
 from converter.passes.layers import dense_or_depthwise, depthwise, linear_layer
 from converter.quant.adaround import (ITERATIONS, MAX_STEP_SCALE, STEP_BUDGET, Reconstruction, Stepper,
@@ -257,10 +259,11 @@ def test_adaround_steps_through_the_graph_to_each_layer_input_as_a_whole_run_com
 # ---- mixed precision -------------------------------------------------------------------------------------------
 def test_mixed_precision_meets_the_budget_with_fewer_bits(capsys):
     samples = samples_for((1, 3, 8, 8), 8)
-    sqnr = {b: output_sqnr(to_graph(chain_model()), quantize(to_graph(chain_model()), QuantConfig(weight_bits=b),
+    explicit = QuantConfig(preset=MINDSPORE_LITE)
+    sqnr = {b: output_sqnr(to_graph(chain_model()), quantize(to_graph(chain_model()), replace(explicit, weight_bits=b),
                                                               samples), samples[:8]) for b in (4, 8)}
     budget = (sqnr[4] + sqnr[8]) / 2
-    q = quantize(to_graph(chain_model()), QuantConfig(min_output_sqnr=budget), samples)
+    q = quantize(to_graph(chain_model()), QuantConfig(min_output_sqnr=budget, preset=MINDSPORE_LITE), samples)
     assert output_sqnr(to_graph(chain_model()), q, samples[:8]) >= budget
     bits = [q.values[n.inputs[1]].quant_params[0].numBits for n in q.nodes
             if n.op in ("Conv2D", "FullConnection") and q.values[n.inputs[1]].quant_params]
@@ -269,7 +272,8 @@ def test_mixed_precision_meets_the_budget_with_fewer_bits(capsys):
 
 def test_unreachable_budget_is_a_named_error():
     with pytest.raises(BudgetUnreachableError, match="min_output_sqnr = 300"):
-        quantize(to_graph(chain_model()), QuantConfig(min_output_sqnr=300), samples_for((1, 3, 8, 8), 4))
+        quantize(to_graph(chain_model()), QuantConfig(min_output_sqnr=300, preset=MINDSPORE_LITE),
+                 samples_for((1, 3, 8, 8), 4))
 
 
 def test_mixed_bit_weight_quant_takes_the_fewest_bits_within_init_scale():

@@ -16,6 +16,7 @@ from converter import to_graph
 from converter.export import to_bytes
 from converter.ir import Graph, Node, Value
 from converter.quant import QuantConfig, parse_config, quantize
+from converter.quant.config import MINDSPORE_LITE
 from converter.quant import bias_correction
 from converter.quant.bias_correction import correct_biases, correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration
@@ -325,7 +326,7 @@ def test_activation_params_cover_the_range_and_zero():
 
 def quantized_small_cnn(**cfg) -> tuple[Graph, list[dict[str, np.ndarray]]]:
     samples = samples_for((1, 3, 8, 8))
-    return quantize(to_graph(small_cnn()), QuantConfig(**cfg), samples), samples
+    return quantize(to_graph(small_cnn()), QuantConfig(preset=MINDSPORE_LITE, **cfg), samples), samples
 
 
 def test_rewrite_puts_casts_at_int8_float_borders():

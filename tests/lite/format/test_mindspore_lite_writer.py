@@ -178,7 +178,8 @@ def _quantized(model: onnx.ModelProto, shape: tuple[int, ...], save_type: str) -
     from converter.quant.config import QuantConfig
     rng = np.random.default_rng(0)
     samples = [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)]
-    return convert_quantized(model, QuantConfig(), calibration_inputs=samples, save_type=save_type)
+    return convert_quantized(model, QuantConfig(preset="MINDSPORE_LITE"), calibration_inputs=samples,
+                             save_type=save_type)
 
 
 def _int8_outputs(model: onnx.ModelProto, shape: tuple[int, ...], tmp_path: Path, seed: int
