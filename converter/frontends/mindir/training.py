@@ -27,7 +27,8 @@ from converter.train.builder import OptimizerStart
 from lite.status import NotSupportedError
 
 SPARSE_LOSS = "SparseSoftmaxCrossEntropyWithLogits"
-MAPPED = ("ApplyMomentum", "Adam")          # the updates of nn.Momentum and nn.Adam
+ARGUMENTS = {"ApplyMomentum": 5, "Adam": 10}  # the updates of nn.Momentum and nn.Adam, by their input count
+MAPPED = tuple(ARGUMENTS)
 # the primitives of MindSpore's optimizers (weight updates), and of its gradients
 UPDATES = re.compile(r"Apply(Momentum|Ada.*|RMSProp|CenteredRMSProp|Ftrl|Proximal.*|PowerSign|AddSign|"
                      r"GradientDescent|KerasMomentum)|Fused.*(Momentum|Adam.*)|(Sparse)?Adam.*|SGD|Lamb|LARSUpdate")
@@ -115,6 +116,8 @@ class _Optimizer:
         node, op, inputs = entry
         attrs = attributes(self.model, node)
         self.where = self.where or f"{op} at node '{self.model.short(node.name)}'"
+        if len(inputs) < ARGUMENTS[op]:
+            raise _refusal(self.model, entry, f"has {len(inputs)} inputs, not {ARGUMENTS[op]}")
         if op == "ApplyMomentum":
             weight, accum, lr, grad, momentum = inputs[:5]
             if float(attrs.get("gradient_scale", 1.0)) != 1.0:
