@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     body = (f"aarch64 under user-mode emulation ({result['machine']}): {result['describe']}; numba imported by the "
             f"comparing process: {'yes' if result['numba'] else 'no'}. Emulated JIT compile and object emission "
             f"{built:.0f} s, comparison {ran:.0f} s; linked with {args.cc}.\n\n{table}")
-    harness.write_report(args.report, body, load_before, {})
+    harness.write_report(args.report, body, load_before, {"linker": args.cc})
     ok = not result["numba"] and all(error <= TOLERANCE for *_, error in result["rows"])
     return 0 if ok else 1
 
