@@ -51,13 +51,13 @@ def is_training_step(model: Model) -> bool:
 def recognise(model: Model) -> TrainingStep:
     """The training `model` (`is_training_step`) describes; NotSupportedError naming what it cannot map."""
     env = model.initial_env()
-    producers = {model.short(node.output[0]): (node, op, inputs)
+    producers = {model.short(node.output[0] if node.output else node.name): (node, op, inputs)
                  for node, op, inputs in model.walk(model.graph, env)}
     updates = [entry for entry in producers.values() if UPDATES.fullmatch(entry[1])]
     if not updates:
         raise NotSupportedError(f"'{model.source}' computes gradients but updates no weight: only a training step "
                                 f"(TrainOneStepCell) is supported")
-    loss, labels = _loss(model, producers, env.get(model.graph.output[0].name))
+    loss, labels = _loss(model, producers, env.get(model.graph.output[0].name) if model.graph.output else None)
     unmapped = next((e for e in updates if e[1] not in MAPPED), None)
     if unmapped:
         raise _refusal(model, unmapped, f"is an optimizer update that is not supported (supported: "
