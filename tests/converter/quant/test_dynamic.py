@@ -16,7 +16,7 @@ import lite
 from converter.quant import DYNAMIC_QUANT, QuantConfig, convert_quantized, parse_config
 from lite.kernels.int8.dynamic_matmul import quantize_rows
 from lite.model import Model
-from lite.status import ParamInvalidError
+from lite.status import NotSupportedError, ParamInvalidError
 from schema import fb
 from tests.util import run_ort
 
@@ -244,3 +244,16 @@ def test_gru_follows_its_equations_with_integer_products(kernels, linear_before_
     np.testing.assert_allclose(y, expected, atol=1e-5 * np.abs(expected).max())
     float_error = np.abs(y - run_ort(model, feeds)["y"]).max() / np.abs(expected).max()
     assert 1e-4 < float_error < 0.05, float_error
+
+
+@pytest.mark.parametrize("make", [mlp, lstm])
+def test_a_dynamic_node_without_int8_weights_is_refused_naming_it(make):
+    from converter import to_graph
+    from converter.export import to_bytes
+    model = make()[0]
+    graph = to_graph(model)
+    node = next(n for n in graph.nodes if n.op in ("FullConnection", "LSTM"))
+    node.quant_type = fb.QuantType.DYNAMIC                 # marked, but its weights left float
+    buf = to_bytes(graph)
+    with pytest.raises(NotSupportedError, match=f"{node.op} node '{node.name}': dynamic quantization needs"):
+        lite.LiteSession.CreateSession(buf, len(buf), lite.Context())
