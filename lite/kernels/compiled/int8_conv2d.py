@@ -63,11 +63,18 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
                                                    or g.group == 1)
 
     def requantize_rows(self, acc: np.ndarray, out: np.ndarray, bound: Callable[[], None]) -> Callable[[], None]:
-        """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout), where exact."""
-        if not self.requantize.affine:
+        """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout), where exact
+        (with MindSpore Lite's branch where it has one)."""
+        rq = self.requantize
+        if not rq.exact:
             return bound
+        scale, offset, lo, top = rq.per_channel(self.geo.out_channels)
+        if rq.below is not None:
+            from lite.kernels.compiled import int8_requantize
+            step = np.ascontiguousarray(np.broadcast_to(rq.below.step, scale.shape), np.float64)
+            return int8_requantize.requantize_rows_below.bind(acc.size, acc, scale, offset, step,
+                                                              np.float64(rq.below.threshold), np.int32(lo), top, out)
         from lite.kernels.compiled import conv
-        scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
         return conv.requantize_rows.bind(acc.size, acc, scale, offset, np.int32(lo), top, out)
 
     def bind_gemm(self, x: np.ndarray, out: np.ndarray, work: list[np.ndarray]) -> None:
