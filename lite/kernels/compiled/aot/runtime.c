@@ -95,8 +95,10 @@ typedef struct {
     atomic_int pending;
 } job_t;
 
-/* Each worker watches its own slot: a launch hands its job to as many workers as it has threads to spare, and
- * waits for exactly those, so a worker never sees another launch's job. */
+/* Each worker watches its own slot: a launch hands its job to as many workers as it has threads to spare. Rows
+ * go to whoever asks first, the launcher included; once none is left, the launcher takes back the hand-offs no
+ * worker has picked up yet (a worker descheduled on a busy machine then costs nothing) and waits only for the
+ * workers running rows, so no worker ever sees a finished launch's job. */
 typedef struct {
     _Atomic(job_t *) job;
     atomic_ulong handed;
@@ -142,9 +144,11 @@ static void *worker(void *arg) {
             pthread_mutex_unlock(&sleeping);
         }
         seen = atomic_load(&slot->handed);
-        job_t *job = atomic_load(&slot->job);
-        run_rows(job);
-        atomic_fetch_sub(&job->pending, 1);
+        job_t *job = atomic_exchange(&slot->job, NULL);     /* NULL: the launcher took it back */
+        if (job) {
+            run_rows(job);
+            atomic_fetch_sub(&job->pending, 1);
+        }
     }
     return NULL;
 }
@@ -187,6 +191,11 @@ void numba_parallel_for(void *fn, char **args, intptr_t *dims, intptr_t *steps, 
     pthread_cond_broadcast(&wake);
     pthread_mutex_unlock(&sleeping);
     run_rows(&job);
+    for (intptr_t i = 0; i < helpers; i++) {   /* a worker not awake yet has nothing left to do: take it back */
+        job_t *handed = &job;
+        if (atomic_compare_exchange_strong(&slots[i].job, &handed, NULL))
+            atomic_fetch_sub(&job.pending, 1);
+    }
     for (int turn = 0; atomic_load(&job.pending) > 0; turn++) {
         if (turn < SPIN_TURNS)
             cpu_relax();
