@@ -50,8 +50,8 @@ def _default_devices() -> list[DeviceContext]:
 class Context:
     """Session settings. `thread_num` bounds the threads a session uses (BLAS and compiled kernels); the first
     available device in `device_list` runs the graph, with the CPU as the fallback. `kernels` picks the kernel
-    family: "auto" (compiled kernels when numba is importable), "compiled" or "numpy" (the reference); the
-    environment variable MSLITE_KERNELS overrides it."""
+    family: "auto" (compiled kernels from the ahead-of-time library, else from numba when it is importable),
+    "aot", "compiled" or "numpy" (the reference); the environment variable MSLITE_KERNELS overrides it."""
     thread_num: int = 2
     device_list: list[DeviceContext] = field(default_factory=_default_devices)
     allocator: object = None
