@@ -118,8 +118,10 @@ class _Optimizer:
         self.where = self.where or f"{op} at node '{self.model.short(node.name)}'"
         if len(inputs) < ARGUMENTS[op]:
             raise _refusal(self.model, entry, f"has {len(inputs)} inputs, not {ARGUMENTS[op]}")
+        weight = inputs[0]
+        self.parameter(entry, weight, "weight")
         if op == "ApplyMomentum":
-            weight, accum, lr, grad, momentum = inputs[:5]
+            accum, lr, grad, momentum = inputs[1:5]
             if float(attrs.get("gradient_scale", 1.0)) != 1.0:
                 raise _refusal(self.model, entry, f"scales gradients by {attrs['gradient_scale']}, which is not "
                                                   f"supported")
@@ -128,7 +130,7 @@ class _Optimizer:
                          nesterov=bool(attrs.get("use_nesterov", False)))
             self.state[f"{weight}/accum"] = self.parameter(entry, accum, "accumulation")
         else:
-            weight, m, v, beta1_power, _, lr, beta1, beta2, eps, grad = inputs[:10]
+            m, v, beta1_power, _, lr, beta1, beta2, eps, grad = inputs[1:10]
             if attrs.get("use_nesterov", False):
                 raise _refusal(self.model, entry, "uses Nesterov's update, which is not supported")
             found = dict(optimizer="adam", learning_rate=self.scalar(entry, lr, "learning rate"),
@@ -145,7 +147,6 @@ class _Optimizer:
             if self.found.setdefault(key, value) != value:
                 raise _refusal(self.model, entry, f"has {key} {value} where another update has "
                                                   f"{self.found[key]}: one setting for every weight is supported")
-        self.parameter(entry, weight, "weight")
         self.trained.append(weight)
 
     def common_decay(self) -> float:
@@ -170,8 +171,8 @@ class _Optimizer:
     def scalar(self, entry: tuple, arg: Any, what: str) -> float:
         """A hyper-parameter held as a constant or a parameter (printed as float32 prints it: 0.01)."""
         value = self.value(arg)
-        if value is None or value.size != 1:
-            source = self.producers.get(arg)
+        if value is None or value.size != 1 or value.dtype.kind not in "biuf":
+            source = self.producers.get(arg) if isinstance(arg, str) else None
             how = f"computed by {source[1]} at node '{self.model.short(source[0].name)}'" if source else "not a scalar"
             raise _refusal(self.model, entry, f"reads a {what} {how} (a schedule?): only a fixed value is supported")
         return float(str(np.float32(value.item())))
@@ -183,7 +184,9 @@ class _Optimizer:
 
     def steps(self, entry: tuple, power: Any, beta1: float) -> float:
         """The steps taken before the export, from the beta1 power the step multiplies by beta1 first."""
-        source = self.producers.get(power)
+        source = self.producers.get(power) if isinstance(power, str) else None
+        if not 0 < beta1 < 1:
+            raise _refusal(self.model, entry, f"has beta1 {beta1}, which is not in (0, 1)")
         if source is None or source[1] != "Mul":
             raise _refusal(self.model, entry, "reads a beta1 power that is not the parameter times beta1")
         held = next((self.value(a) for a in source[2] if isinstance(a, str) and a in self.model.parameters),
@@ -194,7 +197,7 @@ class _Optimizer:
 
     def weight_decay(self, entry: tuple, weight: str, grad: Any) -> float:
         """nn.Momentum's weight decay: the gradient plus weight times the decay, AddN((Mul(weight, decay), grad))."""
-        source = self.producers.get(grad)
+        source = self.producers.get(grad) if isinstance(grad, str) else None
         if source is None or source[1] not in ("AddN", "Add"):
             return 0.0
         terms = source[2][0] if source[1] == "AddN" else source[2]
