@@ -5,8 +5,8 @@ the text encoder, each engine in its own fresh process.
 
 Systems: ours with the compiled kernels from the ahead-of-time library (`aot`, `Context(kernels="aot")`: build it
 first with `python -m lite.kernels.compiled.aot.build`), ours with numba's JIT (`jit`, kernels="compiled", its
-on-disk cache filled), ours with the numpy kernels (`numpy`), and onnxruntime (`ORT`); all with 2 threads, as in
-`bench_inference.py`. The worker loads the model, builds the session, runs once (the first output: the cold
+on-disk cache filled), ours with the numpy kernels (`numpy`), and onnxruntime (`ORT`); all with 2 threads, run as
+`bench_inference.py` runs them (its runners). The worker loads the model, builds the session, runs once (the first output: the cold
 start's end), runs RUNS more times, and reports its peak RSS (`peak_mb`) and its median run. One untimed
 process per system fills the on-disk caches first (`harness.own_process_rounds`). Each worker says whether numba
 was imported. The report is printed and written to `bench/results/startup.md`.
@@ -20,16 +20,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
-
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import harness  # noqa: E402
+from bench_inference import THREADS, onnxruntime, ours  # noqa: E402
 
-THREADS = 2
 RUNS = 20
+ENV = "MSLITE_KERNELS"        # lite.kernel.ENV, set before lite is imported
 KERNELS = {"aot": "aot", "jit": "compiled", "numpy": "numpy"}
 SYSTEMS = (*KERNELS, "ORT")
 MODELS = ("mobilenet_v2", "text_encoder")
@@ -42,32 +41,10 @@ def feed(kind: str, shape: tuple[int, ...]) -> np.ndarray:
         rng.standard_normal(shape).astype(np.float32)
 
 
-def ours(kernels: str, path: str) -> Callable[[np.ndarray], np.ndarray]:
-    import lite
-    session = lite.LiteSession.CreateSession(lite.Context(thread_num=THREADS, kernels=kernels))
-    session.CompileGraph(lite.Model.Load(path))
-    tensor = session.GetInputs()[0]
-    output = next(iter(session.GetOutputs().values()))
-
-    def run(x: np.ndarray) -> np.ndarray:
-        tensor.set_data(x)
-        session.RunGraph()
-        return output.numpy()
-    return run
-
-
-def onnxruntime(path: str) -> Callable[[np.ndarray], np.ndarray]:
-    import onnxruntime as ort
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    name, output = session.get_inputs()[0].name, session.get_outputs()[0].name
-    return lambda x: session.run([output], {name: x})[0]
-
-
 def worker(system: str, path: str, kind: str, shape: tuple[int, ...]) -> None:
-    run = onnxruntime(path) if system == "ORT" else ours(KERNELS[system], path)
+    if system != "ORT":
+        os.environ[ENV] = KERNELS[system]
+    run = (onnxruntime if system == "ORT" else ours)(path, shape)
     x = feed(kind, shape)
     run(x)
     first = time.time()

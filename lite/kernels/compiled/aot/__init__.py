@@ -32,7 +32,7 @@ import numpy as np
 
 from lite.kernel import ENV, add_pool, requested
 from lite.kernels.compiled.llvm import TARGET
-from lite.status import LiteError, NotSupportedError
+from lite.status import MemoryFailedError, NotSupportedError
 
 SIBLINGS = "compiled"     # the backend whose registered kernels this one runs
 DIR_ENV = "MSLITE_AOT_DIR"
@@ -99,8 +99,10 @@ def pack(args: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _checked(function: Any, name: str, data: int, meta: int, keep: tuple) -> None:
+    """One call of an entry point; `keep` holds the arrays its addresses point into. A compiled kernel fails only
+    when its scratch allocation does."""
     if function(data, meta):
-        raise LiteError(f"compiled kernel {name} failed (out of memory)")
+        raise MemoryFailedError(f"compiled kernel {name} failed to allocate its scratch memory")
 
 
 class Library:
