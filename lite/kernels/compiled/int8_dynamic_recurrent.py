@@ -42,33 +42,26 @@ class DynamicLoop(CompiledLoop):
         super().bind(inputs[:self.scales.start], outputs, scratch)
         self.gemm = dynamic_gemm.dynamic_gemm
         x = self.time_major(inputs[0])
-        self.full = self.gemm.bind(0, *self.projection_args(x, self.T)) \
+        self.full = self.gemm.bind(0, *self.projection_args(x)) \
             if self.compiled and x.flags.c_contiguous else None
-
-    def steps(self) -> int:
-        """The time steps the projection covers."""
-        return self.T
 
     def project(self, x, w, bias) -> None:
         if not self.compiled:
             super().project(x, w, bias)
-            return
-        steps = self.steps()
-        if steps == self.T and self.full is not None:
+        elif self.full is not None:
             self.full()
-            return
-        self.gates_buf[steps:] = 0
-        args = self.projection_args(x, steps)
-        self.gemm.entry(0, *args)(*args)
+        else:                                           # x is a transposed view (layout 1)
+            args = self.projection_args(x)
+            self.gemm.entry(0, *args)(*args)
 
-    def projection_args(self, x: np.ndarray, steps: int) -> tuple:
-        """`dynamic_gemm`'s arguments for the first `steps` steps of x (time-major), X quantized with one range."""
+    def projection_args(self, x: np.ndarray) -> tuple:
+        """`dynamic_gemm`'s arguments for x (time-major) into the gates, X quantized with one range."""
         from lite.kernels.compiled import dynamic_gemm
-        m = steps * self.B
+        m = self.T * self.B
         (weight, sums), (scales, bias) = self.projection
         pre = self.gates_buf.reshape(self.T * self.B, -1)
-        return (x[:steps].reshape(m, self.I), self.rows[:m], self.zero[:m], self.row_scale[:m], weight, sums, scales,
-                bias, pre[:m], *dynamic_gemm.tasks(m, pre.shape[-1]), np.bool_(False))
+        return (x.reshape(m, self.I), self.rows, self.zero, self.row_scale, weight, sums, scales, bias, pre,
+                *dynamic_gemm.tasks(m, pre.shape[-1]), np.bool_(False))
 
     def loop(self, d, r, b, ins, init, mask) -> None:
         """The compiled loop reads the packed R of `bind`: only the initial states and the mask are refreshed."""
@@ -102,20 +95,20 @@ class DynamicLSTMCompiled(DynamicLoop, DynamicLSTMKernel):
     scales = SCALES
 
     def fits(self) -> bool:
-        return self.default_gates(A.SIGMOID, A.TANH, A.TANH) and not (self.peepholes or self.attrs.input_forget)
+        """Not with sequence_lens: the numpy kernel then walks onnxruntime's order (a reverse direction from each
+        row's end, ended rows quantized as zeros), which this loop does not."""
+        return self.default_gates(A.SIGMOID, A.TANH, A.TANH) and not (self.peepholes or self.attrs.input_forget
+                                                                       or self.lengths)
 
     def bind(self, inputs, outputs, scratch) -> None:
         self.peepholes = len(inputs) > 7 and inputs[7] is not None
+        self.lengths = len(inputs) > 4 and inputs[4] is not None
         super().bind(inputs, outputs, scratch)
 
     def step_bias(self, b, d):
         """onnxruntime adds the bias after the recurrent term."""
         folded = self.folded_bias(b)
         return None if folded is None else folded[d]
-
-    def steps(self) -> int:
-        """Up to the longest sequence, as onnxruntime quantizes X."""
-        return self.T if self.lens is None else int(self.lens.max(initial=0))
 
     def cell(self, d: int):
         from lite.kernels.compiled import dynamic_recurrent

@@ -117,23 +117,26 @@ def test_both_backends_give_the_same_bits():
     np.testing.assert_array_equal(run(buf, feeds, "numpy"), run(buf, feeds, "compiled"))
 
 
-def lstm(direction: str = "bidirectional") -> tuple[onnx.ModelProto, dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """An ONNX LSTM [T 9, B 2, I 24] -> H 20 with bias and initial states; its float weights."""
+def lstm(direction: str = "bidirectional", lengths: bool = False
+         ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """An ONNX LSTM [T 9, B 2, I 24] -> H 20 with bias and initial states (and sequence lengths 9 and 5); its float
+    weights."""
     d, h, i = 2 if direction == "bidirectional" else 1, 20, 24
     weights = {"W": RNG.normal(0, 0.3, (d, 4 * h, i)), "R": RNG.normal(0, 0.3, (d, 4 * h, h)),
                "B": RNG.normal(0, 0.2, (d, 8 * h)), "h0": RNG.normal(0, 0.5, (d, 2, h)),
                "c0": RNG.normal(0, 0.5, (d, 2, h))}
     weights = {k: v.astype(np.float32) for k, v in weights.items()}
-    node = helper.make_node("LSTM", ["x", "W", "R", "B", "", "h0", "c0"], ["y", "yh", "yc"], hidden_size=h,
-                            direction=direction)
+    lens = [numpy_helper.from_array(np.array([9, 5], np.int32), "lens")] if lengths else []
+    node = helper.make_node("LSTM", ["x", "W", "R", "B", "lens" if lengths else "", "h0", "c0"], ["y", "yh", "yc"],
+                            hidden_size=h, direction=direction)
     graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [9, 2, i])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [9, d, 2, h])],
-                              [numpy_helper.from_array(v, k) for k, v in weights.items()])
+                              [numpy_helper.from_array(v, k) for k, v in weights.items()] + lens)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     return model, {"x": RNG.normal(0, 1, (9, 2, i)).astype(np.float32)}, weights
 
 
-def ort_dynamic_lstm(weights: dict[str, np.ndarray], direction: str) -> onnx.ModelProto:
+def ort_dynamic_lstm(weights: dict[str, np.ndarray], direction: str, lengths: bool = False) -> onnx.ModelProto:
     """onnxruntime's DynamicQuantizeLSTM (com.microsoft) on W and R quantized as the converter does: symmetric
     int8 per direction and gate row (W and R transposed to its [D, in, 4H] layout)."""
     tensors = dict(weights)
@@ -144,8 +147,11 @@ def ort_dynamic_lstm(weights: dict[str, np.ndarray], direction: str) -> onnx.Mod
         tensors[f"{name}_scale"] = scale.astype(np.float32)
         tensors[f"{name}_zero_point"] = np.zeros(scale.shape, np.int8)
     d, h = weights["R"].shape[0], weights["R"].shape[2]
-    node = helper.make_node("DynamicQuantizeLSTM", ["x", "W", "R", "B", "", "h0", "c0", "", "W_scale",
-                                                    "W_zero_point", "R_scale", "R_zero_point"], ["y"],
+    if lengths:
+        tensors["lens"] = np.array([9, 5], np.int32)
+    inputs = ["x", "W", "R", "B", "lens" if lengths else "", "h0", "c0", "", "W_scale", "W_zero_point", "R_scale",
+              "R_zero_point"]
+    node = helper.make_node("DynamicQuantizeLSTM", inputs, ["y"],
                             domain="com.microsoft", hidden_size=h, direction=direction)
     graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [9, 2, 24])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [9, d, 2, h])],
@@ -155,18 +161,18 @@ def ort_dynamic_lstm(weights: dict[str, np.ndarray], direction: str) -> onnx.Mod
 
 
 @pytest.mark.parametrize("kernels", BACKENDS)
-@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
-def test_lstm_runs_as_onnxruntimes_dynamic_quantize_lstm(kernels, direction):
-    model, feeds, weights = lstm(direction)
+@pytest.mark.parametrize("direction, lengths", [("forward", False), ("bidirectional", False), ("reverse", True)])
+def test_lstm_runs_as_onnxruntimes_dynamic_quantize_lstm(kernels, direction, lengths):
+    model, feeds, weights = lstm(direction, lengths)
     buf = convert_quantized(model, QuantConfig(quant_type=DYNAMIC_QUANT))
     lstm_nodes = [n for n in Model.Import(buf).nodes if n.op == "LSTM"]
     assert [n.quant_type for n in lstm_nodes] == [fb.QuantType.DYNAMIC]
     y = run(buf, feeds, kernels)
     s = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(kernels=kernels))
-    assert [step.kernel.compiled for step in s._plan.steps] == [kernels == "compiled"]
+    assert [step.kernel.compiled for step in s._plan.steps] == [kernels == "compiled" and not lengths]
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1        # on more threads it quantizes h per block of batch rows
-    expected = onnxruntime.InferenceSession(ort_dynamic_lstm(weights, direction).SerializeToString(), options,
+    expected = onnxruntime.InferenceSession(ort_dynamic_lstm(weights, direction, lengths).SerializeToString(), options,
                                             providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     scale = np.abs(expected).max()
     np.testing.assert_allclose(y, expected, atol=1e-5 * scale)
