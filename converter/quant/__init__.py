@@ -17,7 +17,7 @@ from converter.load import to_graph
 from converter.passes.fuse_residual import split_residuals
 from converter.quant.bias_correction import correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration, shared_ranges
-from converter.quant.adaround import adaround_weights, estimate_seconds, machine_rates, plan
+from converter.quant.adaround import adaround_weights, estimate_seconds, machine_rates, plan, slowdown
 from converter.quant.auto import RANGE_CHOICES, adaround_reason, choose_ranges, fits_budget, resolve, summary
 from converter.quant.config import (AUTO, DYNAMIC_QUANT, MIXED_BIT_WEIGHT_QUANT, POST_TRAINING, WEIGHT_QUANT,
                                     QuantConfig, load_config, parse_config)
@@ -88,7 +88,7 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     adaround = methods.adaround
     if adaround is not False:
         layers = plan(float_graph, qgraph, len(samples), config.adaround_iterations)
-        seconds = estimate_seconds(layers, pass_seconds, machine_rates()) if layers else []
+        seconds = estimate_seconds(layers, pass_seconds, machine_rates(), slowdown()) if layers else []
     why = f"adaround={str(adaround).lower()} in the config"
     if adaround is None:
         elapsed = time.monotonic() - start

@@ -29,7 +29,7 @@ BIAS_CORRECTION_PASSES = 4     # runs over the calibration set that checked bias
 
 RANGE_CHOICES = ("KL", "MAX_MIN")   # AUTO's activation ranges: KL clips LeNet-5's ReLUs too far (21 dB against
                                    # MAX_MIN's 41 dB on MNIST), MAX_MIN trails KL on EfficientNet-Lite0
-CHOICE_SAMPLES = 16                # calibration samples the choice runs on
+CHOICE_SAMPLES = 8                 # calibration samples the choice runs on
 
 
 @dataclass
