@@ -23,6 +23,7 @@ import functools
 import hashlib
 import json
 import os
+import struct
 import threading
 import time
 from pathlib import Path
@@ -88,13 +89,13 @@ def pack(args: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     meta: list[int] = []
     for k, value in enumerate(args):
         if isinstance(value, np.ndarray):
-            data[k] = value.ctypes.data
+            data[k] = value.__array_interface__["data"][0]
             meta += [*value.shape, *value.strides]
+        elif isinstance(value, (float, np.floating)):
+            single = isinstance(value, np.float32)
+            meta.append(struct.unpack("<i" if single else "<q", struct.pack("<f" if single else "<d", value))[0])
         else:
-            scalar = np.asarray(value)
-            bits = scalar.view(np.int32 if scalar.dtype.itemsize == 4 else np.int64) if scalar.dtype.kind == "f" \
-                else scalar.astype(np.int64)
-            meta.append(int(bits))
+            meta.append(int(value))
     return data, np.array(meta or [0], np.int64)
 
 
