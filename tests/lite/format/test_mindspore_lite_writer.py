@@ -31,8 +31,8 @@ def within(got: list[np.ndarray], expected: list[np.ndarray], tolerance: float =
         assert np.abs(ours.astype(np.float64) - theirs).max() <= tolerance * span
 
 
-@pytest.mark.parametrize("name", [*ZOO, "mobilenet_v3_small", "crnn", "kws_lstm",
-                                  *(pytest.param(n, marks=pytest.mark.slow) for n in ("efficientnet_lite0", "alexnet"))])
+@pytest.mark.parametrize("name", [*ZOO, "mobilenet_v3_small", "crnn", "kws_lstm", *(
+    pytest.param(n, marks=pytest.mark.slow) for n in ("efficientnet_lite0", "alexnet"))])
 def test_our_file_runs_in_the_official_runtime_as_onnxruntime(tmp_path: Path, name: str) -> None:
     """Converted by our converter_lite with --saveType=MINDIR_LITE, fed the ONNX model's NCHW array (MobileNetV3's
     hard-swish, which the official convolution cannot fuse, as an Activation after it; AlexNet's LRN; the CRNN's
