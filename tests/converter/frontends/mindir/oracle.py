@@ -3,20 +3,24 @@ input, MindSpore's inference output, and the losses of its own training steps.
 
 ``python -m tests.converter.frontends.mindir.oracle [network ...]`` rewrites the committed fixtures of the
 installed MindSpore (a network's .mindir, an input and MindSpore's output, in fixtures/mindspore-<version>/), which
-let CI check the import without MindSpore: training steps (`STEPS`: TrainOneStepCell exported after a step, with
-the losses of the next three steps), LeNet (with the losses of MindSpore's training steps), an if/else and
-a while loop from MindSpore 2.10 (mind_ir_version 3, arguments as inputs); the ResNet (with losses), the nets of
-primitives, the if/else and the loop from MindSpore 2.0 (mind_ir_version 1, arguments as attributes; it needs
-Python 3.9 or older, numpy<1.24, pillow<10 and protobuf<4):
+let CI check the import without MindSpore:
+- MindSpore 2.10 (mind_ir_version 3, arguments as inputs): LeNet (with the losses of MindSpore's training steps),
+  an if/else, a while loop, and training steps (`STEPS`: TrainOneStepCell exported after a step, with the losses
+  of the next three steps);
+- MindSpore 2.0 (mind_ir_version 1, arguments as attributes; it needs Python 3.9 or older, numpy<1.24, pillow<10
+  and protobuf<4): the ResNet (with losses), the nets of primitives, the if/else, the loop and the ResNet's
+  training step;
+- MindSpore 1.0 (ONNX's protobuf, mind_ir_version 0): a narrow LeNet, the ResNet and a bidirectional LSTM.
 
     python -m tests.converter.frontends.mindir.oracle lenet branches loop               # MindSpore 2.10
     python -m tests.converter.frontends.mindir.oracle step_lenet_momentum step_lenet_adam step_resnet_momentum
     python -m tests.converter.frontends.mindir.oracle resnet primitives more_primitives branches loop   # 2.0
+    python -m tests.converter.frontends.mindir.oracle step_resnet_momentum                           # 2.0
     DNNL_MAX_CPU_ISA=AVX2 python -m tests.converter.frontends.mindir.oracle narrow_lenet resnet bilstm  # 1.0
 
-MindSpore 1.0 (ONNX's protobuf, mind_ir_version 0) is the one 1.x release on PyPI: a CPU wheel for Python 3.7 that
-needs protobuf<4 and libssl.so.1.1/libcrypto.so.1.1 to load (only its encryption calls them), and oneDNN 1.5 limited
-to AVX2 (its AVX-512 Winograd check fails on AMD processors: "x2APIC is not supported").
+MindSpore 1.0 is the one 1.x release on PyPI: a CPU wheel for Python 3.7 that needs protobuf<4 and
+libssl.so.1.1/libcrypto.so.1.1 to load (only its encryption calls them; stubs exporting those symbols do), and
+oneDNN 1.5 limited to AVX2 (its AVX-512 Winograd check fails on AMD processors: "x2APIC is not supported").
 """
 from __future__ import annotations
 
