@@ -50,6 +50,7 @@ from converter import to_graph  # noqa: E402
 from converter.export import to_bytes  # noqa: E402
 from converter.passes.fuse_residual import split_residuals  # noqa: E402
 from converter.quant import QuantConfig, quantize  # noqa: E402
+from converter.quant.config import AUTO  # noqa: E402
 from converter.quant.bias_correction import correct_biases  # noqa: E402
 from converter.quant.full_quant import split_activations  # noqa: E402
 from lite.atomic_file import write_atomic  # noqa: E402
@@ -256,13 +257,16 @@ COMBINED = ("CLE", "AdaRound", "MSE weight scales", "bias correction")
 PAIRED = ("AdaRound", "bias correction")          # the two tools that help at A8W8, without the ones that do not
 SPLIT_BITS = ((8, 7), (7, 8))                     # A7W7's loss, split between its weights and its activations
 MIXED_BUDGETS = (15.5, 12.0)                      # min_output_sqnr dB: A8W8's best less 6 dB, and a looser one
+DEFAULT = "ours A8W8, default (no method keys: preset AUTO, time_budget 60 s)"
 
 
 def ours_variants(method: str) -> list[tuple[str, QuantConfig]]:
-    """Every calibration method at A8W8 alone and with (checked) bias correction; then at A8W8 and each lower
+    """The default (no method keys: preset AUTO within its time budget), and with AdaRound asked for; every
+    calibration method at A8W8 alone and with (checked) bias correction; then at A8W8 and each lower
     bit width, `method` alone, with each tool alone, with the tools COMBINED and with the PAIRED ones; A8W7 and
     A7W8 with AdaRound; mixed weight bit widths within each of MIXED_BUDGETS."""
-    rows = []
+    rows = [(DEFAULT, QuantConfig()), (f"{DEFAULT}, AdaRound asked for (preset=AUTO, adaround=true)",
+                                       QuantConfig(preset=AUTO, adaround=True))]
     for m in METHODS:
         rows += [(f"ours A8W8, {m}", QuantConfig(method=m)),
                  (f"ours A8W8, {m} + bias correction", QuantConfig(method=m, bias_correction=True))]
@@ -294,10 +298,16 @@ def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int,
     fsess = session(float_buf)
     ref = np.concatenate([run(fsess, x) for x in evals])
     variants: dict[str, bytes] = {}
+    timings = []
     for name, cfg in ours_variants(method):
         if only and not re.search(only, name):
             continue
+        load, start, cpu = load_average(), time.perf_counter(), time.process_time()
         variants[name] = to_bytes(quantize(copy.deepcopy(float_graph), cfg, samples))
+        if name.startswith(DEFAULT):
+            timings.append(f"- {name}: quantized in {time.perf_counter() - start:.1f} s "
+                           f"({time.process_time() - cpu:.1f} s of CPU), load average {load} before, "
+                           f"{load_average()} after")
         if name == f"ours A8W8, {method}":
             forced = quantize(copy.deepcopy(float_graph), cfg, samples)
             correct_biases(split_activations(split_residuals(copy.deepcopy(float_graph))), forced, samples)
@@ -326,7 +336,9 @@ def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int,
                 "Bias correction as the converter applies it: kept only when the calibration outputs' SQNR does "
                 "not fall (its decision is on stderr); \"forced\" keeps it regardless.", "",
                 "| quantizer | top-1 agreement % | top-1 agreement % (float p >= 0.5) | mean logit SQNR dB | "
-                "mean softmax KL | file bytes |", "|---|---|---|---|---|---|", *rows]
+                "mean softmax KL | file bytes |", "|---|---|---|---|---|---|", *rows,
+                *(["", "Quantization time (the methods the default chose are on stderr):", "", *timings]
+                  if timings else [])]
     if only and not re.search(only, "latency"):
         return accuracy, []
     int8_buf = to_bytes(quantize(copy.deepcopy(float_graph), QuantConfig(method=method), samples))

@@ -10,8 +10,10 @@ reconstruction; patches of the float input's fake-quantization instead gave Effi
 this 4.8 dB). The loss and its gradient need only the Gram matrices X~^T X~ and X~^T X
 (K x K, K = the patch size), accumulated over up to ROWS sampled output positions, so the Adam steps on the
 rounding variables V cost O(out * K^2) each; a layer with fewer sampled rows R than K / 2 keeps the rows
-instead, O(out * K * R) (Reconstruction). The steps run in float32. A layer gets `iterations` steps, and a
-layer whose steps are cheap more of them (`steps_for`).
+instead, O(out * K * R) (Reconstruction). The steps run in float32 with BLAS at one thread (the products
+take milliseconds, and a second OpenBLAS thread spinning for a busy core made them 4-8x slower at load 11). A
+layer gets `iterations` steps, and a layer whose steps are cheap more of them (`steps_for`). The layers' inputs
+come from stepping both graphs over the calibration set stretch by stretch (`Stepper`).
 h(V) = clip(sigmoid(V) (zeta - gamma) + gamma, 0, 1) starts at each weight's fractional part; the regularizer
 lambda * sum(1 - |2h - 1|^beta), beta annealed from 20 to 2 after a 20 % warm-up, drives h to 0 or 1, which is
 the rounding kept.
