@@ -50,7 +50,15 @@ def _fusable(graph: Graph, node: Node, operand: str) -> tuple[Node, np.ndarray] 
     vector = _per_channel(graph, layer, other_input(node, operand))
     if vector is None or graph.values[node.outputs[0]].shape != graph.values[operand].shape:
         return None
+    if node.op == "Mul" and _integer_valued(graph.const(layer.inputs[1])):
+        return None
     return layer, vector
+
+
+def _integer_valued(weight: np.ndarray) -> bool:
+    """True for a weight of whole numbers: the integer form of QLinearConv / ConvInteger / MatMulInteger sums
+    exact integers and requantizes them with one product, which a scaled weight would round term by term."""
+    return bool(np.all(weight == np.round(weight)))
 
 
 def _absorb(graph: Graph, layer: Node, op: str, vector: np.ndarray) -> None:
