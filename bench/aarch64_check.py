@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     build.link(args.dir / "lib" / f"{name}.o", args.dir / "lib" / f"lib{name}.so", args.cc,
                source / "lite" / "kernels" / "compiled" / "aot" / "runtime.c")
     start = time.perf_counter()
-    compared = emulated(args.tool, args.dir, source, "-c", COMPARE, json.dumps([[ms, kind] for ms, _, _, kind in files]))
+    models_json = json.dumps([[ms, kind] for ms, _, _, kind in files])
+    compared = emulated(args.tool, args.dir, source, "-c", COMPARE, models_json)
     if compared.returncode != 0:
         raise SystemExit(f"the emulated comparison failed:\n{compared.stderr[-3000:]}")
     ran = time.perf_counter() - start

@@ -4,12 +4,12 @@ the text encoder, each engine in its own fresh process.
     python bench/bench_startup.py [--rounds 5] [--models mobilenet_v2,text_encoder] [--systems aot,jit,numpy,ORT]
 
 Systems: ours with the compiled kernels from the ahead-of-time library (`aot`, `Context(kernels="aot")`: build it
-first with `python -m lite.kernels.compiled.aot.build`), ours with numba's JIT (`jit`, kernels="compiled", its
-on-disk cache filled), ours with the numpy kernels (`numpy`), and onnxruntime (`ORT`); all with 2 threads, run as
-`bench_inference.py` runs them (its runners). The worker loads the model, builds the session, runs once (the first output: the cold
-start's end), runs RUNS more times, and reports its peak RSS (`peak_mb`) and its median run. One untimed
-process per system fills the on-disk caches first (`harness.own_process_rounds`). Each worker says whether numba
-was imported. The report is printed and written to `bench/results/startup.md`.
+first: docs/deployment.md), ours with numba's JIT (`jit`, kernels="compiled", its on-disk cache filled), ours with
+the numpy kernels (`numpy`), and onnxruntime (`ORT`); all with 2 threads, run as `bench_inference.py` runs them (its
+runners). The worker loads the model, builds the session, runs once (the first output: the cold start's end), runs
+RUNS more times, and reports its peak RSS (`peak_mb`) and its median run. One untimed process per system fills the
+on-disk caches first (as `harness.own_process_rounds` does). Each worker says whether numba was imported. The report is
+printed and written to `bench/results/startup.md`.
 """
 from __future__ import annotations
 

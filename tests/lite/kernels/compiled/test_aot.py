@@ -23,7 +23,8 @@ from converter import convert
 from tests.util import REPO, run_ort
 
 pytestmark = [pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="building needs numba"),
-              pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="building needs a C compiler")]
+              pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
+                                 reason="building needs a C compiler")]
 
 SHAPE = (1, 16, 48, 48)      # every layer has work enough for the threaded forms (`compiled.PARALLEL_WORK`)
 
