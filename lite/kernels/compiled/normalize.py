@@ -33,12 +33,19 @@ def lane_sum(row):  # pragma: no cover
 
 @Compiled
 def softmax_rows(x, out):  # pragma: no cover
-    """out[m] = exp(x[m] - max x[m]) / sum, for x, out [M, K] (distinct arrays, so the passes vectorise)."""
+    """out[m] = exp(x[m] - max x[m]) / sum, for x, out [M, K] (distinct arrays, so the passes vectorise). A row
+    holding a NaN or whose peak is infinite (a fully masked row is all -inf) is NaN, as numpy's exp gives it:
+    exp32 must never see a NaN, whose table index would be out of bounds."""
     rows, depth = x.shape
     for m in prange(rows):
         peak = x[m, 0]
-        for k in range(1, depth):
+        nans = 0
+        for k in range(depth):
             peak = max(peak, x[m, k])
+            nans += x[m, k] != x[m, k]
+        if nans or not peak - peak == 0:
+            out[m, :] = np.nan
+            continue
         for k in range(depth):
             out[m, k] = exp32(max(x[m, k] - peak, EXP_MIN))
         total = lane_sum(out[m])

@@ -43,6 +43,25 @@ def test_softmax_rows_match_onnxruntime():
     np.testing.assert_allclose(result["compiled"][0], result["numpy"][0], rtol=2e-6, atol=1e-7)
 
 
+def test_softmax_rows_of_nan_and_infinities_match_onnxruntime():
+    """A fully masked row (all -inf), a row with +inf and a row with a NaN are NaN rows, never a crash."""
+    x = RNG.normal(0, 1, (5, 33)).astype(np.float32)
+    x[0, :] = -np.inf
+    x[1, 4] = np.inf
+    x[2, 30] = np.nan
+    x[3, ::2] = -np.inf                      # partly masked: the masked entries are 0
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    result = outputs(model, x)
+    assert result["compiled"][1] == [True]
+    expected = run_ort(model, {"x": x})["y"]
+    assert np.isnan(expected[:3]).all()
+    np.testing.assert_allclose(result["compiled"][0], expected, rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(result["compiled"][0], result["numpy"][0], rtol=2e-6, atol=1e-7)
+
+
 def test_layer_norm_rows_match_onnxruntime():
     x = (RNG.normal(3, 2, (4, 9, 96))).astype(np.float32)
     scale, bias = RNG.normal(1, 0.2, 96).astype(np.float32), RNG.normal(0, 0.3, 96).astype(np.float32)
