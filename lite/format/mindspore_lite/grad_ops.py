@@ -119,11 +119,16 @@ def _momentum(graph: Graph, node: Node) -> None:
 
 
 def _sgd(graph: Graph, node: Node) -> None:
-    """SGD (weight, grad, lr, accum, momentum, stat) -> our Sgd (weight, grad, lr, accum, stat)."""
+    """SGD (weight, grad, lr, accum, momentum, stat) -> our Sgd (weight, grad, lr, accum, stat). MindSpore keeps
+    `stat` (1 until the first step) per element of the weight, all alike; ours is one scalar, made here."""
     momentum = graph.const(node, 4, "momentum", integer=False)
+    stat = graph.const(node, 5, "stat", integer=False)
+    if stat.size == 0 or not (stat == stat.flat[0]).all():
+        raise node.fail("its stat input is empty or not one value throughout")
+    flag = graph.add_const(f"{graph.tensors[node.inputs[5]].name}/flag", np.array(stat.flat[0], np.float32))
     graph.add(node, "Sgd", dict(momentum=float(momentum.reshape(-1)[0]), dampening=node.attr("Dampening"),
                                 weight_decay=node.attr("WeightDecay"), nesterov=bool(node.attr("Nesterov"))),
-              [*node.inputs[:4], node.inputs[5]], [])
+              [*node.inputs[:4], flag], [])
 
 
 def _batch_norm(graph: Graph, node: Node) -> None:

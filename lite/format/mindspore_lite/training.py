@@ -27,7 +27,7 @@ from lite.status import GraphFileError, NotSupportedError
 from schema.train_format import EVAL, GRADIENTS, LABELS, LOSS, OPTIMIZER, OPTIMIZER_INPUTS, TRAIN_SUFFIX
 
 # official optimizer primitive -> the inputs it updates in place (the weight and its state)
-_UPDATED = {"ApplyMomentum": (0, 1), "SGD": (0, 3, 5)}
+_UPDATED = {"ApplyMomentum": (0, 1), "SGD": (0, 3)}
 _LOSSES = ("SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits")
 
 

@@ -1,6 +1,7 @@
 """Official MindSpore Lite training files (`converter_lite --fmk=MINDIR --trainModel=true`, 2.0.0) in TrainSession.
 
-The fixtures in mindspore_lite_training/ are MindSpore 2.0's TrainOneStepCell exports (Momentum, after one step)
+The fixtures in mindspore_lite_training/ are MindSpore 2.0's TrainOneStepCell exports (Momentum or SGD(0.01, 0.9),
+after one step)
 converted by the official converter (`train_convert.cc` says how), with MindSpore's own inference output and the
 losses of its next three training steps: the file's backward and optimizer, run by our kernels, must give
 MindSpore's steps.
@@ -20,7 +21,7 @@ from lite.train.session import TrainSession
 from schema.mindspore_lite import fb
 
 FIXTURES = Path(__file__).with_name("mindspore_lite_training")
-NETS = ("lenet_momentum", "resnet_momentum")
+NETS = ("lenet_momentum", "resnet_momentum", "lenet_sgd")
 
 
 def nhwc(x: np.ndarray) -> np.ndarray:

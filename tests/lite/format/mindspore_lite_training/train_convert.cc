@@ -3,10 +3,11 @@
 //   train_convert MODEL.mindir OUT_PREFIX   -> OUT_PREFIX.ms (MINDIR_LITE, a training model)
 //
 // MODEL.mindir is MindSpore 2.0's export of TrainOneStepCell(WithLossCell(net, sparse softmax cross entropy),
-// Momentum(0.01, 0.9)) after one step: `python -m tests.converter.frontends.mindir.oracle`'s `export_step`
-// (STEPS step_lenet_momentum and step_resnet_momentum) run under MindSpore 2.0.0, whose npz are the .npz files
-// here. Built like bench/mindspore_lite_peer/peer.cc, against the wheel that bench/mindspore_lite_peer/peer.py
-// unpacks (R = its mindspore_lite directory):
+// Momentum(0.01, 0.9) or SGD(0.01, 0.9)) after one step: `python -m tests.converter.frontends.mindir.oracle`'s
+// `export_step` (STEPS step_lenet_momentum and step_resnet_momentum; lenet_sgd: OPTIMIZERS["sgd"] = nn.SGD(params,
+// 0.01, 0.9) on narrow_lenet) run under MindSpore 2.0.0, whose npz are the .npz files here. Built like
+// bench/mindspore_lite_peer/peer.cc, against the wheel that bench/mindspore_lite_peer/peer.py unpacks (R = its
+// mindspore_lite directory):
 //
 //   g++ -std=c++17 -O1 -D_GLIBCXX_USE_CXX11_ABI=0 -I$R train_convert.cc -o train_convert -L$R/lib \
 //       -lmindspore-extendrt_python -lmindspore_converter -lmindspore_core -Wl,--disable-new-dtags,-rpath,$R/lib
