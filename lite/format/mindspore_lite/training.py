@@ -77,6 +77,11 @@ def training_parts(tensors: list[TensorDef], nodes: list[NodeDef], inputs: list[
                 _state_layout(tensors, t, roles["weight"])
     producer = {t: k for k, nd in enumerate(nodes) for t in nd.outputs}
     forward = _needed(nodes, producer, [logits])
+    read = {t for k in forward for t in nodes[k].inputs}
+    for k in optimizers:
+        if nodes[k].inputs[0] not in read:     # e.g. a PReLU slope or Scale the translation reshaped into a copy
+            raise NotSupportedError(f"optimizer node '{nodes[k].name}': the forward does not read its weight "
+                                    f"'{tensors[nodes[k].inputs[0]].name}' as stored, so its updates would be lost")
     predictions = _train_forward(tensors, nodes, forward)[logits]
     producer = {t: k for k, nd in enumerate(nodes) for t in nd.outputs}
     data = [i for i in inputs if i != labels]
