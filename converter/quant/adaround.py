@@ -334,6 +334,8 @@ def machine_rates() -> tuple[float, float]:
 def slowdown() -> float:
     """Wall seconds per CPU second of one thread at the machine's present load: the runnable threads (the
     1-minute load average) over the cores, at least 1."""
+    if not hasattr(os, "getloadavg"):              # Windows: no load average, taken as an idle machine
+        return 1.0
     return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
