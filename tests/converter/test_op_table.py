@@ -42,7 +42,7 @@ def test_compiled_siblings_have_their_column():
             rows.setdefault(line.split(" | ")[0], line)
     assert "`lite/kernels/compiled/conv2d.py` (float32), `lite/kernels/compiled/int8_conv2d.py` (int8)" in \
         rows["| `Conv2D`"]
-    assert rows["| `Softmax`"].split(" | ")[4] == "—"
+    assert rows["| `LogSoftmax`"].split(" | ")[4] == "—"
 
 
 def test_the_tests_column_finds_test_files_at_any_depth(tmp_path, monkeypatch):
