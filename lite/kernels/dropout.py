@@ -55,6 +55,10 @@ class DropoutKernel(IdentityKernel):
             raise self.error(f"ratio must lie in [0, 1], got {ratio}", InvalidOpAttrError)
         return [TensorSpec(x.shape, x.dtype), TensorSpec(x.shape, x.dtype)]
 
+    def idle(self) -> bool:
+        """Only the inference identity may be skipped: a training or run-time Dropout draws a mask every run."""
+        return not (self.training or self.runtime) and super().idle()
+
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         if self.runtime:
             self._run_runtime(inputs, outputs)
