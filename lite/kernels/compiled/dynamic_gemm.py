@@ -16,8 +16,7 @@ import functools
 import numpy as np
 
 from lite.kernels.compiled import Compiled
-from lite.kernels.compiled.int8 import (MR, NR, _pair_product, _quad_product, pack_weight, pad_columns, quads_fit,
-                                        tasks)
+from lite.kernels.compiled.int8 import MR, NR, pack_weight, pad_columns, quads_fit, tasks, tile_sums
 from lite.kernels.compiled.llvm import F32, I32, I64, LANES, address, cgutils, intrinsic, ir, prange, splat, types
 
 LEVELS = 255
@@ -42,26 +41,7 @@ def _tile_code(height, partial, context, builder, signature, args):
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     v8, f8 = ir.VectorType(I32, LANES), ir.VectorType(F32, LANES)
     halves = NR // LANES
-    x_base, x_strides = address(context, builder, kinds[0], xa)
-    x_stride = builder.extract_value(x_strides, 0)
-    x_base = builder.add(x_base, builder.mul(r, x_stride))
-    w_base, _ = address(context, builder, kinds[2], wa)
-    w_base = builder.add(w_base, builder.mul(b, builder.mul(p, const(4 * NR))))
-    accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, None)) for _ in range(height * halves)]
-    multiply_add = (_quad_product if kinds[2].dtype == types.int8 else _pair_product)(builder)
-    with cgutils.for_range(builder, p) as loop:
-        k = loop.index
-        w_row = builder.add(w_base, builder.mul(k, const(4 * NR)))
-        ws = [builder.load(builder.inttoptr(builder.add(w_row, const(4 * LANES * h)), v8.as_pointer()), align=4)
-              for h in range(halves)]
-        x_k = builder.add(x_base, builder.mul(k, const(4)))
-        for i in range(height):
-            group = builder.load(builder.inttoptr(builder.add(x_k, builder.mul(const(i), x_stride)),
-                                                  I32.as_pointer()), align=4)
-            xv = splat(builder, group, v8)
-            for h in range(halves):
-                acc = accs[i * halves + h]
-                builder.store(multiply_add(builder.load(acc), xv, ws[h]), acc)
+    accs = tile_sums(context, builder, kinds, xa, r, wa, b, p, height)
 
     def vector_at(array, column, kind):
         base, _ = address(context, builder, kinds[array], args[array])

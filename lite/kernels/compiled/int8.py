@@ -56,6 +56,36 @@ def pad_columns(values: np.ndarray) -> np.ndarray:
     return padded
 
 
+def tile_sums(context, builder, kinds, xa, r, wa, b, p, height: int) -> list:
+    """The int32 sums of one register tile, as height x NR/LANES vector accumulators (allocas): rows r.. of the
+    k-grouped input `xa` (4 bytes a group) times block b of the packed weight `wa` over p k-groups; `kinds` are
+    the intrinsic's argument types, xs first and the weight third."""
+    const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    v8 = ir.VectorType(I32, LANES)
+    halves = NR // LANES
+    x_base, x_strides = address(context, builder, kinds[0], xa)
+    x_stride = builder.extract_value(x_strides, 0)
+    x_base = builder.add(x_base, builder.mul(r, x_stride))
+    w_base, _ = address(context, builder, kinds[2], wa)
+    w_base = builder.add(w_base, builder.mul(b, builder.mul(p, const(4 * NR))))
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, None)) for _ in range(height * halves)]
+    multiply_add = (_quad_product if kinds[2].dtype == types.int8 else _pair_product)(builder)
+    with cgutils.for_range(builder, p) as loop:
+        k = loop.index
+        w_row = builder.add(w_base, builder.mul(k, const(4 * NR)))
+        ws = [builder.load(builder.inttoptr(builder.add(w_row, const(4 * LANES * h)), v8.as_pointer()), align=4)
+              for h in range(halves)]
+        x_k = builder.add(x_base, builder.mul(k, const(4)))
+        for i in range(height):
+            group = builder.load(builder.inttoptr(builder.add(x_k, builder.mul(const(i), x_stride)),
+                                                  I32.as_pointer()), align=4)
+            xv = splat(builder, group, v8)
+            for h in range(halves):
+                acc = accs[i * halves + h]
+                builder.store(multiply_add(builder.load(acc), xv, ws[h]), acc)
+    return accs
+
+
 def _tile_kernel(height: int, partial: bool):
     """The register-tile intrinsic for `height` rows (MR, or 1 for the rows past the last whole tile); `partial`
     tiles store only their first `valid` columns (the last block of N), through a lane mask."""
@@ -75,27 +105,7 @@ def _tile_code(height, partial, context, builder, signature, args):
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     v8 = ir.VectorType(I32, LANES)
     halves = NR // LANES
-    x_base, x_strides = address(context, builder, kinds[0], xa)
-    x_stride = builder.extract_value(x_strides, 0)
-    x_base = builder.add(x_base, builder.mul(r, x_stride))
-    w_base, _ = address(context, builder, kinds[2], wa)
-    w_base = builder.add(w_base, builder.mul(b, builder.mul(p, const(4 * NR))))
-    accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, None)) for _ in range(height * halves)]
-    product = _quad_product if kinds[2].dtype == types.int8 else _pair_product
-    multiply_add = product(builder)
-    with cgutils.for_range(builder, p) as loop:
-        k = loop.index
-        w_row = builder.add(w_base, builder.mul(k, const(4 * NR)))
-        ws = [builder.load(builder.inttoptr(builder.add(w_row, const(4 * LANES * h)), v8.as_pointer()), align=4)
-              for h in range(halves)]
-        x_k = builder.add(x_base, builder.mul(k, const(4)))
-        for i in range(height):
-            group = builder.load(builder.inttoptr(builder.add(x_k, builder.mul(const(i), x_stride)),
-                                                  I32.as_pointer()), align=4)
-            xv = splat(builder, group, v8)
-            for h in range(halves):
-                acc = accs[i * halves + h]
-                builder.store(multiply_add(builder.load(acc), xv, ws[h]), acc)
+    accs = tile_sums(context, builder, kinds, xa, r, wa, b, p, height)
     d8 = ir.VectorType(F64, LANES)
     h_base, _ = address(context, builder, kinds[5], ha)
     s_base, _ = address(context, builder, kinds[6], sa)

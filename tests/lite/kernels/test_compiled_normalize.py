@@ -28,14 +28,18 @@ def outputs(model, x: np.ndarray) -> dict[str, tuple[np.ndarray, list[bool]]]:
     return result
 
 
+def softmax_model(shape: tuple[int, ...]):
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def test_softmax_rows_match_onnxruntime():
     x = (RNG.normal(0, 4, (3, 5, 67)) - 40).astype(np.float32)
     x[0, 0, :] = -1e4                        # a row of equal large negatives
     x[1, 2, 7] = 90.0                        # one dominant entry: the others' exps underflow
-    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = softmax_model(x.shape)
     result = outputs(model, x)
     assert result["compiled"][1] == [True]
     expected = run_ort(model, {"x": x})["y"]
@@ -50,10 +54,7 @@ def test_softmax_rows_of_nan_and_infinities_match_onnxruntime():
     x[1, 4] = np.inf
     x[2, 30] = np.nan
     x[3, ::2] = -np.inf                      # partly masked: the masked entries are 0
-    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = softmax_model(x.shape)
     result = outputs(model, x)
     assert result["compiled"][1] == [True]
     expected = run_ort(model, {"x": x})["y"]
