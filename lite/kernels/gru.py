@@ -27,22 +27,26 @@ class GRUKernel(RecurrentKernel):
             folded[:, 2 * self.H:] = b[:, 2 * self.H:3 * self.H]      # Rb_h is added inside r * (...)
         return folded
 
+    def recurrent(self, h: np.ndarray, r: np.ndarray, d: int, rows: slice, out: np.ndarray) -> None:
+        """out = h R[rows]^T of direction d (the quantized kernel multiplies in integers instead)."""
+        np.matmul(h, r[rows].T, out=out)
+
     def step(self, pre, prev, cur, r, b, ins, d) -> None:
         n = self.H
         f, g = self.acts[d]
         a, tmp = self.act, self.tmp
         if self.attrs.linear_before_reset:
-            np.matmul(prev, r.T, out=tmp)
+            self.recurrent(prev, r, d, slice(None), tmp)
             if b is not None:
                 tmp[:, 2 * n:] += b[d, 5 * n:]
             pre[:, :2 * n] += tmp[:, :2 * n]
             f(pre[:, :2 * n], a[:, :2 * n])
             pre[:, 2 * n:] += a[:, n:2 * n] * tmp[:, 2 * n:]
         else:
-            np.matmul(prev, r[:2 * n].T, out=tmp[:, :2 * n])
+            self.recurrent(prev, r, d, slice(0, 2 * n), tmp[:, :2 * n])
             pre[:, :2 * n] += tmp[:, :2 * n]
             f(pre[:, :2 * n], a[:, :2 * n])
-            np.matmul(a[:, n:2 * n] * prev, r[2 * n:].T, out=tmp[:, 2 * n:])
+            self.recurrent(a[:, n:2 * n] * prev, r, d, slice(2 * n, None), tmp[:, 2 * n:])
             pre[:, 2 * n:] += tmp[:, 2 * n:]
         cand = g(pre[:, 2 * n:], a[:, 2 * n:])
         np.subtract(prev, cand, out=cur)

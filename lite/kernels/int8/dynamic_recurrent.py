@@ -64,30 +64,10 @@ class DynamicGRUKernel(GRUKernel):
         if bias is not None:
             self.gates_buf += bias[None, None]
 
-    def product(self, h: np.ndarray, d: int, columns: slice) -> np.ndarray:
-        """h R[columns]^T of direction d, h quantized with its range."""
+    def recurrent(self, h: np.ndarray, r: np.ndarray, d: int, rows: slice, out: np.ndarray) -> None:
+        """out = h R[rows]^T of direction d, h quantized with its range."""
         levels, scale = levels_of(h)
-        return (levels @ self.r_levels[d, columns].T).astype(np.float32) * (scale * self.r_scale[d, columns])
-
-    def step(self, pre, prev, cur, r, b, ins, d) -> None:
-        n = self.H
-        f, g = self.acts[d]
-        a = self.act
-        if self.attrs.linear_before_reset:
-            tmp = self.product(prev, d, slice(None))
-            if b is not None:
-                tmp[:, 2 * n:] += b[d, 5 * n:]
-            pre[:, :2 * n] += tmp[:, :2 * n]
-            f(pre[:, :2 * n], a[:, :2 * n])
-            pre[:, 2 * n:] += a[:, n:2 * n] * tmp[:, 2 * n:]
-        else:
-            pre[:, :2 * n] += self.product(prev, d, slice(0, 2 * n))
-            f(pre[:, :2 * n], a[:, :2 * n])
-            pre[:, 2 * n:] += self.product(a[:, n:2 * n] * prev, d, slice(2 * n, None))
-        cand = g(pre[:, 2 * n:], a[:, 2 * n:])
-        np.subtract(prev, cand, out=cur)
-        cur *= a[:, :n]
-        cur += cand
+        np.multiply((levels @ self.r_levels[d, rows].T).astype(np.float32), scale * self.r_scale[d, rows], out=out)
 
 
 def levels_of(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
