@@ -2,8 +2,9 @@
 
 The inverse of `ops.py`: each of our ops becomes the official primitive(s) the official converter would write for
 it (Conv2D -> Conv2DFusion, FullConnection -> MatMulFusion with transposed B, Add -> AddFusion, ...), our
-attributes that the official op takes as const inputs (Transpose's perm) become int32 const tensors, and a
-convolution's fused residual becomes a following AddFusion. The graph keeps our converter's layout: inputs and
+attributes that the official op takes as const inputs (Transpose's perm) become int32 const tensors, a
+convolution's or fully connected layer's fused residual becomes a following AddFusion, and our fused Attention
+the MatMulFusion, MulFusion, Softmax, MatMulFusion chain it stands for. The graph keeps our converter's layout: inputs and
 outputs as the source model lays them out, NHWC inside between the Transposes our converter inserted, so the
 official runtime is fed the same arrays as onnxruntime. Full-quant int8 graphs keep their tensors' quant params
 (per tensor, or per output channel of the weights) and mark their nodes QUANT_ALL. What the official format or
@@ -89,10 +90,24 @@ class _Graph:
         self.tensors.append(_Tensor(name, _VALUE_NODE, from_numpy(data.dtype), data.shape, _F.NCHW, data))
         return len(self.tensors) - 1
 
-    def computed(self, name: str, like: int) -> int:
+    def computed(self, name: str, like: int, dims: Sequence[int] | None = None) -> int:
+        """A computed tensor of `like`'s type, and of its dims unless given."""
         t = self.tensors[like]
-        self.tensors.append(_Tensor(name, _CNODE, t.data_type, t.dims, t.format))
+        self.tensors.append(_Tensor(name, _CNODE, t.data_type, t.dims if dims is None else tuple(dims), t.format))
         return len(self.tensors) - 1
+
+    def then_residual(self, n: NodeDef, op: str, fields: dict[str, Any], inputs: list[int]) -> None:
+        """`op` of our node `n` whose fourth input, if any, is a fused residual: without one, `op` with the fused
+        activation; with one, `op` and an AddFusion after it carrying the activation (our kernels add the residual
+        before activating)."""
+        activation = _activation(n)
+        residual = n.inputs[3] if len(n.inputs) > 3 and n.inputs[3] >= 0 else None
+        if residual is None:
+            self.add(n, op, {**fields, "activation_type": activation}, inputs)
+            return
+        product = self.computed(f"{n.name}/product", n.outputs[0])
+        self.add(n, op, {**fields, "activation_type": _A.NO_ACTIVATION}, inputs, [product], "/product")
+        self.add(n, "AddFusion", dict(activation_type=activation), [product, residual])
 
 
 def _refuse(n: NodeDef, what: str) -> NotSupportedError:
@@ -107,25 +122,15 @@ def _activation(n: NodeDef) -> int:
 
 
 def _conv(g: _Graph, n: NodeDef) -> None:
-    """Conv2D (plain, grouped or depthwise): the same weights ([out, kh, kw, in / group]); a residual input becomes an
-    AddFusion after it, carrying the activation (our kernel adds the residual before activating)."""
+    """Conv2D (plain, grouped or depthwise): the same weights ([out, kh, kw, in / group])."""
     a = n.attrs
     if a.pad_mode not in _PAD_MODES:
         raise _refuse(n, f"pad mode {a.pad_mode}")
-    activation = _activation(n)
-    residual = n.inputs[3] if len(n.inputs) > 3 and n.inputs[3] >= 0 else None
     fields = dict(format=_F.NHWC, kernel_size=[a.kernel_h, a.kernel_w], stride=[a.stride_h, a.stride_w],
                   dilation=[a.dilation_h, a.dilation_w], pad_mode=_PAD_MODES[a.pad_mode],
                   pad_list=[a.pad_top, a.pad_bottom, a.pad_left, a.pad_right], group=a.group,
-                  in_channel=a.in_channel, out_channel=a.out_channel,
-                  activation_type=_A.NO_ACTIVATION if residual is not None else activation)
-    inputs = [i for i in n.inputs[:3] if i >= 0]
-    if residual is None:
-        g.add(n, "Conv2DFusion", fields, inputs)
-        return
-    conv = g.computed(f"{n.name}/conv", n.outputs[0])
-    g.add(n, "Conv2DFusion", fields, inputs, [conv], "/conv")
-    g.add(n, "AddFusion", dict(activation_type=activation), [conv, residual])
+                  in_channel=a.in_channel, out_channel=a.out_channel)
+    g.then_residual(n, "Conv2DFusion", fields, [i for i in n.inputs[:3] if i >= 0])
 
 
 def _pool(g: _Graph, n: NodeDef) -> None:
@@ -155,7 +160,7 @@ def _plain(op: str) -> Callable[[_Graph, NodeDef], None]:
 
 def _full_connection(g: _Graph, n: NodeDef) -> None:
     """FullConnection (weight [out, in]) as the official converter writes ONNX's Gemm: MatMulFusion, B transposed."""
-    g.add(n, "MatMulFusion", dict(transpose_a=False, transpose_b=True, activation_type=_activation(n)), n.inputs)
+    g.then_residual(n, "MatMulFusion", dict(transpose_a=False, transpose_b=True), [i for i in n.inputs[:3] if i >= 0])
 
 
 def _matmul(g: _Graph, n: NodeDef) -> None:
@@ -324,6 +329,83 @@ def _softmax(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Softmax", dict(axis=[n.attrs.axis]), n.inputs[:1])
 
 
+def _attention(g: _Graph, n: NodeDef) -> None:
+    """Attention of one head count (Q, K, V 4-D [B, H, S, D], or 3-D [B, S, H * D] split into heads and merged back
+    by Reshape and Transpose), with an optional float additive mask: softmax(scale * Q K^T + mask) V as MatMulFusion
+    (K transposed), MulFusion by the scale, AddFusion of the mask, Softmax over the keys and MatMulFusion by V."""
+    a = n.attrs
+    q, k, v = (g.tensors[i] for i in n.inputs[:3])
+    mask = n.inputs[3] if len(n.inputs) > 3 and n.inputs[3] >= 0 else None
+    heads = a.q_num_heads if len(q.dims) == 3 else q.dims[1] if len(q.dims) == 4 else 0
+    if any(len(t.dims) != len(q.dims) or min(t.dims, default=-1) < 0 for t in (q, k, v)) or not heads or \
+            a.kv_num_heads not in (0, heads) or (len(q.dims) == 4 and (k.dims[1], v.dims[1]) != (heads, heads)):
+        raise _refuse(n, f"query, key and value of dims {list(q.dims)}, {list(k.dims)}, {list(v.dims)} and heads "
+                         f"{a.q_num_heads}/{a.kv_num_heads}, not one head count of known dims")
+    if any(i >= 0 for i in n.inputs[4:]) or any(o >= 0 for o in n.outputs[1:]) or a.is_causal or a.softcap or \
+            (a.left_window_size, a.right_window_size) != (-1, -1) or (mask is not None and
+                                                                      g.tensors[mask].data_type != DataType.FLOAT32):
+        raise _refuse(n, "a key-value cache, a causal, windowed, softcapped or boolean mask, or outputs besides Y")
+
+    def heads_first(i: int, what: str) -> tuple[int, tuple[int, ...]]:
+        """Input i as [B, H, S, D]: itself when 4-D, else split into heads and transposed."""
+        dims = g.tensors[i].dims
+        if len(dims) == 4:
+            return i, dims
+        b, s, width = dims
+        split = g.computed(f"{n.name}/{what}_split", i, (b, s, heads, width // heads))
+        g.add(n, "Reshape", {}, [i, g.const(f"{n.name}/{what}_split_shape", np.array(g.tensors[split].dims,
+                                                                                      np.int32))], [split],
+              f"/{what}_split")
+        first = g.computed(f"{n.name}/{what}_heads", i, (b, heads, s, width // heads))
+        g.add(n, "Transpose", {}, [split, g.const(f"{n.name}/{what}_perm", np.array([0, 2, 1, 3], np.int32))],
+              [first], f"/{what}_heads")
+        return first, g.tensors[first].dims
+    (q4, (b, h, s, _)), (k4, (_, _, t, _)), (v4, (*_, dv)) = (heads_first(i, w) for i, w in zip(n.inputs, "qkv"))
+    scores = g.computed(f"{n.name}/scores", n.outputs[0], (b, h, s, t))
+    g.add(n, "MatMulFusion", dict(transpose_a=False, transpose_b=True, activation_type=_A.NO_ACTIVATION),
+          [q4, k4], [scores], "/scores")
+    scale = a.scale or 1.0 / float(np.sqrt(g.tensors[q4].dims[3]))
+    scaled = g.computed(f"{n.name}/scaled", scores)
+    g.add(n, "MulFusion", dict(activation_type=_A.NO_ACTIVATION), [scores, g.const(f"{n.name}/scale", np.array(
+        [scale], np.float32))], [scaled], "/scaled")
+    if mask is not None:
+        masked = g.computed(f"{n.name}/masked", scores)
+        g.add(n, "AddFusion", dict(activation_type=_A.NO_ACTIVATION), [scaled, mask], [masked], "/masked")
+        scaled = masked
+    probs = g.computed(f"{n.name}/probs", scores)
+    g.add(n, "Softmax", dict(axis=[3]), [scaled], [probs], "/probs")
+    if len(q.dims) == 4:
+        g.add(n, "MatMulFusion", dict(transpose_a=False, transpose_b=False, activation_type=_A.NO_ACTIVATION),
+              [probs, v4], n.outputs[:1])
+        return
+    y4 = g.computed(f"{n.name}/y_heads", n.outputs[0], (b, h, s, dv))
+    g.add(n, "MatMulFusion", dict(transpose_a=False, transpose_b=False, activation_type=_A.NO_ACTIVATION),
+          [probs, v4], [y4], "/y_heads")
+    merged = g.computed(f"{n.name}/y_merged", y4, (b, s, h, dv))
+    g.add(n, "Transpose", {}, [y4, g.const(f"{n.name}/y_perm", np.array([0, 2, 1, 3], np.int32))], [merged],
+          "/y_merged")
+    g.add(n, "Reshape", {}, [merged, g.const(f"{n.name}/y_shape", np.array([b, s, h * dv], np.int32))],
+          n.outputs[:1])
+
+
+def _reduce(g: _Graph, n: NodeDef) -> None:
+    """Reduce over its const axes (none: every axis, unless that is a no-op) as ReduceFusion with int32 axes."""
+    a = n.attrs
+    rank = len(g.tensors[n.inputs[0]].dims)
+    given = len(n.inputs) > 1 and n.inputs[1] >= 0
+    axes = _int32_values(g, n, 1, "axes") if given else np.arange(rank, dtype=np.int32)
+    if a.mode not in _REDUCE_MODES or (not given and a.noop_with_empty_axes):
+        raise _refuse(n, f"mode {a.mode}, no-op with empty axes {a.noop_with_empty_axes}")
+    g.add(n, "ReduceFusion", dict(keep_dims=bool(a.keep_dims), mode=_REDUCE_MODES[a.mode], reduce_to_end=False,
+                                  coeff=1.0), [n.inputs[0], g.const(f"{n.name}/axes", axes)])
+
+
+_OR, _R = ours.ReduceMode, fb.ReduceMode
+_REDUCE_MODES = {_OR.MEAN: _R.ReduceMean, _OR.SUM: _R.ReduceSum, _OR.MAX: _R.ReduceMax, _OR.MIN: _R.ReduceMin,
+                 _OR.PROD: _R.ReduceProd, _OR.SUM_SQUARE: _R.ReduceSumSquare, _OR.L1: _R.ReduceASum,
+                 _OR.L2: _R.ReduceL2}
+
+
 _ACTIVATIONS: dict[int, Callable[[Any], dict[str, Any]]] = {  # ours -> the official Activation's fields
     _OA.LEAKY_RELU: lambda a: dict(activation_type=_A.LEAKY_RELU, alpha=a.alpha),
     _OA.ELU: lambda a: dict(activation_type=_A.ELU, alpha=a.alpha),
@@ -376,6 +458,8 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "Squeeze": _with_axes("Squeeze"),
     "Unsqueeze": _with_axes("Unsqueeze"),
     "LayerNorm": _layer_norm,
+    "Attention": _attention,
+    "Reduce": _reduce,
     "QuantDTypeCast": lambda g, n: g.add(n, "QuantDTypeCast", dict(src_t=n.attrs.src_t, dst_t=n.attrs.dst_t),
                                          n.inputs[:1]),
 }

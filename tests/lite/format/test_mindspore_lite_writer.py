@@ -128,6 +128,50 @@ def test_our_gather_slice_and_layer_norm_run_in_the_official_runtime(tmp_path: P
     within(official.as_arrays(official.run(path, x), expected), expected)
 
 
+@pytest.mark.parametrize("build", ["text_encoder", "attention_encoder"])
+def test_our_text_encoder_runs_in_the_official_runtime_as_onnxruntime(tmp_path: Path, build: str) -> None:
+    """The zoo's text encoders (PyTorch's export at opset 14, whose attention our converter fuses; and the
+    opset-23 Attention with 3-D inputs): our Attention written as MatMulFusion, MulFusion, Softmax and MatMulFusion
+    (3-D: split into heads by Reshape and Transpose), the token mean as ReduceFusion, the residual of a fully
+    connected layer as an AddFusion, fed int64 tokens as onnxruntime."""
+    official.require()
+    from models import text
+    model = getattr(text, build)(batch=2)[1]
+    path = tmp_path / f"{build}.ms"
+    path.write_bytes(convert(model, save_type="MINDIR_LITE"))
+    root = fb.MetaGraph.GetRootAs(path.read_bytes(), 0)
+    codes = fb.PrimitiveType
+    assert {codes.MatMulFusion, codes.Softmax, codes.ReduceFusion, codes.LayerNormFusion} <= \
+        {root.Nodes(k).Primitive().ValueType() for k in range(root.NodesLength())}
+    tokens = np.random.default_rng(3).integers(0, 50, (2, 16))
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, {"tokens": tokens})
+    within(official.as_arrays(official.run(path, tokens), expected), expected)
+
+
+@pytest.mark.parametrize("rank", [4, 3])
+def test_our_attention_with_a_mask_runs_in_the_official_runtime(tmp_path: Path, rank: int) -> None:
+    """Opset-23 Attention of a float additive mask, keys and values of their own length and width (4-D with a
+    scale; 3-D with three heads) against onnxruntime."""
+    official.require()
+    rng = np.random.default_rng(4)
+    shape, width, attrs = ([2, 3, 5, 8], 8, dict(scale=0.2)) if rank == 4 else \
+        ([2, 5, 12], 12, dict(q_num_heads=3, kv_num_heads=3))
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("MatMul", ["input", "wk"], ["k"]), n("MatMul", ["input", "wv"], ["v"]),
+         n("Attention", ["input", "k", "v", "mask"], ["y"], **attrs)], "attention",
+        [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(rng.standard_normal(dims).astype(np.float32), name)
+         for name, dims in (("wk", (width, width)), ("wv", (width, width // 4 * 3)), ("mask", (5, 5)))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    path = tmp_path / "attention.ms"
+    path.write_bytes(convert(model, save_type="MINDIR_LITE"))
+    x = rng.standard_normal(shape).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})
+    within(official.as_arrays(official.run(path, x), expected), expected)
+
+
 def test_an_op_without_official_counterpart_is_refused_naming_it() -> None:
     with pytest.raises(NotSupportedError, match=r"Erf node 'the_node'.*no MindSpore Lite counterpart"):
         convert(_one_node("Erf"), save_type="MINDIR_LITE")
