@@ -9,6 +9,7 @@ import numpy as np
 from lite import dtypes
 from lite.format.fields import MAX_ELEMENTS, int_vector, packed_values, tensor_header, text
 from lite.format.graph import assemble
+from lite.format.mindspore_lite.control_flow import CALL_OPS, rebuild
 from lite.format.mindspore_lite.ops import Graph, primitive_name, translate
 from lite.format.mindspore_lite.residuals import fuse_residuals
 from lite.format.mindspore_lite.training import is_training, training_parts, updated_tensors
@@ -24,6 +25,7 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)     # a quant scale the kernels c
 # (Conv2DFusion weights are [out, kh, kw, in / group] whatever the file says).
 _FORMATS = {fb.Format.NCHW: ours.Format.NCHW, fb.Format.NHWC: ours.Format.NHWC, fb.Format.KHWC: ours.Format.OHWI}
 
+_VALUE_NODE = 0     # the official Tensor.nodeType of a constant
 _COMPRESSIONS = (fb.WeightQuantCompressType.NONE, fb.WeightQuantCompressType.BITPACKING)     # weights read
 # Node quant types read (the official -> ours).
 _QUANT_TYPES = {fb.QuantType.QUANT_NONE: ours.QuantType.NONE, fb.QuantType.QUANT_WEIGHT: ours.QuantType.WEIGHT,
@@ -36,8 +38,9 @@ _QUANT_TYPES = {fb.QuantType.QUANT_NONE: ours.QuantType.NONE, fb.QuantType.QUANT
 def read(buf: memoryview) -> Model:
     """The model in a verified MSL2 buffer: float, weight-quant (8-bit, 16-bit, bit-packed below 8) and full-quant
     (int8 tensors with their params; the nodes run MindSpore Lite's rounding, `NNACL`) models; otherwise
-    compressed weights and control flow (more than one subgraph) are refused with `NotSupportedError` naming
-    what. A training file (optimizer nodes) gets the subgraphs `TrainSession` runs (`training.py`)."""
+    compressed weights are refused with `NotSupportedError` naming what. Control flow (calls between subgraphs)
+    becomes our If and Loop nodes (`control_flow.py`). A training file (optimizer nodes) gets the subgraphs
+    `TrainSession` runs (`training.py`)."""
     root = fb.MetaGraph.GetRootAs(buf, 0)
     graph_in = int_vector(root, "InputIndex")
     inputs = set(graph_in)
@@ -52,10 +55,10 @@ def read(buf: memoryview) -> Model:
     if not graph_out:
         raise GraphFileError("model has no outputs")
     count = root.NodesLength()
-    if root.SubGraphLength() > 1:
-        raise NotSupportedError(f"the model has {root.SubGraphLength()} subgraphs: control flow in MindSpore Lite "
-                                f"files is not supported yet")
-    if root.SubGraphLength() == 1:
+    subgraphs = [root.SubGraph(s) for s in range(root.SubGraphLength())]
+    spans: dict[int, tuple[int, int]] = {}      # official node -> the range of our nodes it became
+    calls: dict[int, tuple[Any, ...]] = {}      # official PartialFusion, Switch and Call nodes (control_flow.py)
+    if len(subgraphs) == 1:
         main = root.SubGraph(0)
         members = int_vector(main, "NodeIndices")
         if sorted(members) != list(range(count)):
@@ -77,7 +80,19 @@ def read(buf: memoryview) -> Model:
         table.Init(value.Bytes, value.Pos)
         inputs = [graph.check_index(i, f"node '{name}'") for i in int_vector(node, "InputIndex")]
         outputs = [graph.check_index(i, f"node '{name}'") for i in int_vector(node, "OutputIndex")]
+        if op in CALL_OPS:
+            calls[k] = (name, op, table, inputs, outputs)
+            continue
+        first = len(graph.nodes)
         translate(graph, name, op, table, inputs, outputs, _QUANT_TYPES[node.QuantType()])
+        spans[k] = (first, len(graph.nodes))
+    if len(subgraphs) > 1:     # control flow: the graph rewrites below do not look into bodies
+        nodes, parts = rebuild(graph.tensors, graph.nodes, spans, calls, subgraphs, graph.check_index)
+        return assemble(text(root.Name(), ""), text(root.Version(), ""), graph.tensors, nodes, graph_in,
+                        graph_out, parts, buf.obj, root.FmkType())
+    if calls:
+        raise GraphFileError(f"node '{calls[min(calls)][0]}' is a {calls[min(calls)][1]}, but the model has no "
+                             f"subgraph to call")
     nodes = cancel_transposes(graph.tensors, graph.nodes, graph_out)
     if is_training(nodes):      # the backward reads forward tensors a residual fusion would remove
         parts = training_parts(graph.tensors, nodes, graph_in, graph_out)
@@ -96,7 +111,8 @@ def _read_tensor(index: int, t: Any, graph_input: bool) -> TensorDef:
                                 f"MindSpore Lite weights are supported yet")
     if t.ExternalDataLength():
         raise NotSupportedError(f"tensor '{name}' keeps its data in an external file, which is not supported")
-    const = t.DataLength() > 0 and not graph_input
+    # A value tensor of no elements (Reduce's "all axes") is a constant too, though it stores no bytes.
+    const = not graph_input and (t.DataLength() > 0 or t.NodeType() == _VALUE_NODE and 0 in dims)
     quant = [_quant_param(t.QuantParams(k)) for k in range(t.QuantParamsLength())]
     if not all(0 < q.scale < _FLOAT32_MAX for q in quant):
         raise GraphFileError(f"tensor '{name}' has a quant scale that is not a positive finite number")
@@ -146,6 +162,8 @@ def _read_data(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype) -> np.
     if count > MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():
         raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
                              f"{dtypes.type_name(t.DataType())} need {count * dtype.itemsize}")
+    if count == 0:
+        return np.zeros(dims, dtype).view()
     raw = t.DataAsNumpy()
     values = raw.view(dtype) if raw.ctypes.data % dtype.itemsize == 0 else raw.copy().view(dtype)
     return values.reshape(dims)

@@ -1,0 +1,77 @@
+"""Official MindSpore Lite control-flow files (PartialFusion, Switch, Call) read as our If and Loop nodes.
+
+The fixtures in mindspore_lite_control_flow/ are MindSpore 2.0 GRAPH_MODE exports (MINDIR) of three nets of pure
+ops, converted by the official 2.0.0 converter (`--fmk=MINDIR`): `while` (y = x; while sum|y| < 20:
+y = 2 tanh(y) + y; return y - x), `if_else` (sum x > 0: relu(x) * 3, else x * 2 - 1) and `if_matmul` (sum x > 0:
+x @ W, else x * 2). Each `.npz` holds three inputs that take both paths, MindSpore's outputs and, for `while`,
+the official runtime's (it does not finish the if/else files).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import flatbuffers
+import numpy as np
+import pytest
+
+from lite.context import Context
+from lite.model import Model
+from lite.session import LiteSession
+from lite.status import GraphFileError, NotSupportedError
+from schema.mindspore_lite import fb
+
+FIXTURES = Path(__file__).with_name("mindspore_lite_control_flow")
+
+
+def outputs(model: Model, xs: np.ndarray) -> np.ndarray:
+    session = LiteSession.CreateSession(Context())
+    session.CompileGraph(model)
+    results = []
+    for x in xs:
+        session.GetInputs()[0].MutableData()[...] = x
+        session.RunGraph()
+        results.append(next(iter(session.GetOutputs().values())).numpy().copy())
+    return np.stack(results)
+
+
+def relative(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / np.ptp(b))
+
+
+@pytest.mark.parametrize("net, op", [("while", "Loop"), ("if_else", "If"), ("if_matmul", "If")])
+def test_outputs_are_mindspores(net, op):
+    ref = np.load(FIXTURES / f"{net}.npz")
+    model = Model.Load(str(FIXTURES / f"{net}.ms"))
+    assert [nd.op for nd in model.nodes].count(op) == 1
+    got = outputs(model, ref["x"])
+    assert relative(got, ref["mindspore"]) < 1e-5
+    if "official" in ref:
+        assert relative(got, ref["official"]) < 1e-4
+
+
+def test_both_branches_run():
+    ref = np.load(FIXTURES / "if_else.npz")
+    taken = [x.sum() > 0 for x in ref["x"]]
+    assert any(taken) and not all(taken)      # the fixture's inputs take each branch
+
+
+def partial_indices(buf: bytearray) -> list[int]:
+    """The byte offsets of the PartialFusion nodes' subGraphIndex fields."""
+    root = fb.MetaGraph.GetRootAs(buf, 0)
+    found = []
+    for k in range(root.NodesLength()):
+        primitive = root.Nodes(k).Primitive()
+        if primitive.ValueType() == fb.PrimitiveType.PartialFusion:
+            table = fb.PartialFusion()
+            table.Init(primitive.Value().Bytes, primitive.Value().Pos)
+            found.append(table._tab.Pos + table._tab.Offset(4))
+    return found
+
+
+@pytest.mark.parametrize("index, error, words", [(0, NotSupportedError, "calls itself"),
+                                                 (9, GraphFileError, "the model has 3 subgraphs")])
+def test_other_calls_are_refused(index, error, words):
+    buf = bytearray((FIXTURES / "if_else.ms").read_bytes())
+    flatbuffers.encode.Write(flatbuffers.packer.int64, buf, partial_indices(buf)[0], index)
+    with pytest.raises(error, match=words):
+        Model.Import(buf)
