@@ -14,7 +14,7 @@ partial or a Switch of two partials) is refused with `NotSupportedError` naming 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from lite.dtypes import DataType
 from lite.format.fields import int_vector, text
@@ -60,6 +60,16 @@ def add_call_node(sub: Subgraph, subgraphs: int, name: str, op: str, table: Any,
         sub.calls.append((inputs[0], outputs))
 
 
+class WhileLoop(NamedTuple):
+    """A while loop as its header's Switch states it, in the header's tensors and subgraph indices."""
+    condition: int
+    body: int
+    body_args: list[int]
+    back_args: list[int]     # what the body calls the header with: the next values of the header's inputs
+    exit: int
+    exit_args: list[int]
+
+
 class Rebuild:
     """Our nodes and bodies for the official subgraphs, starting from the main one (subgraph 0)."""
 
@@ -92,6 +102,14 @@ class Rebuild:
             members.append(len(self.nodes))
         self.nodes.append(node)
 
+    def _nodes(self, sub: Subgraph, env: dict[int, int], members: list[int] | None, keep: bool = False) -> None:
+        """Copy `sub`'s nodes, their inputs bound by `env`, their outputs added to it (fresh tensors unless
+        `keep`)."""
+        for node in _ordered(sub.nodes):
+            outputs = [env.setdefault(o, o if keep else self._fresh(o)) for o in node.outputs]
+            self._emit(replace(node, inputs=[self._value(env, i, sub) for i in node.inputs], outputs=outputs),
+                       members)
+
     def _value(self, env: dict[int, int], t: int, sub: Subgraph) -> int:
         """The tensor standing for `sub`'s tensor `t` where `sub` is being copied."""
         if t < 0 or t in env:
@@ -118,10 +136,7 @@ class Rebuild:
             for o, t in zip(sub.outputs, targets):
                 if o not in env and not self.tensors[o].is_const:
                     env[o] = t
-        for node in _ordered(sub.nodes):
-            outputs = [env.setdefault(o, o if keep else self._fresh(o)) for o in node.outputs]
-            self._emit(replace(node, inputs=[self._value(env, i, sub) for i in node.inputs], outputs=outputs),
-                       members)
+        self._nodes(sub, env, members, keep)
         if len(sub.calls) > 1:
             raise NotSupportedError(f"subgraph '{sub.name}' has {len(sub.calls)} Call nodes: only one, its last "
                                     f"act, is supported")
@@ -192,9 +207,8 @@ class Rebuild:
         return index
 
     # ---- while loops ------------------------------------------------------------------------------------------
-    def _loop_parts(self, h: int) -> tuple[int, list[int], int, list[int], list[int], int] | None:
-        """For a while header `h`: (its condition, the body subgraph and its arguments, the arguments the body
-        calls the header with, the exit subgraph and its arguments), else None."""
+    def _loop_parts(self, h: int) -> WhileLoop | None:
+        """The while loop whose header is `h`, or None when `h` is not a header."""
         header = self.subs[h]
         if len(header.calls) != 1 or header.calls[0][0] not in header.switches:
             return None
@@ -206,7 +220,7 @@ class Rebuild:
                 raise NotSupportedError(f"subgraph '{header.name}' loops while its condition is false: not "
                                         f"supported")
             return None
-        return cond, b, b_args, back, x, x_args
+        return WhileLoop(cond, b, b_args, back, x, x_args)
 
     def _calls_back(self, s: int, h: int) -> list[int] | None:
         """The arguments subgraph `s` calls header `h` with as its last act, or None."""
@@ -218,16 +232,13 @@ class Rebuild:
 
     def _header(self, h: int, values: list[int], members: list[int] | None) -> dict[int, int]:
         """The header's nodes copied on `values`: its tensors as copied."""
-        header = self.subs[h]
-        env = dict(zip(header.inputs, values))
-        for node in _ordered(header.nodes):
-            outputs = [env.setdefault(o, self._fresh(o)) for o in node.outputs]
-            self._emit(replace(node, inputs=[self._value(env, i, header) for i in node.inputs], outputs=outputs),
-                       members)
+        env = dict(zip(self.subs[h].inputs, values))
+        self._nodes(self.subs[h], env, members)
         return env
 
-    def _loop(self, h: int, parts: tuple, values: list[int], outputs: list[int],
+    def _loop(self, h: int, parts: WhileLoop, values: list[int], outputs: list[int],
               members: list[int] | None) -> None:
+        """A Loop node carrying the header's inputs (from `values`), then the exit writing `outputs`."""
         cond, b, b_args, back, x, x_args = parts
         header, body = self.subs[h], self.subs[b]
         if len(b_args) != len(body.inputs) or len(back) != len(header.inputs):
