@@ -406,6 +406,78 @@ _REDUCE_MODES = {_OR.MEAN: _R.ReduceMean, _OR.SUM: _R.ReduceSum, _OR.MAX: _R.Red
                  _OR.L2: _R.ReduceL2}
 
 
+def _prelu(g: _Graph, n: NodeDef) -> None:
+    """PReLU of one shared slope, or one per channel of the last axis: the slope flattened, as the official
+    converter writes it. The official kernel takes its channels from the input's format, so a per-channel input
+    must be 2-D or NHWC (`_prelu_channels`, once the formats are known)."""
+    x, slope = g.tensors[n.inputs[0]], g.tensors[n.inputs[1]]
+    size = int(np.prod(slope.dims))
+    if slope.data is None or size > 1 and (not x.dims or list(slope.dims[-1:]) != [x.dims[-1]] or
+                                           size != x.dims[-1]):
+        raise _refuse(n, f"a slope of dims {list(slope.dims)} for an input of {list(x.dims)}, not one shared or one "
+                         f"per channel of the last axis")
+    g.add(n, "PReLUFusion", dict(channel_shared=size == 1),
+          [n.inputs[0], g.const(f"{n.name}/slope", slope.data.reshape(-1))])
+
+
+def _prelu_channels(g: _Graph) -> None:
+    """Refuses a per-channel PReLUFusion whose input the official runtime would not read channels-last."""
+    for node in g.nodes:
+        x = g.tensors[node.inputs[0]]
+        if node.op == "PReLUFusion" and not node.fields["channel_shared"] and \
+                not (len(x.dims) == 2 or len(x.dims) == 4 and x.format == _F.NHWC):
+            raise NotSupportedError(f"PReLU node '{node.name}': a slope per channel of an input of dims "
+                                    f"{list(x.dims)} not laid out NHWC, which MindSpore Lite's format cannot express")
+
+
+_PADDINGS = {ours.PaddingFill.CONSTANT: fb.PaddingMode.CONSTANT, ours.PaddingFill.REFLECT: fb.PaddingMode.REFLECT}
+
+
+def _pad(g: _Graph, n: NodeDef) -> None:
+    """Pad of every axis (our pads begins then ends) as PadFusion's [rank, 2] (begin, end) pairs input, the
+    constant value its attribute."""
+    value = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] >= 0 else None
+    if n.attrs.mode not in _PADDINGS or (len(n.inputs) > 3 and n.inputs[3] >= 0) or \
+            (value is not None and g.tensors[value].data is None):
+        raise _refuse(n, f"padding mode {n.attrs.mode}, axes, or a padding value computed at run time")
+    pads = _int32_values(g, n, 1, "pads")
+    pairs = np.stack([pads[:pads.size // 2], pads[pads.size // 2:]], axis=1)
+    fill = float(g.tensors[value].data.reshape(-1)[0]) if value is not None else 0.0
+    g.add(n, "PadFusion", dict(padding_mode=_PADDINGS[n.attrs.mode], constant_value=fill),
+          [n.inputs[0], g.const(f"{n.name}/paddings", pairs)])
+
+
+def _split(g: _Graph, n: NodeDef) -> None:
+    """Split along one axis into its outputs' known sizes (the official `size_splits`)."""
+    rank = len(g.tensors[n.inputs[0]].dims)
+    axis = n.attrs.axis % max(rank, 1)
+    sizes = [g.tensors[o].dims[axis] if len(g.tensors[o].dims) == rank else -1 for o in n.outputs]
+    if min(sizes, default=-1) < 0:
+        raise _refuse(n, "outputs of unknown sizes")
+    g.add(n, "Split", dict(output_num=len(sizes), size_splits=sizes, axis=axis), n.inputs[:1])
+
+
+def _tile(g: _Graph, n: NodeDef) -> None:
+    """Tile by const repeats, one per axis: TileFusion over every axis, the repeats an int32 input."""
+    repeats = _int32_values(g, n, 1, "repeats")
+    g.add(n, "TileFusion", dict(dims=list(range(repeats.size))), [n.inputs[0], g.const(f"{n.name}/repeats",
+                                                                                       repeats)])
+
+
+_CASTS = {DataType.FLOAT32, DataType.INT32}     # what the official Cast kernel converts between, both ways
+
+
+def _cast(g: _Graph, n: NodeDef) -> None:
+    """Cast between float32 and int32 (int64, which official files hold as int32, counting as int32): Cast with
+    the target type an int32 const input."""
+    narrow = {DataType.INT64: DataType.INT32}
+    source, target = (narrow.get(t, t) for t in (g.tensors[n.inputs[0]].data_type, n.attrs.to))
+    if not {source, target} <= _CASTS:
+        raise _refuse(n, f"a cast from type {source} to {target}")
+    g.tensors[n.outputs[0]].data_type = target
+    g.add(n, "Cast", {}, [n.inputs[0], g.const(f"{n.name}/to", np.array([target], np.int32))])
+
+
 _ACTIVATIONS: dict[int, Callable[[Any], dict[str, Any]]] = {  # ours -> the official Activation's fields
     _OA.LEAKY_RELU: lambda a: dict(activation_type=_A.LEAKY_RELU, alpha=a.alpha),
     _OA.ELU: lambda a: dict(activation_type=_A.ELU, alpha=a.alpha),
@@ -452,7 +524,12 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "Slice": _slice,
     "Gather": _gather,
     "LSTM": _lstm,
-    **{op: _plain(op) for op in ("Abs", "Sqrt", "Neg", "Log")},
+    **{op: _plain(op) for op in ("Abs", "Sqrt", "Neg", "Log", "Erf")},
+    "PReLU": _prelu,
+    "Pad": _pad,
+    "Split": _split,
+    "Tile": _tile,
+    "Cast": _cast,
     "Exp": lambda g, n: g.add(n, "ExpFusion", dict(base=-1.0, scale=1.0, shift=0.0), n.inputs[:1]),
     "Pow": lambda g, n: g.add(n, "PowFusion", dict(scale=1.0, shift=0.0), n.inputs[:2]),
     "Squeeze": _with_axes("Squeeze"),
@@ -527,6 +604,7 @@ def translate(tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inputs: Se
                 raise NotSupportedError(f"tensor '{g.tensors[i].name}' holds int64 values beyond int32, which "
                                         f"{node.op} node '{node.name}' would read as int32")
     _formats(g, inputs, {i for i in inputs if tensors[i].format == ours.Format.NHWC})
+    _prelu_channels(g)
     return g
 
 

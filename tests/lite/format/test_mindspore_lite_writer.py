@@ -87,15 +87,19 @@ def test_our_segmentation_net_runs_in_the_official_runtime_with_int32_indices(tm
 
 def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
     """"gather": Gather of const indices, a Slice to the end (INT64_MAX, written as int32's largest) with a step,
-    Unsqueeze and Squeeze; "norm": LayerNormalization; "unary": Abs, Sqrt, Pow, Log, Neg, Exp. With the official
-    primitives each must become."""
+    Unsqueeze and Squeeze; "norm": LayerNormalization; "unary": Abs, Sqrt, Pow, Log, Neg, Exp; "tensor": Erf,
+    PRelu of a shared slope, Pad (constant, then reflect), Tile, Split, ReduceSum, Cast to int32 and back;
+    "conv_prelu": PRelu of one slope per channel after a Conv (NHWC there). With the official primitives each must
+    become."""
     rng = np.random.default_rng(12)
     n = helper.make_node
     consts = {"idx": [5, 0, 3, 3], "starts": [1], "ends": [np.iinfo(np.int64).max], "axes": [2], "steps": [2],
-              "where": [1]}
+              "where": [1], "pads": [0, 1, 2, 0, 0, 2, 1, 1], "reps": [1, 2, 1, 3], "sizes": [10, 16], "over": [1, 3]}
     inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), k) for k, v in consts.items()]
     inits += [onnx.numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), k) for k in ("g", "b")]
     inits.append(onnx.numpy_helper.from_array(np.array(3.0, np.float32), "three"))
+    inits += [onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), k)
+              for k, shape in (("slope", (1,)), ("channel_slopes", (5, 1, 1)), ("w", (5, 7, 3, 3)))]
     codes = fb.PrimitiveType
     nodes, primitives = {
         "gather": ([n("Gather", ["input", "idx"], ["gathered"], axis=1),
@@ -106,15 +110,25 @@ def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
                  {codes.LayerNormFusion}),
         "unary": ([n("Abs", ["input"], ["u1"]), n("Sqrt", ["u1"], ["u2"]), n("Pow", ["u2", "three"], ["u3"]),
                    n("Log", ["u3"], ["u4"]), n("Neg", ["u4"], ["u5"]), n("Exp", ["u5"], ["y"])],
-                  {codes.Abs, codes.Sqrt, codes.PowFusion, codes.Log, codes.Neg, codes.ExpFusion})}[kind]
+                  {codes.Abs, codes.Sqrt, codes.PowFusion, codes.Log, codes.Neg, codes.ExpFusion}),
+        "tensor": ([n("Erf", ["input"], ["e"]), n("PRelu", ["e", "slope"], ["p"]), n("Pad", ["p", "pads", "three"],
+                                                                                       ["c"]),
+                    n("Pad", ["c", "pads"], ["r"], mode="reflect"), n("Tile", ["r", "reps"], ["t"]),
+                    n("Split", ["t", "sizes"], ["a", "rest"], axis=1), n("ReduceSum", ["a", "over"], ["m"], keepdims=1),
+                    n("Mul", ["m", "three"], ["m3"]), n("Cast", ["m3"], ["i"], to=onnx.TensorProto.INT32),
+                    n("Cast", ["i"], ["y"], to=onnx.TensorProto.FLOAT)],
+                   {codes.Erf, codes.PReLUFusion, codes.PadFusion, codes.TileFusion, codes.Split, codes.ReduceFusion,
+                    codes.Cast}),
+        "conv_prelu": ([n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+                        n("PRelu", ["c", "channel_slopes"], ["y"])], {codes.Conv2DFusion, codes.PReLUFusion})}[kind]
     graph = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT,
                                                                           [2, 7, 12, 6])],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), primitives
 
 
-@pytest.mark.parametrize("kind", ["gather", "norm", "unary"])
-def test_our_gather_slice_and_layer_norm_run_in_the_official_runtime(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("kind", ["gather", "norm", "unary", "tensor", "conv_prelu"])
+def test_our_index_norm_and_tensor_ops_run_in_the_official_runtime(tmp_path: Path, kind: str) -> None:
     """Against onnxruntime. (A LayerNormFusion fed by a StridedSlice of a Gather's output, in either order, gets
     only its first half of rows right in the 2.0.0 runtime: a chain this test leaves out.)"""
     official.require()
@@ -173,8 +187,21 @@ def test_our_attention_with_a_mask_runs_in_the_official_runtime(tmp_path: Path, 
 
 
 def test_an_op_without_official_counterpart_is_refused_naming_it() -> None:
-    with pytest.raises(NotSupportedError, match=r"Erf node 'the_node'.*no MindSpore Lite counterpart"):
-        convert(_one_node("Erf"), save_type="MINDIR_LITE")
+    with pytest.raises(NotSupportedError, match=r"Hardmax node 'the_node'.*no MindSpore Lite counterpart"):
+        convert(_one_node("Hardmax"), save_type="MINDIR_LITE")
+
+
+def test_a_prelu_per_channel_of_an_nchw_input_is_refused_naming_it() -> None:
+    """The official kernel counts a 4-D NCHW input's channels on axis 1, where ONNX's slopes here run along the
+    last."""
+    model = _one_node("PRelu")
+    model.graph.node[0].input.append("slope")
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.ones(4, np.float32), "slope"))
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.shape.dim.insert(0, onnx.TensorShapeProto.Dimension(dim_value=1))
+        value.type.tensor_type.shape.dim.insert(0, onnx.TensorShapeProto.Dimension(dim_value=2))
+    with pytest.raises(NotSupportedError, match=r"PReLU node 'the_node': a slope per channel.*not laid out NHWC"):
+        convert(model, save_type="MINDIR_LITE")
 
 
 def test_an_activation_without_official_counterpart_is_refused_naming_it() -> None:
