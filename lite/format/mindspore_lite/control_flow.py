@@ -36,7 +36,15 @@ class Subgraph:
     nodes: list[NodeDef] = field(default_factory=list)
     partials: dict[int, tuple[int, list[int]]] = field(default_factory=dict)   # out -> (subgraph, arguments)
     switches: dict[int, tuple[int, int, int]] = field(default_factory=dict)    # out -> (condition, then, else)
-    calls: list[tuple[int, list[int]]] = field(default_factory=list)           # (callee tensor, outputs)
+    calls: list[CallSite] = field(default_factory=list)
+
+
+@dataclass
+class CallSite:
+    """A Call node: the partial or Switch it runs, what it reads (ordered among the nodes by it) and writes."""
+    callee: int
+    outputs: list[int]
+    inputs: list[int] = field(default_factory=list)     # the partials' arguments and the Switch's condition
 
 
 def add_call_node(sub: Subgraph, subgraphs: int, name: str, op: str, table: Any, inputs: list[int],
@@ -57,7 +65,7 @@ def add_call_node(sub: Subgraph, subgraphs: int, name: str, op: str, table: Any,
         if len(inputs) != 1:
             raise NotSupportedError(f"Call node '{name}' has {len(inputs)} inputs: only the call of one partial "
                                     f"is supported")
-        sub.calls.append((inputs[0], outputs))
+        sub.calls.append(CallSite(inputs[0], outputs))
 
 
 class WhileLoop(NamedTuple):
@@ -65,7 +73,7 @@ class WhileLoop(NamedTuple):
     condition: int
     body: int
     body_args: list[int]
-    back_args: list[int]     # what the body calls the header with: the next values of the header's inputs
+    back: tuple[CallSite, list[int]]     # the body's call of the header, with the next values of its inputs
     exit: int
     exit_args: list[int]
 
@@ -79,7 +87,7 @@ class Rebuild:
         self.parts: list[Part] = []
         self.running: list[int] = []      # the subgraphs being copied, outermost first
         self.written = {t for sub in subs for t in (*sub.inputs, *(o for n in sub.nodes for o in n.outputs),
-                                                   *(o for _, outs in sub.calls for o in outs))}
+                                                   *(o for c in sub.calls for o in c.outputs))}
 
     def main(self) -> tuple[list[NodeDef], list[Part]]:
         main = self.subs[0]
@@ -102,13 +110,12 @@ class Rebuild:
             members.append(len(self.nodes))
         self.nodes.append(node)
 
-    def _nodes(self, sub: Subgraph, env: dict[int, int], members: list[int] | None, keep: bool = False) -> None:
-        """Copy `sub`'s nodes, their inputs bound by `env`, their outputs added to it (fresh tensors unless
-        `keep`)."""
-        for node in _ordered(sub.nodes):
-            outputs = [env.setdefault(o, o if keep else self._fresh(o)) for o in node.outputs]
-            self._emit(replace(node, inputs=[self._value(env, i, sub) for i in node.inputs], outputs=outputs),
-                       members)
+    def _reads(self, sub: Subgraph, callee: int) -> list[int]:
+        """The tensors of `sub` a call of `callee` reads."""
+        if callee in sub.switches:
+            cond, then, other = sub.switches[callee]
+            return [cond, *self._partial(sub, then)[1], *self._partial(sub, other)[1]]
+        return list(self._partial(sub, callee)[1])
 
     def _value(self, env: dict[int, int], t: int, sub: Subgraph) -> int:
         """The tensor standing for `sub`'s tensor `t` where `sub` is being copied."""
@@ -121,11 +128,11 @@ class Rebuild:
 
     # ---- copying a subgraph -----------------------------------------------------------------------------------
     def _copy(self, s: int, env: dict[int, int], members: list[int] | None, keep: bool = False,
-              targets: list[int] | None = None, calls: bool = True) -> tuple[list[int], dict[int, int]]:
+              targets: list[int] | None = None, skip: CallSite | None = None) -> tuple[list[int], dict[int, int]]:
         """Copy subgraph `s` (its inputs bound by `env`) into the graph whose node indices go to `members` (None:
         the main graph); return its outputs and its tensors as copied. `keep`: its tensors are used as they are
-        (the main graph, copied once); `targets`: the tensors its outputs must be; `calls`: whether its Call runs
-        (not when it is a while body's call back to the header)."""
+        (the main graph, copied once); `targets`: the tensors its outputs must be; `skip`: a call not made (a while
+        body's call back to its header, which is the loop's next iteration)."""
         sub = self.subs[s]
         if s in self.running:
             raise NotSupportedError(f"subgraph '{sub.name}' calls itself other than as a while loop: this control "
@@ -136,14 +143,16 @@ class Rebuild:
             for o, t in zip(sub.outputs, targets):
                 if o not in env and not self.tensors[o].is_const:
                     env[o] = t
-        self._nodes(sub, env, members, keep)
-        if len(sub.calls) > 1:
-            raise NotSupportedError(f"subgraph '{sub.name}' has {len(sub.calls)} Call nodes: only one, its last "
-                                    f"act, is supported")
-        for callee, outputs in sub.calls if calls else ():
-            mapped = [env.setdefault(o, o if keep else self._fresh(o)) for o in outputs]
-            self._call(sub, env, callee, mapped, members)
-        results = [self._value(env, o, sub) for o in sub.outputs] if calls else []
+        for site in sub.calls:
+            site.inputs = self._reads(sub, site.callee)
+        for item in _ordered([*sub.nodes, *(c for c in sub.calls if c is not skip)]):
+            outputs = [env.setdefault(o, o if keep else self._fresh(o)) for o in item.outputs]
+            if isinstance(item, CallSite):
+                self._call(sub, env, item.callee, outputs, members)
+            else:
+                self._emit(replace(item, inputs=[self._value(env, i, sub) for i in item.inputs], outputs=outputs),
+                           members)
+        results = [self._value(env, o, sub) for o in sub.outputs] if skip is None else []
         if targets is not None:
             for k, (r, t) in enumerate(zip(results, targets)):
                 if r != t:      # an output passed through from an input or a constant
@@ -210,9 +219,9 @@ class Rebuild:
     def _loop_parts(self, h: int) -> WhileLoop | None:
         """The while loop whose header is `h`, or None when `h` is not a header."""
         header = self.subs[h]
-        if len(header.calls) != 1 or header.calls[0][0] not in header.switches:
+        if len(header.calls) != 1 or header.calls[0].callee not in header.switches:
             return None
-        cond, then, other = header.switches[header.calls[0][0]]
+        cond, then, other = header.switches[header.calls[0].callee]
         (b, b_args), (x, x_args) = self._partial(header, then), self._partial(header, other)
         back = self._calls_back(b, h)
         if back is None:
@@ -222,24 +231,30 @@ class Rebuild:
             return None
         return WhileLoop(cond, b, b_args, back, x, x_args)
 
-    def _calls_back(self, s: int, h: int) -> list[int] | None:
-        """The arguments subgraph `s` calls header `h` with as its last act, or None."""
+    def _calls_back(self, s: int, h: int) -> tuple[CallSite, list[int]] | None:
+        """The call by which subgraph `s` ends calling header `h` (its outputs are the subgraph's) and its
+        arguments, or None."""
         sub = self.subs[s]
-        if len(sub.calls) != 1 or sub.calls[0][0] not in sub.partials:
-            return None
-        target, args = sub.partials[sub.calls[0][0]]
-        return args if target == h else None
+        for site in sub.calls:
+            target = sub.partials.get(site.callee)
+            if target is not None and target[0] == h and site.outputs == sub.outputs:
+                return site, target[1]
+        return None
 
     def _header(self, h: int, values: list[int], members: list[int] | None) -> dict[int, int]:
         """The header's nodes copied on `values`: its tensors as copied."""
-        env = dict(zip(self.subs[h].inputs, values))
-        self._nodes(self.subs[h], env, members)
+        header = self.subs[h]
+        env = dict(zip(header.inputs, values))
+        for node in _ordered(header.nodes):
+            outputs = [env.setdefault(o, self._fresh(o)) for o in node.outputs]
+            self._emit(replace(node, inputs=[self._value(env, i, header) for i in node.inputs], outputs=outputs),
+                       members)
         return env
 
     def _loop(self, h: int, parts: WhileLoop, values: list[int], outputs: list[int],
               members: list[int] | None) -> None:
         """A Loop node carrying the header's inputs (from `values`), then the exit writing `outputs`."""
-        cond, b, b_args, back, x, x_args = parts
+        cond, b, b_args, (tail, back), x, x_args = parts
         header, body = self.subs[h], self.subs[b]
         if len(b_args) != len(body.inputs) or len(back) != len(header.inputs):
             raise GraphFileError(f"while loop '{header.name}': subgraph '{body.name}' is called with "
@@ -256,7 +271,7 @@ class Rebuild:
             zip(header.inputs, carried))
         self.running.append(h)
         body_env = {i: self._value(env, a, header) for i, a in zip(body.inputs, b_args)}
-        _, made = self._copy(b, body_env, inner, calls=False)
+        _, made = self._copy(b, body_env, inner, skip=tail)
         following = [self._value(made, a, body) for a in back]
         after = self._header(h, following, inner)
         self.running.pop()
@@ -277,8 +292,9 @@ class Rebuild:
         self.running.pop()
 
 
-def _ordered(nodes: list[NodeDef]) -> list[NodeDef]:
-    """`nodes` in an order where each is after the nodes making its inputs (the file's order when it is one)."""
+def _ordered(nodes: list[Any]) -> list[Any]:
+    """`nodes` (NodeDefs and CallSites) in an order where each is after the nodes making its inputs (the file's
+    order when it is one)."""
     made = {t for n in nodes for t in n.outputs}
     ready: set[int] = set()
     pending, ordered = list(nodes), []
