@@ -8,6 +8,8 @@ again with the next values) or the exit. Our runtime has no calls, so each subgr
 they run: a direct call is inlined, an if/else becomes an `If` whose branches are the two subgraphs, a while
 loop becomes a `Loop` carrying the header's inputs: the header's condition computed once before the loop on the
 initial values and, in the loop's body, on the next values; the exit inlined after the loop on the final values.
+A subgraph may make several calls (an if/else inside a loop's body, a loop after another), copied in the order
+their inputs allow among its nodes, so control flow nests.
 Any other use of the calls (a subgraph calling itself other than as a while body, a Call of anything but a
 partial or a Switch of two partials) is refused with `NotSupportedError` naming the subgraph.
 """
@@ -28,6 +30,14 @@ CALL_OPS = ("PartialFusion", "Switch", "Call")     # the official primitives thi
 
 
 @dataclass
+class CallSite:
+    """A Call node: the partial or Switch it runs, what it reads (ordered among the nodes by it) and writes."""
+    callee: int
+    outputs: list[int]
+    inputs: list[int] = field(default_factory=list)     # the partials' arguments and the Switch's condition
+
+
+@dataclass
 class Subgraph:
     """One official subgraph: its interface, its translated nodes and its calls, by the tensors they write."""
     name: str
@@ -39,15 +49,7 @@ class Subgraph:
     calls: list[CallSite] = field(default_factory=list)
 
 
-@dataclass
-class CallSite:
-    """A Call node: the partial or Switch it runs, what it reads (ordered among the nodes by it) and writes."""
-    callee: int
-    outputs: list[int]
-    inputs: list[int] = field(default_factory=list)     # the partials' arguments and the Switch's condition
-
-
-def add_call_node(sub: Subgraph, subgraphs: int, name: str, op: str, table: Any, inputs: list[int],
+def _add_call_node(sub: Subgraph, subgraphs: int, name: str, op: str, table: Any, inputs: list[int],
                   outputs: list[int]) -> None:
     """Record one PartialFusion, Switch or Call node of `sub` (`subgraphs`: how many the file has)."""
     if op == "PartialFusion":
@@ -314,7 +316,7 @@ def rebuild(tensors: list[TensorDef], nodes: list[NodeDef], spans: dict[int, tup
             check_index: Callable[[int, str], int]) -> tuple[list[NodeDef], list[Part]]:
     """Our nodes and bodies for a file of several subgraphs (`subgraphs`: its SubGraph tables): `nodes` are the
     translated nodes, `spans[k]` the range of them official node k became, `calls[k]` the arguments of
-    `add_call_node` for its PartialFusion, Switch and Call nodes; `check_index(t, where)` checks a tensor
+    `_add_call_node` for its PartialFusion, Switch and Call nodes; `check_index(t, where)` checks a tensor
     index."""
     subs, owner = [], {}
     for s, table in enumerate(subgraphs):
@@ -327,7 +329,7 @@ def rebuild(tensors: list[TensorDef], nodes: list[NodeDef], spans: dict[int, tup
                                      f"{'in another subgraph' if k in owner else 'not in the model'}")
             owner[k] = s
             if k in calls:
-                add_call_node(sub, len(subgraphs), *calls[k])
+                _add_call_node(sub, len(subgraphs), *calls[k])
             else:
                 sub.nodes.extend(nodes[slice(*spans[k])])
         subs.append(sub)
