@@ -72,7 +72,7 @@ class ControlFlowKernel(Kernel):
 
     def __init__(self, node):
         super().__init__(node)
-        self.compiled: dict[tuple, Body] = {}
+        self.signatures: dict[tuple, Body] = {}     # not `compiled`: the kernel's flag of a compiled kernel
         self.result: list[np.ndarray] | None = None     # outputs computed while inferring (shapes known by running)
 
     def body(self, k: int, inputs: Sequence[TensorSpec]) -> Body:
@@ -80,14 +80,14 @@ class ControlFlowKernel(Kernel):
         body declares."""
         sub = self.node.bodies[k]
         key = (k, *((tuple(s.shape), s.dtype) for s in inputs))
-        if key not in self.compiled:
+        if key not in self.signatures:
             for t, spec in zip(sub.inputs, inputs):
                 declared = dtypes.to_numpy(sub.model.tensors[t].data_type)
                 if spec.dtype != declared:
                     raise self.error(f"subgraph '{sub.name}' input '{sub.model.tensors[t].name}' is {declared}, "
                                      f"but it is given {spec.dtype}")
-            self.compiled[key] = Body(sub, inputs)
-        return self.compiled[key]
+            self.signatures[key] = Body(sub, inputs)
+        return self.signatures[key]
 
     def keep(self, outputs: Sequence[np.ndarray]) -> list[TensorSpec]:
         """Keep outputs computed in `infer` for `run` to copy out; their specs."""

@@ -20,6 +20,7 @@ from lite.context import Context
 from lite.model import Model
 from lite.session import LiteSession
 from lite.status import GraphFileError, NotSupportedError
+from lite.tools.benchmark import main
 from schema.mindspore_lite import fb
 
 FIXTURES = Path(__file__).with_name("mindspore_lite_control_flow")
@@ -80,3 +81,8 @@ def test_other_calls_are_refused(index, error, words):
     flatbuffers.encode.Write(flatbuffers.packer.int64, buf, partial_indices(buf)[0], index)
     with pytest.raises(error, match=words):
         Model.Import(buf)
+
+
+def test_benchmark_runs_an_official_control_flow_file(capsys):
+    assert main([f"--modelFile={FIXTURES / 'two_whiles.ms'}", "--loopCount=2", "--warmUpLoopCount=0"]) == 0
+    assert "Success" in capsys.readouterr().out
