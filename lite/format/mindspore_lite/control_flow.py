@@ -192,17 +192,17 @@ class Rebuild:
 
     def _if(self, sub: Subgraph, env: dict[int, int], cond: int, then: tuple[int, list[int]],
             other: tuple[int, list[int]], outputs: list[int], members: list[int] | None) -> None:
-        """An If whose inputs are both branches' arguments; each branch ignores the other's."""
-        args = [self._value(env, a, sub) for a in (*then[1], *other[1])]
+        """An If whose inputs are the branches' arguments, each once; a branch ignores those it is not given."""
+        args = list(dict.fromkeys(self._value(env, a, sub) for a in (*then[1], *other[1])))
         indices = []
-        for k, (s, own) in enumerate((then, other)):
+        for s, own in (then, other):
             branch = self.subs[s]
             if len(own) != len(branch.inputs) or len(branch.outputs) != len(outputs):
                 raise GraphFileError(f"subgraph '{branch.name}' takes {len(branch.inputs)} inputs and returns "
                                      f"{len(branch.outputs)}, but '{sub.name}' calls it with {len(own)} and "
                                      f"takes {len(outputs)}")
             inputs = [self._fresh(a) for a in args]
-            mine = inputs[:len(own)] if k == 0 else inputs[len(then[1]):]
+            mine = [inputs[args.index(self._value(env, a, sub))] for a in own]
             indices.append(self._body(s, dict(zip(branch.inputs, mine)), inputs))
         self._emit(NodeDef(f"{sub.name}/if", "If", op_attrs.build("If", dict(
             then_branch=indices[0], else_branch=indices[1])), [self._value(env, cond, sub), *args], outputs),
