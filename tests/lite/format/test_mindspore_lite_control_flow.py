@@ -74,6 +74,20 @@ def partial_indices(buf: bytearray) -> list[int]:
     return found
 
 
+def test_a_loop_on_the_false_branch_is_refused():
+    """The while header's Switch with its two partials swapped: the body runs while the condition is false."""
+    buf = bytearray((FIXTURES / "while.ms").read_bytes())
+    root = fb.MetaGraph.GetRootAs(buf, 0)
+    node = next(root.Nodes(k) for k in range(root.NodesLength())
+                if root.Nodes(k).Primitive().ValueType() == fb.PrimitiveType.Switch)
+    start = node._tab.Vector(node._tab.Offset(10))      # CNode.inputIndex: condition, then, else
+    then, other = node.InputIndex(1), node.InputIndex(2)
+    flatbuffers.encode.Write(flatbuffers.packer.uint32, buf, start + 4, other)
+    flatbuffers.encode.Write(flatbuffers.packer.uint32, buf, start + 8, then)
+    with pytest.raises(NotSupportedError, match="loops while its condition is false"):
+        Model.Import(buf)
+
+
 @pytest.mark.parametrize("index, error, words", [(0, NotSupportedError, "calls itself"),
                                                  (9, GraphFileError, "the model has 3 subgraphs")])
 def test_other_calls_are_refused(index, error, words):
