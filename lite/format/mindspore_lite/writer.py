@@ -4,11 +4,11 @@ The inverse of `ops.py`: each of our ops becomes the official primitive(s) the o
 it (Conv2D -> Conv2DFusion, FullConnection -> MatMulFusion with transposed B, Add -> AddFusion, ...), our
 attributes that the official op takes as const inputs (Transpose's perm) become int32 const tensors, a
 convolution's or fully connected layer's fused residual becomes a following AddFusion, and our fused Attention
-the MatMulFusion, MulFusion, Softmax, MatMulFusion chain it stands for. The graph keeps our converter's layout: inputs and
-outputs as the source model lays them out, NHWC inside between the Transposes our converter inserted, so the
-official runtime is fed the same arrays as onnxruntime. Full-quant int8 graphs keep their tensors' quant params
-(per tensor, or per output channel of the weights) and mark their nodes QUANT_ALL. What the official format or
-runtime cannot take (an op without an official counterpart, an attribute value its kernels do not honour,
+the MatMulFusion, MulFusion, Softmax, MatMulFusion chain it stands for. The graph keeps our converter's layout:
+inputs and outputs as the source model lays them out, NHWC inside between the Transposes our converter inserted,
+so the official runtime is fed the same arrays as onnxruntime. Full-quant int8 graphs keep their tensors' quant
+params (per tensor, or per output channel of the weights) and mark their nodes QUANT_ALL. What the official format
+or runtime cannot take (an op without an official counterpart, an attribute value its kernels do not honour,
 weight-quant nodes, quantization of other than 8 bits) is refused with `NotSupportedError` naming the op and node
 or tensor.
 """
@@ -346,46 +346,49 @@ def _attention(g: _Graph, n: NodeDef) -> None:
                                                                       g.tensors[mask].data_type != DataType.FLOAT32):
         raise _refuse(n, "a key-value cache, a causal, windowed, softcapped or boolean mask, or outputs besides Y")
 
-    def heads_first(i: int, what: str) -> tuple[int, tuple[int, ...]]:
-        """Input i as [B, H, S, D]: itself when 4-D, else split into heads and transposed."""
-        dims = g.tensors[i].dims
-        if len(dims) == 4:
-            return i, dims
-        b, s, width = dims
-        split = g.computed(f"{n.name}/{what}_split", i, (b, s, heads, width // heads))
-        g.add(n, "Reshape", {}, [i, g.const(f"{n.name}/{what}_split_shape", np.array(g.tensors[split].dims,
-                                                                                      np.int32))], [split],
-              f"/{what}_split")
-        first = g.computed(f"{n.name}/{what}_heads", i, (b, heads, s, width // heads))
-        g.add(n, "Transpose", {}, [split, g.const(f"{n.name}/{what}_perm", np.array([0, 2, 1, 3], np.int32))],
-              [first], f"/{what}_heads")
-        return first, g.tensors[first].dims
-    (q4, (b, h, s, _)), (k4, (_, _, t, _)), (v4, (*_, dv)) = (heads_first(i, w) for i, w in zip(n.inputs, "qkv"))
-    scores = g.computed(f"{n.name}/scores", n.outputs[0], (b, h, s, t))
-    g.add(n, "MatMulFusion", dict(transpose_a=False, transpose_b=True, activation_type=_A.NO_ACTIVATION),
-          [q4, k4], [scores], "/scores")
-    scale = a.scale or 1.0 / float(np.sqrt(g.tensors[q4].dims[3]))
-    scaled = g.computed(f"{n.name}/scaled", scores)
-    g.add(n, "MulFusion", dict(activation_type=_A.NO_ACTIVATION), [scores, g.const(f"{n.name}/scale", np.array(
-        [scale], np.float32))], [scaled], "/scaled")
+    def step(op: str, fields: dict[str, Any], inputs: list[int], dims: Sequence[int], part: str,
+             into: int | None = None) -> int:
+        """One official node of the chain: its output a new tensor of `dims`, or `into`."""
+        out = g.computed(f"{n.name}/{part}", n.outputs[0], dims) if into is None else into
+        g.add(n, op, fields, inputs, [out], f"/{part}")
+        return out
+
+    def reshaped(i: int, dims: Sequence[int], part: str, into: int | None = None) -> int:
+        shape = g.const(f"{n.name}/{part}_shape", np.array(dims, np.int32))
+        return step("Reshape", {}, [i, shape], dims, part, into)
+
+    def swapped(i: int, part: str) -> int:
+        """Axes 1 and 2 exchanged: [B, S, H, D] <-> [B, H, S, D]."""
+        b, x, y, d = g.tensors[i].dims
+        perm = g.const(f"{n.name}/{part}_perm", np.array([0, 2, 1, 3], np.int32))
+        return step("Transpose", {}, [i, perm], (b, y, x, d), part)
+
+    def heads_first(i: int, what: str) -> int:
+        if len(q.dims) == 4:
+            return i
+        b, s, width = g.tensors[i].dims
+        return swapped(reshaped(i, (b, s, heads, width // heads), f"{what}_split"), f"{what}_heads")
+    q4, k4, v4 = (heads_first(i, what) for i, what in zip(n.inputs, "qkv"))
+    (b, h, s, d), t, dv = g.tensors[q4].dims, g.tensors[k4].dims[2], g.tensors[v4].dims[3]
+    plain = dict(activation_type=_A.NO_ACTIVATION)
+    scores = step("MatMulFusion", dict(transpose_a=False, transpose_b=True, **plain), [q4, k4], (b, h, s, t),
+                  "scores")
+    scale = g.const(f"{n.name}/scale", np.array([a.scale or 1.0 / np.sqrt(d)], np.float32))
+    scores = step("MulFusion", plain, [scores, scale], (b, h, s, t), "scaled")
     if mask is not None:
-        masked = g.computed(f"{n.name}/masked", scores)
-        g.add(n, "AddFusion", dict(activation_type=_A.NO_ACTIVATION), [scaled, mask], [masked], "/masked")
-        scaled = masked
-    probs = g.computed(f"{n.name}/probs", scores)
-    g.add(n, "Softmax", dict(axis=[3]), [scaled], [probs], "/probs")
-    if len(q.dims) == 4:
-        g.add(n, "MatMulFusion", dict(transpose_a=False, transpose_b=False, activation_type=_A.NO_ACTIVATION),
-              [probs, v4], n.outputs[:1])
-        return
-    y4 = g.computed(f"{n.name}/y_heads", n.outputs[0], (b, h, s, dv))
-    g.add(n, "MatMulFusion", dict(transpose_a=False, transpose_b=False, activation_type=_A.NO_ACTIVATION),
-          [probs, v4], [y4], "/y_heads")
-    merged = g.computed(f"{n.name}/y_merged", y4, (b, s, h, dv))
-    g.add(n, "Transpose", {}, [y4, g.const(f"{n.name}/y_perm", np.array([0, 2, 1, 3], np.int32))], [merged],
-          "/y_merged")
-    g.add(n, "Reshape", {}, [merged, g.const(f"{n.name}/y_shape", np.array([b, s, h * dv], np.int32))],
-          n.outputs[:1])
+        scores = step("AddFusion", plain, [scores, mask], (b, h, s, t), "masked")
+    probs = step("Softmax", dict(axis=[3]), [scores], (b, h, s, t), "probs")
+    merge = len(q.dims) == 3
+    y = step("MatMulFusion", dict(transpose_a=False, transpose_b=False, **plain), [probs, v4], (b, h, s, dv),
+             "y_heads", None if merge else n.outputs[0])
+    if merge:
+        reshaped(swapped(y, "y_merged"), (b, s, h * dv), "y", n.outputs[0])
+
+
+_OR, _R = ours.ReduceMode, fb.ReduceMode
+_REDUCE_MODES = {_OR.MEAN: _R.ReduceMean, _OR.SUM: _R.ReduceSum, _OR.MAX: _R.ReduceMax, _OR.MIN: _R.ReduceMin,
+                 _OR.PROD: _R.ReduceProd, _OR.SUM_SQUARE: _R.ReduceSumSquare, _OR.L1: _R.ReduceASum,
+                 _OR.L2: _R.ReduceL2}
 
 
 def _reduce(g: _Graph, n: NodeDef) -> None:
@@ -398,12 +401,6 @@ def _reduce(g: _Graph, n: NodeDef) -> None:
         raise _refuse(n, f"mode {a.mode}, no-op with empty axes {a.noop_with_empty_axes}")
     g.add(n, "ReduceFusion", dict(keep_dims=bool(a.keep_dims), mode=_REDUCE_MODES[a.mode], reduce_to_end=False,
                                   coeff=1.0), [n.inputs[0], g.const(f"{n.name}/axes", axes)])
-
-
-_OR, _R = ours.ReduceMode, fb.ReduceMode
-_REDUCE_MODES = {_OR.MEAN: _R.ReduceMean, _OR.SUM: _R.ReduceSum, _OR.MAX: _R.ReduceMax, _OR.MIN: _R.ReduceMin,
-                 _OR.PROD: _R.ReduceProd, _OR.SUM_SQUARE: _R.ReduceSumSquare, _OR.L1: _R.ReduceASum,
-                 _OR.L2: _R.ReduceL2}
 
 
 def _prelu(g: _Graph, n: NodeDef) -> None:
