@@ -475,6 +475,17 @@ def _cast(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Cast", {}, [n.inputs[0], g.const(f"{n.name}/to", np.array([target], np.int32))])
 
 
+_UM = ours.UnaryMathMode
+# Not Cos: the 2.0.0 runtime's is off by up to 7.8e-4 of the range on [-3.9, 3.6].
+_UNARY_MATH = {_UM.FLOOR: "Floor", _UM.CEIL: "Ceil", _UM.ROUND: "Round", _UM.RECIPROCAL: "Reciprocal", _UM.SIN: "Sin"}
+
+
+def _unary_math(g: _Graph, n: NodeDef) -> None:
+    if n.attrs.mode not in _UNARY_MATH:
+        raise _refuse(n, f"mode {n.attrs.mode}")
+    g.add(n, _UNARY_MATH[n.attrs.mode], {}, n.inputs[:1])
+
+
 _ACTIVATIONS: dict[int, Callable[[Any], dict[str, Any]]] = {  # ours -> the official Activation's fields
     _OA.LEAKY_RELU: lambda a: dict(activation_type=_A.LEAKY_RELU, alpha=a.alpha),
     _OA.ELU: lambda a: dict(activation_type=_A.ELU, alpha=a.alpha),
@@ -522,6 +533,7 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "Gather": _gather,
     "LSTM": _lstm,
     **{op: _plain(op) for op in ("Abs", "Sqrt", "Neg", "Log", "Erf")},
+    "UnaryMath": _unary_math,
     "PReLU": _prelu,
     "Pad": _pad,
     "Split": _split,

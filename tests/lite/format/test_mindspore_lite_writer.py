@@ -89,7 +89,8 @@ def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
     """"gather": Gather of const indices, a Slice to the end (INT64_MAX, written as int32's largest) with a step,
     Unsqueeze and Squeeze; "norm": LayerNormalization; "unary": Abs, Sqrt, Pow, Log, Neg, Exp; "tensor": Erf,
     PRelu of a shared slope, Pad (constant, then reflect), Tile, Split, ReduceSum, Cast to int32 and back;
-    "conv_prelu": PRelu of one slope per channel after a Conv (NHWC there). With the official primitives each must
+    "conv_prelu": PRelu of one slope per channel after a Conv (NHWC there); "rounding": Sin, Round, Floor, Ceil,
+    Reciprocal. With the official primitives each must
     become."""
     rng = np.random.default_rng(12)
     n = helper.make_node
@@ -97,7 +98,7 @@ def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
               "where": [1], "pads": [0, 1, 2, 0, 0, 2, 1, 1], "reps": [1, 2, 1, 3], "sizes": [10, 16], "over": [1, 3]}
     inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), k) for k, v in consts.items()]
     inits += [onnx.numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), k) for k in ("g", "b")]
-    inits.append(onnx.numpy_helper.from_array(np.array(3.0, np.float32), "three"))
+    inits += [onnx.numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("three", 3.0), ("four", 4.0))]
     inits += [onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), k)
               for k, shape in (("slope", (1,)), ("channel_slopes", (5, 1, 1)), ("w", (5, 7, 3, 3)))]
     codes = fb.PrimitiveType
@@ -120,14 +121,18 @@ def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
                    {codes.Erf, codes.PReLUFusion, codes.PadFusion, codes.TileFusion, codes.Split, codes.ReduceFusion,
                     codes.Cast}),
         "conv_prelu": ([n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
-                        n("PRelu", ["c", "channel_slopes"], ["y"])], {codes.Conv2DFusion, codes.PReLUFusion})}[kind]
+                        n("PRelu", ["c", "channel_slopes"], ["y"])], {codes.Conv2DFusion, codes.PReLUFusion}),
+        "rounding": ([n("Sin", ["input"], ["s"]), n("Mul", ["s", "three"], ["m"]), n("Round", ["m"], ["r"]),
+                      n("Add", ["r", "four"], ["a"]), n("Reciprocal", ["a"], ["q"]), n("Floor", ["m"], ["f"]),
+                      n("Ceil", ["m"], ["c"]), n("Add", ["q", "f"], ["u"]), n("Add", ["u", "c"], ["y"])],
+                     {codes.Sin, codes.Round, codes.Reciprocal, codes.Floor, codes.Ceil})}[kind]
     graph = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT,
                                                                           [2, 7, 12, 6])],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), primitives
 
 
-@pytest.mark.parametrize("kind", ["gather", "norm", "unary", "tensor", "conv_prelu"])
+@pytest.mark.parametrize("kind", ["gather", "norm", "unary", "tensor", "conv_prelu", "rounding"])
 def test_our_index_norm_and_tensor_ops_run_in_the_official_runtime(tmp_path: Path, kind: str) -> None:
     """Against onnxruntime. (A LayerNormFusion fed by a StridedSlice of a Gather's output, in either order, gets
     only its first half of rows right in the 2.0.0 runtime: a chain this test leaves out.)"""
