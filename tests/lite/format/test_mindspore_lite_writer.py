@@ -167,6 +167,21 @@ def test_our_text_encoder_runs_in_the_official_runtime_as_onnxruntime(tmp_path: 
     within(official.as_arrays(official.run(path, tokens), expected), expected)
 
 
+def test_official_text_encoder_read_and_written_back_gives_unchanged_outputs(tmp_path: Path) -> None:
+    """The official converter's text encoder (batched MatMulFusion, Softmax, ReduceFusion, int32 tokens) read by
+    our reader and written back: the official runtime gives the same bytes."""
+    official.require()
+    from models import text
+    onnx.save(text.text_encoder(batch=1)[1], tmp_path / "text.onnx")
+    source = official.convert(tmp_path / "text.onnx", "tokens", (1, 16))
+    model = lite.Model.Load(source)
+    again = tmp_path / "again.ms"
+    again.write_bytes(writer.write(model.name, model.tensors, model.nodes, model.inputs, model.outputs, [],
+                                   model.fmk_type))
+    tokens = np.random.default_rng(3).integers(0, 50, (1, 16)).astype(np.int32)
+    assert official.run(again, tokens) == official.run(source, tokens)
+
+
 @pytest.mark.parametrize("rank", [4, 3])
 def test_our_attention_with_a_mask_runs_in_the_official_runtime(tmp_path: Path, rank: int) -> None:
     """Opset-23 Attention of a float additive mask, keys and values of their own length and width (4-D with a
