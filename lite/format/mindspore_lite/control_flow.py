@@ -97,9 +97,9 @@ class Rebuild:
         return self.nodes, self.parts
 
     # ---- tensors and nodes ----------------------------------------------------------------------------------
-    def _fresh(self, like: int, name: str = "") -> int:
-        t = self.tensors[like]
-        self.tensors.append(replace(t, index=len(self.tensors), name=name or t.name, data=None,
+    def _fresh(self, like: int) -> int:
+        """A new computed tensor like tensor `like` (a copy's own tensor): its index."""
+        self.tensors.append(replace(self.tensors[like], index=len(self.tensors), data=None,
                                     node_type=ours.NodeType.CNODE))
         return len(self.tensors) - 1
 
@@ -169,8 +169,7 @@ class Rebuild:
         """One Call of `sub` writing `outputs`: a direct call inlined, a Switch as an If, a header as a Loop."""
         if callee in sub.switches:
             cond, then, other = sub.switches[callee]
-            (t, t_args), (e, e_args) = self._partial(sub, then), self._partial(sub, other)
-            self._if(sub, env, cond, (t, t_args), (e, e_args), outputs, members)
+            self._if(sub, env, cond, self._partial(sub, then), self._partial(sub, other), outputs, members)
             return
         target, args = self._partial(sub, callee)
         header = self.subs[target]
@@ -243,15 +242,16 @@ class Rebuild:
                 return site, target[1]
         return None
 
-    def _header(self, h: int, values: list[int], members: list[int] | None) -> dict[int, int]:
-        """The header's nodes copied on `values`: its tensors as copied."""
+    def _header(self, h: int, values: list[int], members: list[int] | None, wanted: list[int]) -> list[int]:
+        """The header's tensors `wanted` on its input `values`: its nodes are copied unless all are inputs (or
+        constants)."""
         header = self.subs[h]
         env = dict(zip(header.inputs, values))
-        for node in _ordered(header.nodes):
+        for node in _ordered(header.nodes) if set(wanted) & self.written - set(header.inputs) else ():
             outputs = [env.setdefault(o, self._fresh(o)) for o in node.outputs]
             self._emit(replace(node, inputs=[self._value(env, i, header) for i in node.inputs], outputs=outputs),
                        members)
-        return env
+        return [self._value(env, t, header) for t in wanted]
 
     def _loop(self, h: int, parts: WhileLoop, values: list[int], outputs: list[int],
               members: list[int] | None) -> None:
@@ -261,7 +261,7 @@ class Rebuild:
         if len(b_args) != len(body.inputs) or len(back) != len(header.inputs):
             raise GraphFileError(f"while loop '{header.name}': subgraph '{body.name}' is called with "
                                  f"{len(b_args)} arguments for {len(body.inputs)} inputs")
-        first = self._header(h, values, members)
+        [first] = self._header(h, values, members, [cond])
         # The Loop's body: the header's inputs carried; the official body on them, then the next condition.
         index = len(self.parts)
         self.parts.append(Part(body.name, [], [], []))
@@ -269,28 +269,23 @@ class Rebuild:
         carried = [self._fresh(t) for t in header.inputs]
         inputs = [self._scalar(f"{header.name}/iteration", DataType.INT64),
                   self._scalar(f"{header.name}/condition", DataType.BOOL), *carried]
-        env = self._header(h, carried, inner) if set(b_args) - set(header.inputs) else dict(
-            zip(header.inputs, carried))
         self.running.append(h)
-        body_env = {i: self._value(env, a, header) for i, a in zip(body.inputs, b_args)}
+        body_env = dict(zip(body.inputs, self._header(h, carried, inner, b_args)))
         _, made = self._copy(b, body_env, inner, skip=tail)
         following = [self._value(made, a, body) for a in back]
-        after = self._header(h, following, inner)
+        [after] = self._header(h, following, inner, [cond])
         self.running.pop()
-        self.parts[index] = Part(body.name, inputs, [after[cond], *following], inner)
+        self.parts[index] = Part(body.name, inputs, [after, *following], inner)
         finals = [self._fresh(t) for t in header.inputs]
         self._emit(NodeDef(f"{header.name}/while", "Loop", op_attrs.build("Loop", dict(body=index)),
-                           [-1, first[cond], *values], finals), members)
+                           [-1, first, *values], finals), members)
         # The exit on the final values.
-        env = self._header(h, finals, members) if set(x_args) - set(header.inputs) else dict(
-            zip(header.inputs, finals))
         exit_ = self.subs[x]
         if len(x_args) != len(exit_.inputs):
             raise GraphFileError(f"while loop '{header.name}': subgraph '{exit_.name}' is called with "
                                  f"{len(x_args)} arguments for {len(exit_.inputs)} inputs")
         self.running.append(h)
-        self._copy(x, {i: self._value(env, a, header) for i, a in zip(exit_.inputs, x_args)}, members,
-                   targets=outputs)
+        self._copy(x, dict(zip(exit_.inputs, self._header(h, finals, members, x_args))), members, targets=outputs)
         self.running.pop()
 
 
