@@ -486,6 +486,15 @@ def _unary_math(g: _Graph, n: NodeDef) -> None:
     g.add(n, _UNARY_MATH[n.attrs.mode], {}, n.inputs[:1])
 
 
+_CM = ours.CompareMode
+_COMPARISONS = {_CM.EQUAL: "Equal", _CM.GREATER: "Greater", _CM.GREATER_EQUAL: "GreaterEqual", _CM.LESS: "Less",
+                _CM.LESS_EQUAL: "LessEqual"}
+
+
+def _compare(g: _Graph, n: NodeDef) -> None:
+    g.add(n, _COMPARISONS[n.attrs.mode], {}, n.inputs[:2])
+
+
 _ACTIVATIONS: dict[int, Callable[[Any], dict[str, Any]]] = {  # ours -> the official Activation's fields
     _OA.LEAKY_RELU: lambda a: dict(activation_type=_A.LEAKY_RELU, alpha=a.alpha),
     _OA.ELU: lambda a: dict(activation_type=_A.ELU, alpha=a.alpha),
@@ -534,6 +543,8 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "LSTM": _lstm,
     **{op: _plain(op) for op in ("Abs", "Sqrt", "Neg", "Log", "Erf")},
     "UnaryMath": _unary_math,
+    "Compare": _compare,
+    "Where": _plain("Where"),
     "PReLU": _prelu,
     "Pad": _pad,
     "Split": _split,

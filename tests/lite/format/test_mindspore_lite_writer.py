@@ -206,6 +206,25 @@ def test_our_attention_with_a_mask_runs_in_the_official_runtime(tmp_path: Path, 
     within(official.as_arrays(official.run(path, x), expected), expected)
 
 
+@pytest.mark.parametrize("op", ["Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"])
+def test_our_comparison_and_where_run_in_the_official_runtime(tmp_path: Path, op: str) -> None:
+    """A comparison of rounded values with zero (so that ties occur) selecting by Where, against onnxruntime."""
+    official.require()
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("Round", ["input"], ["r"]), n(op, ["r", "zero"], ["c"]), n("Mul", ["input", "tenth"], ["m"]),
+         n("Where", ["c", "input", "m"], ["y"])], "compare",
+        [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [2, 3, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("zero", 0.0), ("tenth", 0.1))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "compare.ms"
+    path.write_bytes(convert(model, save_type="MINDIR_LITE"))
+    x = np.random.default_rng(4).standard_normal((2, 3, 8)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})
+    within(official.as_arrays(official.run(path, x), expected), expected)
+
+
 def test_an_op_without_official_counterpart_is_refused_naming_it() -> None:
     with pytest.raises(NotSupportedError, match=r"Hardmax node 'the_node'.*no MindSpore Lite counterpart"):
         convert(_one_node("Hardmax"), save_type="MINDIR_LITE")
