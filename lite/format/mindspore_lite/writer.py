@@ -250,6 +250,21 @@ def _arg_min_max(g: _Graph, n: NodeDef) -> None:
     g.add(n, op, dict(axis=a.axis, top_k=1, keep_dims=bool(a.keep_dims), out_max_value=False), n.inputs[:1])
 
 
+def _top_k(g: _Graph, n: NodeDef) -> None:
+    """TopK of the largest values, a const k, along one axis: TopKFusion, k an int32 input, its indices int32 (ours
+    are int64), a missing output a tensor of its own. The smallest are refused: the 2.0.0 runtime ignores
+    `largest` and gives the largest."""
+    if not n.attrs.largest:
+        raise _refuse(n, "the smallest values")
+    k = g.const(f"{n.name}/k", _int32_values(g, n, 1, "k"))
+    given = [*n.outputs, -1][:2]
+    values = given[0] if given[0] >= 0 else g.computed(f"{n.name}/values", n.inputs[0])
+    indices = given[1] if given[1] >= 0 else g.computed(f"{n.name}/indices", values)
+    g.tensors[indices].data_type = DataType.INT32
+    g.add(n, "TopKFusion", dict(sorted=bool(n.attrs.sorted), axis=n.attrs.axis, largest=1), [n.inputs[0], k],
+          [values, indices])
+
+
 def _int32_values(g: _Graph, n: NodeDef, k: int, what: str) -> np.ndarray:
     """Our const input k as int32 values, beyond-int32 ones clamped (`_official_tensor`: INT64_MAX, "to the end",
     as the official converter writes it)."""
@@ -543,6 +558,7 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "LSTM": _lstm,
     **{op: _plain(op) for op in ("Abs", "Sqrt", "Neg", "Log", "Erf")},
     "UnaryMath": _unary_math,
+    "TopK": _top_k,
     "Compare": _compare,
     "Where": _plain("Where"),
     "PReLU": _prelu,

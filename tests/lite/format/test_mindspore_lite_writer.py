@@ -225,6 +225,30 @@ def test_our_comparison_and_where_run_in_the_official_runtime(tmp_path: Path, op
     within(official.as_arrays(official.run(path, x), expected), expected)
 
 
+def test_our_top_k_runs_in_the_official_runtime_with_int32_indices(tmp_path: Path) -> None:
+    """TopK's values and indices (int32 there, int64 in onnxruntime) along a middle axis; the smallest values,
+    which the 2.0.0 runtime would give as the largest, are refused."""
+    official.require()
+
+    def top_k(largest: int) -> onnx.ModelProto:
+        graph = helper.make_graph(
+            [helper.make_node("TopK", ["input", "k"], ["v", "i"], name="the_node", axis=1, largest=largest)], "top_k",
+            [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [2, 9, 5])],
+            [helper.make_tensor_value_info("v", onnx.TensorProto.FLOAT, None),
+             helper.make_tensor_value_info("i", onnx.TensorProto.INT64, None)],
+            [onnx.numpy_helper.from_array(np.array([3], np.int64), "k")])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "top_k.ms"
+    path.write_bytes(convert(top_k(1), save_type="MINDIR_LITE"))
+    x = np.random.default_rng(4).standard_normal((2, 9, 5)).astype(np.float32)
+    values, indices = ort.InferenceSession(top_k(1).SerializeToString()).run(None, {"input": x})
+    got_values, got_indices = official.as_arrays(official.run(path, x), [values, indices.astype(np.int32)])
+    np.testing.assert_array_equal(got_values, values)
+    np.testing.assert_array_equal(got_indices, indices)
+    with pytest.raises(NotSupportedError, match=r"TopK node 'the_node': the smallest values"):
+        convert(top_k(0), save_type="MINDIR_LITE")
+
+
 def test_an_op_without_official_counterpart_is_refused_naming_it() -> None:
     with pytest.raises(NotSupportedError, match=r"Hardmax node 'the_node'.*no MindSpore Lite counterpart"):
         convert(_one_node("Hardmax"), save_type="MINDIR_LITE")
