@@ -291,6 +291,12 @@ def _gather(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Gather", {}, [*n.inputs[:2], g.const(f"{n.name}/axis", np.array([n.attrs.axis], np.int32))])
 
 
+def _gather_elements(g: _Graph, n: NodeDef) -> None:
+    """GatherElements: the official GatherD of data, the axis an int32 const, and the indices."""
+    g.add(n, "GatherD", {}, [n.inputs[0], g.const(f"{n.name}/dim", np.array([n.attrs.axis], np.int32)),
+                             n.inputs[1]])
+
+
 def _with_axes(op: str) -> Callable[[_Graph, NodeDef], None]:
     def rule(g: _Graph, n: NodeDef) -> None:
         """Squeeze/Unsqueeze: our const axes input as the official `axis` attribute (none: every 1 dropped)."""
@@ -555,6 +561,7 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "ArgMinMax": _arg_min_max,
     "Slice": _slice,
     "Gather": _gather,
+    "GatherElements": _gather_elements,
     "LSTM": _lstm,
     **{op: _plain(op) for op in ("Abs", "Sqrt", "Neg", "Log", "Erf")},
     "UnaryMath": _unary_math,

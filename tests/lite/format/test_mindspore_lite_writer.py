@@ -90,7 +90,7 @@ def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
     Unsqueeze and Squeeze; "norm": LayerNormalization; "unary": Abs, Sqrt, Pow, Log, Neg, Exp; "tensor": Erf,
     PRelu of a shared slope, Pad (constant, then reflect), Tile, Split, ReduceSum, Cast to int32 and back;
     "conv_prelu": PRelu of one slope per channel after a Conv (NHWC there); "rounding": Sin, Round, Floor, Ceil,
-    Reciprocal. With the official primitives each must
+    Reciprocal; "elements": GatherElements along the last axis. With the official primitives each must
     become."""
     rng = np.random.default_rng(12)
     n = helper.make_node
@@ -101,6 +101,7 @@ def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
     inits += [onnx.numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("three", 3.0), ("four", 4.0))]
     inits += [onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), k)
               for k, shape in (("slope", (1,)), ("channel_slopes", (5, 1, 1)), ("w", (5, 7, 3, 3)))]
+    inits.append(onnx.numpy_helper.from_array(rng.integers(0, 6, (2, 7, 12, 3)), "elements"))
     codes = fb.PrimitiveType
     nodes, primitives = {
         "gather": ([n("Gather", ["input", "idx"], ["gathered"], axis=1),
@@ -125,14 +126,15 @@ def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
         "rounding": ([n("Sin", ["input"], ["s"]), n("Mul", ["s", "three"], ["m"]), n("Round", ["m"], ["r"]),
                       n("Add", ["r", "four"], ["a"]), n("Reciprocal", ["a"], ["q"]), n("Floor", ["m"], ["f"]),
                       n("Ceil", ["m"], ["c"]), n("Add", ["q", "f"], ["u"]), n("Add", ["u", "c"], ["y"])],
-                     {codes.Sin, codes.Round, codes.Reciprocal, codes.Floor, codes.Ceil})}[kind]
+                     {codes.Sin, codes.Round, codes.Reciprocal, codes.Floor, codes.Ceil}),
+        "elements": ([n("GatherElements", ["input", "elements"], ["y"], axis=3)], {codes.GatherD})}[kind]
     graph = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT,
                                                                           [2, 7, 12, 6])],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), primitives
 
 
-@pytest.mark.parametrize("kind", ["gather", "norm", "unary", "tensor", "conv_prelu", "rounding"])
+@pytest.mark.parametrize("kind", ["gather", "norm", "unary", "tensor", "conv_prelu", "rounding", "elements"])
 def test_our_index_norm_and_tensor_ops_run_in_the_official_runtime(tmp_path: Path, kind: str) -> None:
     """Against onnxruntime. (A LayerNormFusion fed by a StridedSlice of a Gather's output, in either order, gets
     only its first half of rows right in the 2.0.0 runtime: a chain this test leaves out.)"""
