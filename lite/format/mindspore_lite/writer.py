@@ -297,6 +297,14 @@ def _gather_elements(g: _Graph, n: NodeDef) -> None:
                              n.inputs[1]])
 
 
+def _expand(g: _Graph, n: NodeDef) -> None:
+    """Expand to the output's known dims (ONNX's two-way broadcast made one-way): BroadcastTo with int32 dims."""
+    dims = g.tensors[n.outputs[0]].dims
+    if min(dims, default=-1) < 0:
+        raise _refuse(n, f"an output of unknown dims {list(dims)}")
+    g.add(n, "BroadcastTo", {}, [n.inputs[0], g.const(f"{n.name}/shape", np.array(dims, np.int32))])
+
+
 def _with_axes(op: str) -> Callable[[_Graph, NodeDef], None]:
     def rule(g: _Graph, n: NodeDef) -> None:
         """Squeeze/Unsqueeze: our const axes input as the official `axis` attribute (none: every 1 dropped)."""
@@ -562,6 +570,7 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "Slice": _slice,
     "Gather": _gather,
     "GatherElements": _gather_elements,
+    "Expand": _expand,
     "LSTM": _lstm,
     **{op: _plain(op) for op in ("Abs", "Sqrt", "Neg", "Log", "Erf")},
     "UnaryMath": _unary_math,

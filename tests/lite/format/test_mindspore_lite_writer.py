@@ -90,12 +90,13 @@ def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
     Unsqueeze and Squeeze; "norm": LayerNormalization; "unary": Abs, Sqrt, Pow, Log, Neg, Exp; "tensor": Erf,
     PRelu of a shared slope, Pad (constant, then reflect), Tile, Split, ReduceSum, Cast to int32 and back;
     "conv_prelu": PRelu of one slope per channel after a Conv (NHWC there); "rounding": Sin, Round, Floor, Ceil,
-    Reciprocal; "elements": GatherElements along the last axis. With the official primitives each must
-    become."""
+    Reciprocal; "elements": GatherElements along the last axis, and Expand (two-way: [1, 1, 1, 3] of a sum kept over
+    the last axis). With the official primitives each must become."""
     rng = np.random.default_rng(12)
     n = helper.make_node
     consts = {"idx": [5, 0, 3, 3], "starts": [1], "ends": [np.iinfo(np.int64).max], "axes": [2], "steps": [2],
-              "where": [1], "pads": [0, 1, 2, 0, 0, 2, 1, 1], "reps": [1, 2, 1, 3], "sizes": [10, 16], "over": [1, 3]}
+              "where": [1], "pads": [0, 1, 2, 0, 0, 2, 1, 1], "reps": [1, 2, 1, 3], "sizes": [10, 16], "over": [1, 3],
+              "last": [3], "across": [1, 1, 1, 3]}
     inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), k) for k, v in consts.items()]
     inits += [onnx.numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), k) for k in ("g", "b")]
     inits += [onnx.numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("three", 3.0), ("four", 4.0))]
@@ -127,7 +128,9 @@ def _index_graph(kind: str) -> tuple[onnx.ModelProto, set[int]]:
                       n("Add", ["r", "four"], ["a"]), n("Reciprocal", ["a"], ["q"]), n("Floor", ["m"], ["f"]),
                       n("Ceil", ["m"], ["c"]), n("Add", ["q", "f"], ["u"]), n("Add", ["u", "c"], ["y"])],
                      {codes.Sin, codes.Round, codes.Reciprocal, codes.Floor, codes.Ceil}),
-        "elements": ([n("GatherElements", ["input", "elements"], ["y"], axis=3)], {codes.GatherD})}[kind]
+        "elements": ([n("GatherElements", ["input", "elements"], ["picked"], axis=3),
+                      n("ReduceSum", ["input", "last"], ["s"], keepdims=1), n("Expand", ["s", "across"], ["e"]),
+                      n("Add", ["picked", "e"], ["y"])], {codes.GatherD, codes.BroadcastTo})}[kind]
     graph = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT,
                                                                           [2, 7, 12, 6])],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], inits)
