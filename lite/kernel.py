@@ -182,8 +182,11 @@ def backend(name: str) -> Any:
 
 
 def _started() -> list[Any]:
-    """The backend packages imported so far (never imports one)."""
-    return [module for module in (sys.modules.get(f"lite.kernels.{p}") for p in BACKENDS.values()) if module]
+    """The backend packages imported so far (never imports one). A package another thread is still importing is
+    left out: its functions are not defined yet (sessions compile concurrently, e.g. one per Java thread)."""
+    modules = (sys.modules.get(f"lite.kernels.{p}") for p in BACKENDS.values())
+    return [module for module in modules
+            if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False)]
 
 
 def add_pool(pool: Any) -> None:
