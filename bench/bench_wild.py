@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import version
 from pathlib import Path
 from typing import Callable
 
@@ -313,10 +313,7 @@ def report(rows: list[list[str]], rounds: int, runs: int, missing: list[tuple[st
 
 
 def package_version(model: Wild) -> str:
-    try:
-        return version(model.package)
-    except PackageNotFoundError:
-        return "?"
+    return harness.installed_versions([model.package]).get(model.package, "?")
 
 
 def main(argv: list[str] | None = None) -> int:

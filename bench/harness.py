@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -54,6 +55,17 @@ def machine_line(versions: Mapping[str, str]) -> str:
             f"{platform.python_version()}, numpy {np.__version__}, {packages}; BLAS: {blas}, OPENBLAS_CORETYPE "
             f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}, float32 matmul rel. error {sgemm_error():.1e}; "
             f"ours: {describe()}")
+
+
+def installed_versions(packages: Iterable[str]) -> dict[str, str]:
+    """The installed version of each package, leaving out those that are not installed."""
+    found = {}
+    for package in packages:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return found
 
 
 def write_report(path: Path, body: str, load_before: float, versions: Mapping[str, str]) -> None:
