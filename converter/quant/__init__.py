@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import os
 import sys
-import time
 
 import onnx
 
@@ -14,11 +13,14 @@ from converter.ir import Graph
 from converter.frontends import SourceModel
 from converter.frontends.onnx import as_source, load_onnx
 from converter.load import to_graph
+from converter.passes.fuse_prelu import split_prelu
 from converter.passes.fuse_residual import split_residuals
 from converter.quant.bias_correction import correct_biases_if_better
 from converter.quant.calibration import calibrate, load_calibration, shared_ranges
-from converter.quant.adaround import adaround_weights, estimate_seconds, machine_rates, plan, slowdown
-from converter.quant.auto import RANGE_CHOICES, adaround_reason, choose_ranges, fits_budget, resolve, summary
+from converter.quant.adaround import adaround_weights, estimate_seconds, plan
+from converter.quant.auto import (RANGE_CHOICES, adaround_reason, choose_ranges, estimated_total, resolve,
+                                  summary)
+from converter.quant.cost import DONE_PASSES, REFERENCE_RATES, graph_work
 from converter.quant.config import (AUTO, DYNAMIC_QUANT, MIXED_BIT_WEIGHT_QUANT, POST_TRAINING, WEIGHT_QUANT,
                                     QuantConfig, load_config, parse_config)
 from converter.quant.dynamic import dynamic_quantize
@@ -59,18 +61,16 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
         bits = weight_only_bits(config.init_scale) if config.quant_type == MIXED_BIT_WEIGHT_QUANT else \
             config.weight_bits
         return weight_only_quantize(graph, bits, config.min_quant_weight_size, config.min_quant_weight_channel)
-    start = time.monotonic()
     methods = resolve(config)
     samples = calibration_inputs if calibration_inputs is not None else load_calibration(graph, config)
     if not samples:
         raise ParamInvalidError("calibrate_path: no calibration samples (the calibration folder is empty)")
-    split_residuals(graph)
+    split_residuals(split_prelu(graph))
     if methods.cross_layer_equalization:
         equalize_for_quantization(graph, samples)
     float_graph = copy.deepcopy(split_activations(graph))
-    calibration_start = time.monotonic()
     observers = calibrate(float_graph, samples, methods.method or RANGE_CHOICES[0], config.activation_bits)
-    pass_seconds = time.monotonic() - calibration_start
+    pass_seconds = graph_work(float_graph).pass_seconds(len(samples))       # the reference machine's, not measured
 
     def build(with_ranges: dict, layer_bits: dict[str, int] | None = None, target: Graph | None = None) -> Graph:
         return full_quantize(target or copy.deepcopy(float_graph), with_ranges, config.activation_bits,
@@ -88,12 +88,12 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     adaround = methods.adaround
     if adaround is not False:
         layers = plan(float_graph, qgraph, len(samples), config.adaround_iterations)
-        seconds = estimate_seconds(layers, pass_seconds, machine_rates(), slowdown()) if layers else []
+        seconds = estimate_seconds(layers, pass_seconds, REFERENCE_RATES) if layers else []
     why = f"adaround={str(adaround).lower()} in the config"
     if adaround is None:
-        elapsed = time.monotonic() - start
-        adaround = bool(layers) and fits_budget(methods, elapsed, sum(seconds), pass_seconds, config.time_budget)
-        why = adaround_reason(len(layers), len(samples), sum(seconds), elapsed, config.time_budget, adaround)
+        total = estimated_total(methods, DONE_PASSES * pass_seconds, sum(seconds), pass_seconds)
+        adaround = bool(layers) and total <= config.time_budget
+        why = adaround_reason(len(layers), len(samples), sum(seconds), total, config.time_budget, adaround)
     if methods.preset == AUTO:
         print(summary(methods, method, sqnr, adaround, why), file=sys.stderr, flush=True)
     if adaround:

@@ -20,8 +20,6 @@ the rounding kept.
 """
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -299,44 +297,16 @@ def plan(float_graph: Graph, qgraph: Graph, samples: int, iterations: int = ITER
     return layers
 
 
-def estimate_seconds(layers: list[Layer], pass_seconds: float, rates: tuple[float, float],
-                     slowdown: float = 1.0) -> list[float]:
-    """Each layer's expected share of AdaRound's wall time: its Adam steps (multiply-adds at `rates[0]` per
-    second of CPU, STEP_PASSES elementwise passes over its weights at `rates[1]`, STEP_CALLS) and its Gram
-    matrices, times `slowdown` (wall per CPU second at the machine's load), and its share of the two runs over
-    the calibration set (float and int8, `pass_seconds` of wall time each for the whole graph)."""
+def estimate_seconds(layers: list[Layer], pass_seconds: float, rates: tuple[float, float]) -> list[float]:
+    """Each layer's expected share of AdaRound's time: its Adam steps (multiply-adds at `rates[0]` per second,
+    STEP_PASSES elementwise passes over its weights at `rates[1]`, STEP_CALLS) and its Gram matrices, and its
+    share of the two runs over the calibration set (float and int8, `pass_seconds` each for the whole graph).
+    The quantizer passes fixed reference rates (`cost.REFERENCE_RATES`), so the estimate is the model's."""
     macs, elements = rates
-    return [slowdown * (layer.steps * (layer.step_cost / macs + STEP_PASSES * int(np.prod(layer.flat_shape))
-                                       / elements + STEP_CALLS)
-                        + 3 * layer.rows * layer.flat_shape[-1] ** 2 * (layer.flat_shape[0] if layer.depthwise
-                                                                        else 1) / macs)
+    return [layer.steps * (layer.step_cost / macs + STEP_PASSES * int(np.prod(layer.flat_shape)) / elements
+                           + STEP_CALLS)
+            + 3 * layer.rows * layer.flat_shape[-1] ** 2 * (layer.flat_shape[0] if layer.depthwise else 1) / macs
             + 2 * pass_seconds / len(layers) for layer in layers]
-
-
-def machine_rates() -> tuple[float, float]:
-    """float32 multiply-adds per CPU second in a matrix product at one BLAS thread (as the steps run), and
-    elements per CPU second in an elementwise pass; about 50 ms. CPU time, not wall time: a short measurement
-    on a loaded machine can run whole within its time slice (`slowdown` scales it)."""
-    a, b = np.ones((256, 512), np.float32), np.ones((512, 512), np.float32)
-    x = np.ones(1 << 18, np.float32)
-    with threadpool_limits(1):
-        a @ b
-        start = time.process_time()
-        for _ in range(8):
-            a @ b
-        macs = 8 * a.size * b.shape[1] / max(time.process_time() - start, 1e-9)
-    start = time.process_time()
-    for _ in range(64):
-        np.multiply(x, 1.0, out=x)
-    return macs, 64 * x.size / max(time.process_time() - start, 1e-9)
-
-
-def slowdown() -> float:
-    """Wall seconds per CPU second of one thread at the machine's present load: the runnable threads (the
-    1-minute load average) over the cores, at least 1."""
-    if not hasattr(os, "getloadavg"):              # Windows: no load average, taken as an idle machine
-        return 1.0
-    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]],

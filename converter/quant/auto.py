@@ -4,7 +4,8 @@ Each method key a config leaves out takes its preset's value. The preset is `pre
 it, else AUTO when the config gives no method key, else MINDSPORE_LITE (so a config written for MindSpore Lite
 keeps MindSpore Lite's meaning). AUTO is the best combination measured (KL's or MAX_MIN's ranges, whichever the
 calibration outputs prefer, cross-layer equalization, checked bias correction) and AdaRound when its estimated
-time fits `time_budget` with the rest of the quantization;
+time fits `time_budget` with the rest of the quantization (estimated from the model and the calibration set
+alone, `cost`, so the choice does not depend on the machine or its load);
 MINDSPORE_LITE is MindSpore Lite's own defaults (MAX_MIN ranges and nothing else).
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Methods:
     weight_method: str
     bias_correction: bool
     cross_layer_equalization: bool
-    adaround: bool | None          # None: decided by the time budget (`fits_budget`)
+    adaround: bool | None          # None: decided by the time budget (`estimated_total`)
     preset: str
     given: tuple[str, ...]         # the method keys the config gave
 
@@ -68,12 +69,12 @@ def choose_ranges(float_graph: Graph, observers: dict[str, Observer], samples: l
     return best, ranges[best], sqnr
 
 
-def fits_budget(methods: Methods, elapsed: float, adaround_seconds: float, pass_seconds: float,
-                budget: float) -> bool:
-    """Whether AdaRound's estimated time, after the `elapsed` seconds so far and before bias correction's
-    passes, keeps the quantization within `budget` seconds."""
+def estimated_total(methods: Methods, done: float, adaround_seconds: float, pass_seconds: float) -> float:
+    """The quantization's seconds with AdaRound: the `done` seconds before it, its own, and bias correction's
+    passes after it. Every time is the reference machine's estimate (`cost`), never a measurement, so the same
+    model and calibration set decide the same anywhere."""
     later = BIAS_CORRECTION_PASSES * pass_seconds if methods.bias_correction else 0.0
-    return elapsed + adaround_seconds + later <= budget
+    return done + adaround_seconds + later
 
 
 def summary(methods: Methods, method: str, sqnr: dict[str, float], adaround: bool, why: str) -> str:
@@ -91,10 +92,11 @@ def summary(methods: Methods, method: str, sqnr: dict[str, float], adaround: boo
                       f"  AdaRound {'on' if adaround else 'off'}: {why}"])
 
 
-def adaround_reason(layers: int, samples: int, seconds: float, elapsed: float, budget: float, on: bool) -> str:
+def adaround_reason(layers: int, samples: int, seconds: float, total: float, budget: float, on: bool) -> str:
     if layers == 0:
         return "no layer to round"
-    estimate = f"about {duration(seconds)} for {layers} layers on {samples} samples, after {duration(elapsed)} so far"
+    estimate = (f"estimated {duration(seconds)} for {layers} layers on {samples} samples, "
+                f"{duration(total)} for the whole quantization on the reference machine (2 idle cores)")
     if on:
         return f"{estimate}, within time_budget={budget:g} s"
     return f"{estimate}, past time_budget={budget:g} s (a larger one, or adaround=true with preset=AUTO, asks for it)"

@@ -2,7 +2,8 @@
 
 Nodes whose op has an `(op, INT8)` kernel (and whose float activations were calibrated) become int8: their
 activations get per-tensor asymmetric params, Conv2D/FullConnection/MatMul weights per-channel symmetric params,
-biases INT32 with `scale = s_x * s_w[c]`. `QuantDTypeCast` nodes convert at every int8 <-> float border, so ops
+biases INT32 with `scale = s_x * s_w[c]`; the constants an int8 kernel lists in `float_inputs` (LayerNorm's
+scale and bias) stay float32. `QuantDTypeCast` nodes convert at every int8 <-> float border, so ops
 without an int8 kernel stay float in between. Graph inputs/outputs stay float32 unless asked otherwise.
 """
 from __future__ import annotations
@@ -175,8 +176,9 @@ def full_quantize(graph: Graph, ranges: Ranges, activation_bits: int = 8, weight
                 node.inputs[i] = int8_input(name)
         in_param = graph.values[node.inputs[0]].quant_params[0]
         t = traits(node.op)
+        kept_float = getattr(kernel_registry.kernel_for(node.op, DataType.INT8, quantized=True), "float_inputs", ())
         for i, name in enumerate(node.inputs):
-            if (name and t.weight_input is None and graph.const(name) is not None
+            if (name and t.weight_input is None and i not in kept_float and graph.const(name) is not None
                     and graph.const(name).dtype == np.float32):
                 shared = in_param if t.same_quant else None
                 node.inputs[i] = _quantize_const_input(graph, name, activation_bits, shared)

@@ -105,9 +105,11 @@ MODULES: dict[str, tuple[str, ...]] = {
     "int8.dynamic_matmul": ("FullConnection",),
     "int8.dynamic_recurrent": ("GRU", "LSTM"),
     "int8.full_connection": ("FullConnection", "MatMul"),
+    "int8.layer_norm": ("LayerNorm",),
     "int8.pooling": ("Pooling",),
     "int8.quant_cast": ("QuantDTypeCast",),
     "int8.shape_ops": ("Concat", "Flatten", "Pad", "Reshape", "Squeeze", "Transpose", "Unsqueeze"),
+    "int8.softmax": ("Softmax",),
     # training: gradients, losses, optimizers
     "grad.activation_grad": ("ActivationGrad", "PReLUGrad"),
     "grad.arithmetic_grad": ("AddGrad", "DivGrad", "MaximumGrad", "MinimumGrad", "MulGrad", "PowGrad", "SubGrad"),
