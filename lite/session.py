@@ -68,7 +68,9 @@ class LiteSession:
         self._tensors: dict[int, MSTensor] = {}
         self._state: dict[int, np.ndarray] = {}     # the variables the graph writes (Assign), session-owned
         self._sized_plans: dict[tuple, ExecutionPlan] | None = None   # by input shapes, for unknown input dims
-        self._unfixed: set[int] = set()     # inputs whose unknown dims no Resize or set_data has fixed yet
+        self._unfixed: set[int] = set()     # inputs (of any entry point) whose unknown dims are not fixed yet
+        # SelectSignature: each entry point not selected now, with its plan and plans by size as it left them
+        self._kept: dict[str | None, tuple[ExecutionPlan | None, dict[tuple, ExecutionPlan] | None]] = {}
         self._node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]] | None = None
         self._guard = threading.RLock()
         self._in_callback = False
@@ -99,6 +101,7 @@ class LiteSession:
         self._signature = next(iter(entries), None)     # a model with signatures: the default entry point
         self._graph = model.subgraphs.get(EVAL) or entries.get(self._signature) or model   # training: the forward
         self._state = variables.start_values(model, variables.written(model, [self._graph, *entries.values()]))
+        self._kept, self._unfixed = {}, set()
         self._plan_graph()
         return RET_OK
 
@@ -106,13 +109,22 @@ class LiteSession:
     def SelectSignature(self, key: str) -> int:
         """Make entry point `key` of a model with several (LiteRT's `get_signature_runner(key)`) the graph that
         `RunGraph`, `GetInputs` and `GetOutputs` use, its inputs and outputs named as its signature names them.
-        Variables are shared by every entry point and kept; the entry point is compiled again."""
+        An entry point is compiled the first time it is selected; its plans are kept, so selecting it again
+        compiles nothing. As LiteRT's signature runners, each entry point has memory of its own (the tensors its
+        `GetInputs`/`GetOutputs` gave keep their data while others run) and all share the variables."""
         self._require_model()
         entries = signatures(self._model)
         if key not in entries:
             raise InputTensorError(f"the model has no signature '{key}' (signatures: {list(entries)})")
+        if key == self._signature:
+            return RET_OK
+        self._kept[self._signature] = (self._plan, self._sized_plans)
         self._signature, self._graph = key, entries[key]
-        self._plan_graph()
+        if key in self._kept:
+            plan, self._sized_plans = self._kept.pop(key)
+            self._use(plan)
+        else:
+            self._plan_graph()
         return RET_OK
 
     def GetSignatures(self) -> list[str]:
@@ -125,7 +137,7 @@ class LiteSession:
         model = self._model
         unknown = any(d < 0 for i in self._graph.inputs for d in model.tensors[i].dims)
         self._sized_plans = {} if unknown else None
-        self._unfixed = set()
+        self._unfixed.difference_update(self._graph.inputs)
         try:
             self._compile({i: tuple(max(d, 1) if d < 0 else d for d in model.tensors[i].dims)
                            for i in self._graph.inputs})
@@ -138,7 +150,7 @@ class LiteSession:
         """No plan until the unknown input dims are fixed: the inputs are empty tensors (0 for an unknown dim)
         that Resize, or set_data of a size, fixes."""
         self._plan = None
-        self._unfixed = {i for i in self._graph.inputs if any(d < 0 for d in self._model.tensors[i].dims)}
+        self._unfixed.update(i for i in self._graph.inputs if any(d < 0 for d in self._model.tensors[i].dims))
         for i in self._graph.inputs:
             t = self._model.tensors[i]
             array = np.zeros(tuple(max(d, 0) for d in t.dims), dtypes.to_numpy(t.data_type))
@@ -159,7 +171,7 @@ class LiteSession:
     def _follow_input_sizes(self) -> None:
         """Before a run of a model with unknown input dims: when set_data gave inputs data of new sizes, the plan
         for those sizes (one made before, or a new one), the data kept."""
-        if self._sized_plans is None or self._unfixed:
+        if self._sized_plans is None or self._unfixed.intersection(self._graph.inputs):
             return
         shapes = {i: tuple(self._tensors[i].shape()) for i in self._graph.inputs}
         if self._plan is not None and all(shapes[i] == tuple(self._plan.specs[i].shape) for i in shapes):
@@ -181,10 +193,7 @@ class LiteSession:
             self.jit_seconds = startup_seconds() - start
             if self._sized_plans is not None:
                 self._sized_plans[key] = plan
-        self._plan = plan
-        self._compiled_first = compiled_first(step.kernel for step in plan.steps)
-        self._node_io = None
-        self._dynamic_outputs = [i for i in self._graph.outputs if plan.specs[i] is None]
+        self._use(plan)
         for i in set(self._graph.inputs) | set(self._graph.outputs):
             t = self._model.tensors[i]
             type_id = t.data_type if plan.specs[i] is None else dtypes.from_numpy(plan.specs[i].dtype)
@@ -194,6 +203,14 @@ class LiteSession:
                 self._tensors[i] = MSTensor(local_name(self._signature, t.name), type_id, plan.arrays[i])
             if self._sized_plans is not None and i in self._graph.inputs:
                 self._tensors[i]._fit = functools.partial(self._fit, i)
+
+    def _use(self, plan: ExecutionPlan | None) -> None:
+        """Make `plan` (of the selected graph; None: waiting for the unknown input dims) the one runs use."""
+        self._plan = plan
+        self._node_io = None
+        if plan is not None:
+            self._compiled_first = compiled_first(step.kernel for step in plan.steps)
+            self._dynamic_outputs = [i for i in self._graph.outputs if plan.specs[i] is None]
 
     @property
     def model(self) -> Model | None:
@@ -374,7 +391,7 @@ class LiteSession:
                                        f"the same rank and non-negative dims")
             shapes[by_name[name]] = shape
             self._unfixed.discard(by_name[name])
-        if self._unfixed:       # other inputs' dims are still unknown: the first run with every size plans
+        if self._unfixed.intersection(self._graph.inputs):      # others unknown yet: a run with every size plans
             for i, shape in shapes.items():
                 if i not in self._unfixed:
                     self._tensors[i]._rebind(np.zeros(shape, dtypes.to_numpy(self._tensors[i].data_type())))

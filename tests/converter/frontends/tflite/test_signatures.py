@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("tflite", reason="the TFLite frontend reads files with the 'tflite' package")
 import lite  # noqa: E402
+import lite.session  # noqa: E402
 from converter import convert  # noqa: E402
 from converter.cli import main  # noqa: E402
 from converter.frontends import frontend  # noqa: E402
@@ -21,16 +22,18 @@ from tests.util import relative_to_range  # noqa: E402
 W = rand(3, 4)
 
 
-def _two_entries() -> bytes:
+def _two_entries(unknown_batch: bool = False) -> bytes:
     """"encode": features = relu(x @ W^T) (subgraph 0); "decode": (y, bias) -> y * 2 + bias, and y - bias
-    (subgraph 1), whose signature names differ from its tensor names."""
+    (subgraph 1), whose signature names differ from its tensor names. Batch 2, or unknown (-1) in both."""
     m = WildModel()
-    x, features = m.tensor((2, 4), name="serving_x:0"), m.tensor((2, 3), name="Identity")
+    batch = {"signature": [-1, 4]} if unknown_batch else {}
+    x, features = m.tensor((2, 4), name="serving_x:0", **batch), m.tensor((2, 3), name="Identity")
     m.op("FULLY_CONNECTED", [x, m.const(W), -1], [features], "FullyConnectedOptions", FusedActivationFunction=1)
     decoded = {}
 
     def decode(g: WildModel) -> tuple[list[int], list[int]]:
-        y, bias = g.tensor((2, 3), name="decode_y:0"), g.tensor((3,), name="decode_bias:0")
+        rows = {"signature": [-1, 3]} if unknown_batch else {}
+        y, bias = g.tensor((2, 3), name="decode_y:0", **rows), g.tensor((3,), name="decode_bias:0")
         doubled, out, diff = g.tensor((2, 3), name="d"), g.tensor((2, 3), name="Identity"), g.tensor((2, 3),
                                                                                                       name="Identity_1")
         g.op("MUL", [y, g.const(np.full((1, 1), 2, np.float32))], [doubled], "MulOptions")
@@ -222,3 +225,96 @@ def test_a_checkpoint_keeps_every_signature_and_the_shared_state():
     k = np.array([2], np.float32)
     np.testing.assert_allclose(_run(resumed, {"k": k})["out"], runners.get_signature_runner("scaled")(k=k)["out"],
                                rtol=1e-6)
+
+
+@pytest.fixture
+def plans(monkeypatch) -> list[object]:
+    """The plans sessions compile, as they are made."""
+    made = []
+    compile_graph = lite.session.compile_graph
+
+    def counted(*args, **kwargs):
+        made.append(compile_graph(*args, **kwargs))
+        return made[-1]
+    monkeypatch.setattr(lite.session, "compile_graph", counted)
+    return made
+
+
+def _assert_like_litert(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    assert set(actual) == set(expected)
+    for name, e in expected.items():
+        assert actual[name].shape == e.shape and relative_to_range(actual[name], e) <= 1e-6, name
+
+
+def _feeds(rng: np.random.Generator, key: str, rows: int) -> dict[str, np.ndarray]:
+    """Inputs of `_two_entries`' entry point `key` with `rows` rows."""
+    def normal(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+    return {"x": normal(rows, 4)} if key == "encode" else {"y": normal(rows, 3), "bias": normal(3)}
+
+
+def test_switching_back_to_a_signature_compiles_nothing(plans):
+    """Call by call alternation: one plan per entry point, made when it is first selected."""
+    data = _two_entries()
+    session = _session(convert(frontend("TFLITE").load(data)))
+    runners = litert_interpreter().Interpreter(model_content=data)
+    rng = np.random.default_rng(3)
+    for key in ["decode", "encode"] * 3:
+        feeds = _feeds(rng, key, 2)
+        assert session.SelectSignature(key) == RET_OK
+        _assert_like_litert(_run(session, feeds), runners.get_signature_runner(key)(**feeds))
+    assert len(plans) == 2
+
+
+def test_a_signatures_tensors_keep_their_data_while_another_runs():
+    """The tensors "encode" handed out stay its own: after "decode" ran, its output still holds its result and a
+    run with no new input reads the input set before, as LiteRT's runners keep each subgraph's tensors."""
+    data = _two_entries()
+    session = _session(convert(frontend("TFLITE").load(data)))
+    interpreter = litert_interpreter().Interpreter(model_content=data)
+    encode, decode = interpreter.get_signature_runner("encode"), interpreter.get_signature_runner("decode")
+    x, y, bias = rand(2, 4), rand(2, 3), rand(3)
+    (given,), taken = session.GetInputs(), session.GetOutputs()["features"]
+    expected = encode(x=x)["features"]
+    given.set_data(x)
+    session.RunGraph()
+    decode(y=y, bias=bias)
+    session.SelectSignature("decode")
+    _assert_like_litert(_run(session, {"y": y, "bias": bias}), decode(y=y, bias=bias))
+    kept = interpreter.get_tensor(encode.get_output_details()["features"]["index"], 0)
+    np.testing.assert_array_equal(kept, expected)                   # LiteRT keeps it...
+    session.SelectSignature("encode")
+    assert session.GetInputs()[0] is given and session.GetOutputs()["features"] is taken
+    assert relative_to_range(taken.numpy(), kept) <= 1e-6           # ... and so do we
+    np.testing.assert_array_equal(given.numpy(), x)
+    session.RunGraph()
+    assert relative_to_range(taken.numpy(), expected) <= 1e-6
+
+
+def test_sizes_seen_before_are_not_replanned_per_signature(plans):
+    """Unknown batch in both entry points: each size of each entry point is planned once, across switches."""
+    data = _two_entries(unknown_batch=True)
+    session = _session(convert(frontend("TFLITE").load(data)))
+    runners = litert_interpreter().Interpreter(model_content=data)
+    rng = np.random.default_rng(4)
+    before = len(plans)
+    for key, n in [("encode", 3), ("decode", 5), ("encode", 1), ("decode", 2), ("encode", 3), ("decode", 5),
+                   ("encode", 1), ("decode", 2)]:
+        feeds = _feeds(rng, key, n)
+        session.SelectSignature(key)
+        _assert_like_litert(_run(session, feeds), runners.get_signature_runner(key)(**feeds))
+    assert len(plans) - before == 4
+
+
+def test_a_parked_signatures_input_takes_a_new_size():
+    """set_data of a new size on an input of an entry point not selected: it plans for it when selected again."""
+    data = _two_entries(unknown_batch=True)
+    session = _session(convert(frontend("TFLITE").load(data)))
+    (x,) = session.GetInputs()
+    session.SelectSignature("decode")
+    inputs = rand(4, 4)
+    x.set_data(inputs)
+    session.SelectSignature("encode")
+    session.RunGraph()
+    expected = litert_interpreter().Interpreter(model_content=data).get_signature_runner("encode")(x=inputs)
+    assert relative_to_range(session.GetOutputs()["features"].numpy(), expected["features"]) <= 1e-6
