@@ -1,6 +1,7 @@
 """Compiled int8 kernels: the GEMM of Conv2D and FullConnection with the requantization fused (int8 rows [M, K]
 times a packed constant weight, written as int8 [M, N] with no float32 product in between; docs/quantization.md,
-"Arithmetic"), and one-pass forms of the Add/Mul table gather and of float32 -> integer quantization.
+"Arithmetic"), and one-pass forms of the Add/Mul table gather and of float32 -> integer quantization (either
+rounding).
 
 Products run in int32 accumulators, 4 bytes of k per lane. Where the host has AVX-512 VNNI and the weights fit
 int8, as uint8 x int8 quads: vpdpbusd sums four products into each lane (64 per instruction); int8 rows flip
@@ -15,9 +16,11 @@ since numba's loops left the accumulators in memory; the pair multiply-add is th
 code elsewhere. Exact: the kernel is chosen only when every channel's L1 bound on the sum is below 2^31 (for the
 pairs |x| <= 128 and |w| < 2^15; for the quads x + 128 <= 255 plus the shift, `quads_fit`).
 
-The epilogue, in the same IR, is `float_form` (`Requantizer`) on a vector of lanes at a time: t = acc * scale + offset in
-float64 (separate multiply and add, as numpy rounds them), clipped to [0, top], truncated, plus `lo`, stored as
-int8. Rows are cut into chunks of whole tiles (and, for short M, the columns into spans), one chunk per task;
+The epilogue, in the same IR, is `float_form` (`Requantizer`) on a vector of lanes at a time: t = acc * scale +
+offset in float64 (separate multiply and add, as numpy rounds them), lowered by its column's step where below the
+threshold (MindSpore Lite's second rounding, `Branch`; a threshold of -inf otherwise), clipped to [0, top],
+truncated, plus `lo`, stored as int8. Rows are cut into chunks of whole tiles (and, for short M, the columns into
+spans), one chunk per task;
 each task first copies its rows (widened to int16, or sign-flipped) into a buffer of its own, zero-filled past
 K. Rows past the last whole tile run one at a time (a one-row tile is load-bound at about the same cost per
 row); the last block of N stores through a lane mask (EfficientNet-Lite0's 12544 x 32 x 16: 0.18 -> 0.10 ms
@@ -90,17 +93,19 @@ def _tile_kernel(height: int, partial: bool):
     """The register-tile intrinsic for `height` rows (MR, or 1 for the rows past the last whole tile); `partial`
     tiles store only their first `valid` columns (the last block of N), through a lane mask."""
     @intrinsic
-    def tile(typingctx, xs, row, weight, block, groups, shift, scale, offset, col, lo, top, out, out_row, valid):
+    def tile(typingctx, xs, row, weight, block, groups, shift, scale, offset, step, threshold, col, lo, top, out,
+             out_row, valid):
         """out[out_row + i, col + j] = epilogue(sum over the k-groups of xs[row + i] and block `block` of
-        `weight`, minus shift) for i < height, j < NR (j < valid if partial), with `shift`/`scale`/`offset` read
-        from column `col`."""
-        sig = types.void(xs, row, weight, block, groups, shift, scale, offset, col, lo, top, out, out_row, valid)
+        `weight`, minus shift) for i < height, j < NR (j < valid if partial), with `shift`/`scale`/`offset`/`step`
+        read from column `col`."""
+        sig = types.void(xs, row, weight, block, groups, shift, scale, offset, step, threshold, col, lo, top, out,
+                         out_row, valid)
         return sig, functools.partial(_tile_code, height, partial)
     return tile
 
 
 def _tile_code(height, partial, context, builder, signature, args):
-    xa, r, wa, b, p, ha, sa, oa, c0, lo_v, top_v, da, dr, valid = args
+    xa, r, wa, b, p, ha, sa, oa, ea, threshold, c0, lo_v, top_v, da, dr, valid = args
     kinds = signature.args
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     v8 = ir.VectorType(I32, LANES)
@@ -110,10 +115,12 @@ def _tile_code(height, partial, context, builder, signature, args):
     h_base, _ = address(context, builder, kinds[5], ha)
     s_base, _ = address(context, builder, kinds[6], sa)
     o_base, _ = address(context, builder, kinds[7], oa)
-    d_base, d_strides = address(context, builder, kinds[11], da)
+    e_base, _ = address(context, builder, kinds[8], ea)
+    d_base, d_strides = address(context, builder, kinds[13], da)
     d_stride = builder.extract_value(d_strides, 0)
     d_base = builder.add(d_base, builder.add(builder.mul(dr, d_stride), c0))
     zero, top8, lo8 = ir.Constant(d8, [0.0] * LANES), splat(builder, top_v, d8), splat(builder, lo_v, v8)
+    below8 = splat(builder, threshold, d8)
     q8, m8 = ir.VectorType(I8, LANES), ir.VectorType(ir.IntType(1), LANES)
     masked_store = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
         ir.VoidType(), [q8, q8.as_pointer(), I32, m8]), f"llvm.masked.store.v{LANES}i8.p0v{LANES}i8")
@@ -122,11 +129,13 @@ def _tile_code(height, partial, context, builder, signature, args):
         at = builder.mul(builder.add(c0, const(LANES * h)), const(8))
         sv = builder.load(builder.inttoptr(builder.add(s_base, at), d8.as_pointer()), align=8)
         ov = builder.load(builder.inttoptr(builder.add(o_base, at), d8.as_pointer()), align=8)
+        ev = builder.load(builder.inttoptr(builder.add(e_base, at), d8.as_pointer()), align=8)
         hv = builder.load(builder.inttoptr(builder.add(h_base, builder.mul(builder.add(c0, const(LANES * h)),
                                                                            const(4))), v8.as_pointer()), align=4)
         for i in range(height):
             acc = builder.sub(builder.load(accs[i * halves + h]), hv)
             t = builder.fadd(builder.fmul(builder.sitofp(acc, d8), sv), ov)
+            t = builder.select(builder.fcmp_ordered("<", t, below8), builder.fsub(t, ev), t)
             t = builder.select(builder.fcmp_ordered("<", t, zero), zero, t)
             t = builder.select(builder.fcmp_ordered(">", t, top8), top8, t)
             q = builder.trunc(builder.add(builder.fptosi(t, v8), lo8), q8)
@@ -165,9 +174,11 @@ _tile, _row, _tile_part, _row_part = (_tile_kernel(h, p) for p in (False, True) 
 
 
 @Compiled
-def gemm_requantize(x, weight, flip, shift, scale, offset, lo, top, out, chunk, spans):  # pragma: no cover
-    """out[m, n] = clip(trunc(acc * scale[n] + offset[n]), 0, top) + lo, acc = sum_k (x[m, k] ^ flip) w[k, n] -
-    shift[n], for x [M, K], `weight` from `pack_weight`, tasks of `chunk` rows times `spans` column spans."""
+def gemm_requantize(x, weight, flip, shift, scale, offset, step, threshold, lo, top, out, chunk,
+                    spans):  # pragma: no cover
+    """out[m, n] = clip(trunc(t), 0, top) + lo, t = acc * scale[n] + offset[n] (less step[n] where below
+    `threshold`), acc = sum_k (x[m, k] ^ flip) w[k, n] - shift[n], for x [M, K], `weight` from `pack_weight`,
+    tasks of `chunk` rows times `spans` column spans."""
     rows, depth = x.shape
     blocks, groups, width = weight.shape
     cols = out.shape[1]
@@ -187,15 +198,18 @@ def gemm_requantize(x, weight, flip, shift, scale, offset, lo, top, out, chunk, 
             valid = min(NR, cols - n0)
             if valid == NR:
                 for t in range(whole):
-                    _tile(xs, t * MR, weight, b, groups, shift, scale, offset, n0, lo, top, out, m0 + t * MR, valid)
+                    _tile(xs, t * MR, weight, b, groups, shift, scale, offset, step, threshold, n0, lo, top, out,
+                          m0 + t * MR, valid)
                 for i in range(whole * MR, count):
-                    _row(xs, i, weight, b, groups, shift, scale, offset, n0, lo, top, out, m0 + i, valid)
+                    _row(xs, i, weight, b, groups, shift, scale, offset, step, threshold, n0, lo, top, out, m0 + i,
+                         valid)
             else:                                    # the last, partial column block
                 for t in range(whole):
-                    _tile_part(xs, t * MR, weight, b, groups, shift, scale, offset, n0, lo, top, out, m0 + t * MR,
-                               valid)
+                    _tile_part(xs, t * MR, weight, b, groups, shift, scale, offset, step, threshold, n0, lo, top,
+                               out, m0 + t * MR, valid)
                 for i in range(whole * MR, count):
-                    _row_part(xs, i, weight, b, groups, shift, scale, offset, n0, lo, top, out, m0 + i, valid)
+                    _row_part(xs, i, weight, b, groups, shift, scale, offset, step, threshold, n0, lo, top, out,
+                              m0 + i, valid)
 
 
 def tasks(rows: int, cols: int) -> tuple[int, int]:
@@ -216,18 +230,21 @@ def quads_fit(weight: np.ndarray) -> bool:
 
 def bind(lhs: np.ndarray, weight: np.ndarray, requantize, out: np.ndarray):
     """`gemm_requantize` prebound: out [M, N] = requantize(lhs [M, K] @ weight [K, N]) with `requantize`'s
-    float form (a `Requantizer` with exact float parameters, per channel along N or one for all). With VNNI
+    float form (a `Requantizer` with exact float parameters, per channel along N or one for all; with or
+    without MindSpore Lite's branch). With VNNI
     and int8 weights the products run as uint8 quads: int8 rows flip their sign bit (x + 128), and the shift
     128 * (column sum of w) takes that back out, exactly, before the float epilogue."""
     rows, depth = lhs.shape
     scale, offset, lo, top = requantize.per_channel(out.shape[1])
+    step, threshold = requantize.lowering(out.shape[1])
     chunk, spans = tasks(rows, out.shape[1])
     quads = quads_fit(weight)
     flip = -128 if quads and lhs.dtype == np.int8 else 0
     shift = -flip * weight.astype(np.int64).sum(axis=0)
     return gemm_requantize.bind(rows * depth * out.shape[1] // 4, lhs, pack_weight(weight, 4 if quads else 2),
                                 lhs.dtype.type(flip), pad_columns(shift.astype(np.int32)), pad_columns(scale),
-                                pad_columns(offset), np.int32(lo), top, out, chunk, spans)
+                                pad_columns(offset), pad_columns(step), threshold, np.int32(lo), top, out, chunk,
+                                spans)
 
 
 @Compiled
@@ -248,3 +265,19 @@ def quantize(x, scale, zero_point, lo, hi, out):  # pragma: no cover
         elif q > hi:
             q = hi
         out[i] = np.int32(q)
+
+
+@Compiled
+def quantize_away(x, inverse, zero_point, lo, hi, out):  # pragma: no cover
+    """out = clamp(round(x * inverse + zp), lo, hi), half away from zero, over flat float32 x with one float32
+    inverse scale and zero point: `quant_cast.quantize_nnacl`'s float32 steps (NaN becomes lo)."""
+    for i in prange(len(out)):
+        q = x[i] * inverse + zero_point
+        r = np.floor(np.abs(q) + np.float32(0.5))
+        if q < 0:
+            r = -r
+        if not r >= lo:
+            r = lo
+        elif r > hi:
+            r = hi
+        out[i] = np.int32(r)

@@ -4,7 +4,8 @@
   convs of whole vectors of channels, dense first layers), the generic depthwise kernel where int32 cannot
   overflow;
 - dense convolutions (group 1): `int8.gemm_requantize`, int16-pair products into int32 accumulators, requantized
-  in the GEMM's epilogue, reading the NHWC rows (1x1) or int8 im2col columns;
+  in the GEMM's epilogue (with MindSpore Lite's branch where the model rounds as it does), reading the NHWC rows
+  (1x1) or int8 im2col columns;
 - otherwise the numpy kernel's float32 GEMM with one threaded requantization pass (`conv.requantize_rows`).
 """
 from __future__ import annotations
@@ -32,12 +33,13 @@ def exact_in_float32(centred: np.ndarray, zero_point: int) -> bool:
 @register("Conv2D", DataType.INT8, quantized=True, backend="compiled")
 class Conv2DInt8Compiled(Conv2DInt8Kernel):
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
-        g, exact = self.geo, self.requantize.affine
-        self.tiled = (exact and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g) or tiled_dense(g))
+        g, affine = self.geo, self.requantize.affine
+        self.tiled = (affine and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g) or tiled_dense(g))
                       and exact_in_float32(self.centred, self.qx.zero_point))
-        self.compiled_direct = self.tiled or (exact and g.group > 1 and g.group == g.in_channels
+        self.compiled_direct = self.tiled or (affine and g.group > 1 and g.group == g.in_channels
                                               and int(self.bounds.max()) < 1 << 30)  # int32 sums cannot overflow
-        self.compiled_gemm = exact and not self.tiled and g.group == 1 and int32_gemm_fits(self.centred, MAX_ABS_X)
+        self.compiled_gemm = (self.requantize.exact and not self.tiled and g.group == 1
+                              and int32_gemm_fits(self.centred, MAX_ABS_X))
         self.pointwise = not g.padded and all(w.kernel == w.stride == 1 for w in (g.wh, g.ww))
         super().select(inputs)
         self.depthwise = self.depthwise and not self.compiled_direct
@@ -58,9 +60,9 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
             self.bind_gemm(inputs[0], outputs[0], list(scratch))
         else:
             super().bind(inputs, outputs, scratch)
-        g = self.geo
-        self.compiled = self.requantize.affine and (self.compiled_direct or self.compiled_gemm or self.depthwise
-                                                   or g.group == 1)
+        rq = self.requantize
+        self.compiled = (self.compiled_direct or self.compiled_gemm or (rq.affine and self.depthwise)
+                         or (rq.exact and self.geo.group == 1))
 
     def requantize_rows(self, acc: np.ndarray, out: np.ndarray, bound: Callable[[], None]) -> Callable[[], None]:
         """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout), where exact

@@ -1,5 +1,5 @@
-"""The compiled sibling of int8 FullConnection: where `Requantizer`'s float form is exact and the sums fit int32,
-the integer GEMM of `int8`, int32 sums requantized as they are written."""
+"""The compiled sibling of int8 FullConnection: where `Requantizer`'s float form is exact (MindSpore Lite's branch
+included) and the sums fit int32, the integer GEMM of `int8`, int32 sums requantized as they are written."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -15,7 +15,7 @@ from lite.kernels.int8.full_connection import FullConnectionInt8Kernel
 @register("FullConnection", DataType.INT8, quantized=True, backend="compiled")
 class FullConnectionInt8Compiled(CompiledCall, FullConnectionInt8Kernel):
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
-        self.compiled = self.requantize.affine and int32_gemm_fits(self.centred, MAX_ABS_X)
+        self.compiled = self.requantize.exact and int32_gemm_fits(self.centred, MAX_ABS_X)
 
     def bind_call(self, inputs, outputs, scratch) -> Callable[[], None]:
         from lite.kernels.compiled import int8

@@ -307,6 +307,14 @@ class Requantizer:
         compiled kernels fuse."""
         return self.exact and self.below is None
 
+    def lowering(self, channels: int) -> tuple[np.ndarray, np.float64]:
+        """`below` as the compiled epilogues take it: (step as float64 [channels], threshold); zero steps under a
+        threshold of -inf where there is no branch."""
+        if self.below is None:
+            return np.zeros(channels), np.float64(-np.inf)
+        step = np.ascontiguousarray(np.broadcast_to(self.below.step, (channels,)), F64)
+        return step, np.float64(self.below.threshold)
+
     def per_channel(self, channels: int) -> tuple[np.ndarray, np.ndarray, int, float]:
         """The float form as the compiled kernels take it: (scale, offset) as float64 [channels], lo, hi - lo."""
         scale, offset = (np.ascontiguousarray(np.broadcast_to(v, (channels,)), F64) for v in (self.scale, self.offset))

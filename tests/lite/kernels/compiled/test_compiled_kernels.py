@@ -756,14 +756,17 @@ def test_a_residual_sum_fused_into_a_gemm_matches_onnxruntime(act: str | None, k
 @pytest.mark.parametrize("quads", [True, False], ids=["vnni-quads", "int16-pairs"])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 @pytest.mark.parametrize("rows, depth, cols", [(1, 5, 3), (13, 7, 33), (49, 300, 64), (100, 18, 40)])
+@pytest.mark.parametrize("rounding", ["tflite", "nnacl"])
 def test_int8_gemm_matches_the_integer_product_requantized(rows: int, depth: int, cols: int, dtype: type,
-                                                           quads: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                           quads: bool, rounding: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Both product forms (vpdpbusd quads where the host has VNNI, int16 pairs everywhere) bit for bit against
-    the int64 product through the numpy Requantizer: K not a multiple of 4, partial column blocks, rows past
-    the last tile (nothing written past N), and the extreme codes (-128 weights and inputs) where the quads'
-    sign flip must cancel."""
+    the int64 product requantized in integers (TFLite's rounding, or MindSpore Lite's two, whose ties below
+    zero power-of-two multipliers make common): K not a multiple of 4, partial column blocks, rows past the last
+    tile (nothing written past N), and the extreme codes (-128 weights and inputs) where the quads' sign flip
+    must cancel."""
     from lite.kernels.compiled import int8
-    from lite.kernels.int8.requantize import Requantizer
+    from lite.kernels.int8.requantize import Requantizer, multiply_by_quantized_multiplier, quantize_multipliers
     if quads and not int8.VNNI:
         pytest.skip("the host has no AVX-512 VNNI")
     monkeypatch.setattr(int8, "VNNI", quads)
@@ -774,9 +777,11 @@ def test_int8_gemm_matches_the_integer_product_requantized(rows: int, depth: int
     x[0, :] = info.min
     w[:, 0] = -128
     acc = x.astype(np.int64) @ w.astype(np.int64)
-    requantize = Requantizer.build(rng.uniform(1e-4, 1e-3, cols), -3, -128, 127)
-    want = np.empty((rows, cols), np.int8)
-    requantize(acc.astype(np.int32), want)
+    reals = rng.uniform(1e-4, 1e-3, cols)
+    reals[::3] = 2.0 ** -rng.integers(7, 12, len(reals[::3]))
+    requantize = Requantizer.build(reals, -3, -128, 127, rounding=rounding)
+    assert requantize.exact and (requantize.below is None) == (rounding == "tflite")
+    want = np.clip(multiply_by_quantized_multiplier(acc, *quantize_multipliers(reals), rounding) - 3, -128, 127)
     wide = np.full((rows, cols + 7), 99, np.int8)
     out = wide[:, :cols]
     with selection("compiled", 2):

@@ -66,10 +66,11 @@ def conv_spec(case: tuple, seed: int, saturated: bool = False):
     return inputs, attrs, qparams([s_y], [zp_y], bits), want
 
 
-def run_conv(inputs, attrs, out_params, kernels: str, threads: int = 1, op: str = "Conv2D"
+def run_conv(inputs, attrs, out_params, kernels: str, threads: int = 1, op: str = "Conv2D", rounding: str = "tflite"
              ) -> tuple[np.ndarray, Kernel]:
-    """Compile and run one node on `kernels` (x is not a constant, so nothing folds)."""
-    node = NodeDef("node", op, op_attrs.build(op, attrs), list(range(len(inputs))), [len(inputs)])
+    """Compile and run one node on `kernels` (x is not a constant, so nothing folds), rounding by `rounding`."""
+    node = NodeDef("node", op, op_attrs.build(op, attrs), list(range(len(inputs))), [len(inputs)],
+                   rounding=rounding)
     specs = [TensorSpec(a.shape, a.dtype, a if i else None, p) for i, (a, p) in enumerate(inputs)]
     with selection(kernels, threads):
         kernel = select_kernel(node, specs)
@@ -185,3 +186,23 @@ def test_quantize_matches_onnx_reference(dtype: type, dst_t: int, kernels: str) 
     special = np.array([[[np.inf, -np.inf, np.nan]]], np.float32)
     got, _ = run_conv([(special, None)], dict(src_t=43, dst_t=dst_t), params, kernels, op="QuantDTypeCast")
     assert got.ravel().tolist() == [info.max, info.min, info.min]
+
+
+@pytest.mark.parametrize("kernels", PATHS)
+def test_quantize_with_mindspore_lites_rounding_takes_ties_away_from_zero(kernels: str) -> None:
+    """A node rounding as MindSpore Lite's kernels do: x * (1 / s) + zp rounded half away from zero (a power-of-two
+    scale makes every step exact, so the reference is plain arithmetic), saturating; NaN becomes the low end."""
+    rng = np.random.default_rng(30)
+    scale, zp = 0.125, 3
+    ties = (rng.integers(-140, 140, 600) + 0.5) * scale
+    x = np.concatenate([ties, rng.uniform(-20, 20, 397)]).astype(np.float32).reshape(1, 1, 997)
+    got, kernel = run_conv([(x, None)], dict(src_t=43, dst_t=32), qparams([scale], [zp]), kernels,
+                           op="QuantDTypeCast", rounding="nnacl")
+    assert kernel.compiled == (kernels == "compiled")
+    v = x.astype(np.float64) / scale + zp
+    want = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), -128, 127)
+    np.testing.assert_array_equal(got, want)
+    special = np.array([[[np.inf, -np.inf, np.nan]]], np.float32)
+    got, _ = run_conv([(special, None)], dict(src_t=43, dst_t=32), qparams([scale], [zp]), kernels,
+                      op="QuantDTypeCast", rounding="nnacl")
+    assert got.ravel().tolist() == [127, -128, -128]
