@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from lite import dtypes
-from lite.kernel import Kernel, TensorSpec, create_kernel
+from lite.kernel import CallUnavailable, Kernel, TensorSpec, create_kernel, reference_of
 from lite.memory_plan import Buffer, RunPool, aligned_zeros, plan
 from lite.model import Model, NodeDef, SubGraphDef
 from lite.status import (InferInvalidError, InferShapeError, LiteError, MemoryFailedError, NotSupportedError,
@@ -91,16 +91,33 @@ def evaluate(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None],
     arrays = [np.empty(s.shape, s.dtype) for s in outs]
     scratch = [np.zeros(s.shape, s.dtype) for s in kernel.scratch()]
     execute(kernel, node, [s.value if s is not None else None for s in inputs], arrays, scratch,
-            " while folding constants")
+            " while folding constants", inputs)
     return [TensorSpec(s.shape, s.dtype, a, s.quant) for s, a in zip(outs, arrays)]
 
 
-def execute(kernel: Kernel, node: NodeDef, inputs: Sequence[np.ndarray | None], outputs: list[np.ndarray],
-            scratch: list[np.ndarray], when: str = "") -> None:
-    """Bind and run a kernel outside the prebound steps; failures other than LiteErrors name the node."""
+def bind_kernel(kernel: Kernel, node: NodeDef, specs: Sequence[TensorSpec | None],
+                inputs: Sequence[np.ndarray | None], outputs: list[np.ndarray], scratch: list[np.ndarray]) -> Kernel:
+    """`kernel.bind`; when its backend cannot run this call (`CallUnavailable`), the node's numpy kernel, chosen
+    for the same input `specs` and bound on work buffers of its own. Returns the kernel bound."""
     try:
         kernel.bind(inputs, outputs, scratch)
+        return kernel
+    except CallUnavailable:
+        reference = reference_of(kernel)
+        reference.out_quant = kernel.out_quant
+        infer_node(reference, node, specs)
+        reference.bind(inputs, outputs, [np.zeros(s.shape, s.dtype) for s in reference.scratch()])
+        return reference
+
+
+def execute(kernel: Kernel, node: NodeDef, inputs: Sequence[np.ndarray | None], outputs: list[np.ndarray],
+            scratch: list[np.ndarray], when: str = "", specs: Sequence[TensorSpec | None] = ()) -> Kernel:
+    """Bind (`bind_kernel`, given the input `specs`) and run a kernel outside the prebound steps; failures other
+    than LiteErrors name the node. Returns the kernel that ran."""
+    try:
+        kernel = bind_kernel(kernel, node, specs, inputs, outputs, scratch)
         kernel.run(inputs, outputs)
+        return kernel
     except LiteError:
         raise
     except Exception as e:
@@ -287,7 +304,8 @@ def _bind(graph: Model | SubGraphDef, specs: list[TensorSpec | None], pending: l
     for s, (node, kernel) in enumerate(pending):
         ins = [arrays[i] if i >= 0 else None for i in node.inputs]
         outs = [arrays[t] for t in node.outputs]
-        kernel.bind(ins, outs, scratch_arrays.get(s, []))
+        kernel = bind_kernel(kernel, node, [specs[i] if i >= 0 else None for i in node.inputs], ins, outs,
+                             scratch_arrays.get(s, []))
         steps.append(Step(node, kernel, ins, outs, list(node.inputs), list(node.outputs)))
     return ExecutionPlan(specs, arrays, steps, arena, placements)
 
@@ -360,7 +378,9 @@ class DynamicPart:
             args = wrap(node, node.inputs, values, node.outputs, arrays) if wrap else None
             if before is not None and before(*args) is False:
                 return False
-            execute(kernel, node, values, arrays, scratch)
+            ran = execute(kernel, node, values, arrays, scratch, specs=inputs)
+            if ran is not kernel:                       # the numpy kernel stands in from now on
+                self.kernels = {key: ran if k is kernel else k for key, k in self.kernels.items()}
             if after is not None and after(*args) is False:
                 return False
         self.pool.finish()

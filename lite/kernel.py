@@ -217,6 +217,22 @@ def describe_backend(mode: str = "auto") -> str:
                     backend(list(BACKENDS)[-1]).describe())
 
 
+class CallUnavailable(NotSupportedError):
+    """A started backend cannot run one call of a kernel it was chosen for (a compiled function the ahead-of-time
+    library lacks, with no JIT in the process to compile it): the node runs its numpy kernel (`reference_of`)."""
+
+
+def reference_of(kernel: Kernel) -> Kernel:
+    """A fresh numpy kernel for `kernel`'s node, wrapped as `kernel` is (`Float32Compute`, `Float16Compute`)."""
+    if isinstance(kernel, Float32Compute):
+        return Float32Compute(reference_of(kernel.inner), kernel.narrow)
+    if isinstance(kernel, Float16Compute):
+        return Float16Compute(reference_of(kernel.inner))
+    cls = next((_REGISTRY[(*key[:3], REFERENCE)] for key, sibling in _REGISTRY.items()
+                if sibling is type(kernel) and key[3] != REFERENCE), type(kernel))
+    return cls(kernel.node)
+
+
 def _allows(name: str) -> bool:
     mode = requested()
     return mode in ("auto", name) and backend(name).usable()

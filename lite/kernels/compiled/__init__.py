@@ -31,7 +31,7 @@ import types
 from typing import Any, Callable, Iterator
 
 from lite import gc_pause
-from lite.kernel import ENV, add_pool, requested, threads
+from lite.kernel import ENV, CallUnavailable, add_pool, requested, threads
 from lite.status import NotSupportedError
 
 # OpenMP's workers (read when the library loads; a user's setting wins, GOMP_SPINCOUNT=0 makes them sleep at once):
@@ -236,10 +236,15 @@ class Compiled:
 
     def _ahead_of_time(self, parallel: bool, args: tuple) -> tuple[Any, Any]:
         """(the ahead-of-time library, its entry point for `args`) when the library serves the kernels bound
-        now; the entry point is None when it lacks this signature (numba's JIT then compiles it)."""
+        now; the entry point is None when it lacks this signature: numba's JIT then compiles it, or, without
+        numba, `CallUnavailable` makes the node run its numpy kernel."""
         aot = sys.modules.get("lite.kernels.compiled.aot")
         library = aot.serving() if aot is not None else None
-        return library, library and library.function(self.name, parallel, args)
+        function = library and library.function(self.name, parallel, args)
+        if library is not None and function is None and _load() is None:
+            raise CallUnavailable(f"{aot.entry_key(self.name, parallel, args)} is not in {library.path.name} "
+                                  f"and {_layer_error} (add it to the library's signatures.txt)")
+        return library, function
 
     def entry(self, work: int, *args: Any) -> Callable[..., None]:
         """The compiled entry point for arguments typed like `args` (for calls whose scalars change)."""

@@ -7,11 +7,12 @@ serial or threaded form and the types of its arguments, then called through one 
 signature, `int32 f(void **data, int64 *meta)`: `data` holds each array's address, `meta` each array's shape
 and strides (bytes) and each scalar's bits, packed once when the kernel binds.
 
-The library is built by `python -m lite.kernels.compiled.aot.build` (numba, llvmlite and a C compiler, once per
-machine or per CPU level; see docs/deployment.md) from the signatures in `signatures.txt`, for the host's
-instruction-set level (`llvm.TARGET`). It is looked for in `MSLITE_AOT_DIR`, then beside this module (`lib/`, an
-install's build), then in the user's cache directory. A signature it lacks runs on numba's JIT when numba is
-installed, else raises `NotSupportedError` naming it (add it to `signatures.txt`).
+The library is built from the signatures in `signatures.txt` for the host's instruction-set level (`llvm.TARGET`)
+by `python -m lite.kernels.compiled.aot.build` (numba, llvmlite and a C compiler; see docs/deployment.md), or on
+first use: a process that finds none starts that build in the background (`first_use`) and the next process
+loads it. It is looked for in `MSLITE_AOT_DIR`, then beside this module (`lib/`, shipped with an application),
+then in the user's cache, one folder per kernel sources (`cache_dir`). A signature it lacks runs on numba's JIT
+when numba is installed, else that node runs its numpy kernel (`lite.kernel.CallUnavailable`).
 
 Threads: the library's own pool of POSIX threads (`runtime.c`, no OpenMP runtime needed), bounded per
 launching thread as numba's pool is (`lite.threads`).
@@ -46,6 +47,7 @@ _error: str | None = None
 _seconds = 0.0
 
 
+@functools.lru_cache(maxsize=1)
 def source_digest() -> str:
     """A digest of the compiled kernels' sources (their modules, this package's, the runtime): a library built
     from other sources than the installed ones is not loaded (its machine code would not match the Python
@@ -61,11 +63,17 @@ def library_name(target: str = TARGET) -> str:
     return f"mslite_kernels-{target}-v{VERSION}"
 
 
+def cache_dir() -> Path:
+    """The user's cache of the library built from these kernel sources (the build's default folder): one folder
+    per sources, so checkouts or versions side by side do not rebuild over each other."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "mslite" / "kernels" / source_digest()
+
+
 def search_dirs() -> list[Path]:
     """Where the library is looked for, first match wins."""
     dirs = [Path(os.environ[DIR_ENV])] if os.environ.get(DIR_ENV) else []
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return dirs + [Path(__file__).parent / "lib", cache / "mslite" / "kernels"]
+    return dirs + [Path(__file__).parent / "lib", cache_dir()]
 
 
 def signature_of(value: Any) -> str:
@@ -159,7 +167,9 @@ def _load() -> Library | None:
         name = library_name()
         found = [d / f"lib{name}.so" for d in search_dirs() if (d / f"lib{name}.so").is_file()]
         if not found:
-            _error = f"no ahead-of-time kernel library lib{name}.so (build it with `{BUILD_COMMAND}`)"
+            from lite.kernels.compiled.aot import first_use
+            _error = (f"no ahead-of-time kernel library lib{name}.so yet: {first_use.start(cache_dir())} "
+                      f"(or build it with `{BUILD_COMMAND}`)")
         else:
             try:
                 _library = Library(found[0])

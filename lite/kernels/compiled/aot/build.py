@@ -2,6 +2,8 @@
 
     python -m lite.kernels.compiled.aot.build [--out DIR] [--cc CC] [--object-only]
 
+(a process that finds no library starts this build itself, in the background: `first_use`).
+
 numba compiles every entry of `signatures.txt` (serial or threaded form, argument types) for the host's CPU level
 (`llvm.TARGET`; `MSLITE_CPU_TARGET=x86_64-v3` builds a lower one's);
 each gets a C entry point (`aot` module docstring) written here in LLVM IR; llvmlite emits one position-independent
@@ -29,6 +31,7 @@ from typing import Any
 
 HERE = Path(__file__).parent
 SIGNATURES = HERE / "signatures.txt"
+SIGNATURES_ENV = "MSLITE_AOT_SIGNATURES"
 RUNTIME = HERE / "runtime.c"
 RENAMED = "mslite_rt_"           # prefix of the Python C-API and numba helper names the runtime stands in for
 PYTHON_API = ("Py", "_Py", "numba_")
@@ -106,7 +109,9 @@ def _entry_ir(context: Any, fndesc: Any, name: str) -> Any:
     return module
 
 
-def read_signatures(path: Path = SIGNATURES) -> list[str]:
+def read_signatures(path: Path | None = None) -> list[str]:
+    """The entries of `path`, by default `MSLITE_AOT_SIGNATURES` (an application's own list) or `signatures.txt`."""
+    path = path or Path(os.environ.get(SIGNATURES_ENV) or SIGNATURES)
     lines = path.read_text().splitlines() if path.exists() else []
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
@@ -178,10 +183,13 @@ def build(out: Path, target: str, cc: str, object_only: bool = False, keys: list
     info = {"version": aot.VERSION, "target": target, "sources": aot.source_digest(), "numba": numba.__version__,
             "entries": symbols}
     library_path = out / f"lib{name}.so"
-    (out / f"lib{name}.json").write_text(json.dumps(info, indent=1) + "\n")
+    partial = out / f"lib{name}.{os.getpid()}.part"      # a process loading meanwhile sees the old or the new
+    partial.write_text(json.dumps(info, indent=1) + "\n")
+    os.replace(partial, library_path.with_suffix(".json"))
     if object_only:
         return object_path
-    link(object_path, library_path, cc)
+    link(object_path, partial, cc)
+    os.replace(partial, library_path)
     object_path.unlink()
     object_path.with_suffix(".stubs.c").unlink()
     return library_path
@@ -226,7 +234,7 @@ def recorded(models: list[str]) -> list[str]:
 
 def record(models: list[str]) -> int:
     """Add the entries the models bind (`recorded`) to `signatures.txt`."""
-    known = set(read_signatures())
+    known = set(read_signatures(SIGNATURES))
     new = [key for key in recorded(models) if key not in known]
     with SIGNATURES.open("a") as f:
         f.writelines(f"{key}\n" for key in new)
@@ -245,12 +253,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", nargs="+", metavar="MODEL", help="record the signatures these models bind")
     parser.add_argument("--models", nargs="+", metavar="MODEL", help="build only the signatures these models bind "
                                                                      "(run with the JIT first)")
+    parser.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)    # the first-use build's (`first_use`)
     args = parser.parse_args(argv)
     if args.record:
         return record(args.record)
-    out = args.out or aot.search_dirs()[-1]
+    out = args.out or aot.cache_dir()
+    if args.lock_fd is not None:
+        return background(out, args.cc)
     written = build(out, TARGET, args.cc, args.object_only, recorded(args.models) if args.models else None)
     print(f"wrote {written}")
+    return 0
+
+
+def background(out: Path, cc: str) -> int:
+    """The first-use build (`first_use.start` launched it, holding the lock for it): at the lowest priority; a
+    failure leaves its log in `first_use.FAILED`, and the cache keeps `first_use.KEEP` other libraries."""
+    import traceback
+    from lite.kernels.compiled.aot import first_use
+    from lite.kernels.compiled.llvm import TARGET
+    os.nice(19)
+    try:
+        print(f"wrote {build(out, TARGET, cc)}", flush=True)
+    except BaseException:              # noqa: B036 -- SystemExit and a failed link included: not retried
+        (out / first_use.FAILED).write_text(traceback.format_exc())
+        raise
+    first_use.prune(out)
     return 0
 
 

@@ -50,10 +50,11 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(REPO), **extra}
 
 
-def python(code: str, **env: str) -> dict:
-    """Run `code` in a fresh interpreter (its last stdout line is JSON)."""
+def python(code: str, cwd: Path = REPO, **env: str) -> dict:
+    """Run `code` in a fresh interpreter in `cwd` (its last stdout line is JSON), with no first-use build unless
+    `env` asks for one."""
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                            env=clean_env(**env), cwd=REPO)
+                            env=clean_env(**{"MSLITE_AOT_BUILD": "0", "PYTHONPATH": str(cwd), **env}), cwd=cwd)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -99,7 +100,7 @@ workers = [threading.Thread(target=lambda: concurrent.extend(run(2)[0] for _ in 
 for w in workers: w.start()
 for w in workers: w.join()
 print(json.dumps({{"errors": errors, "concurrent": max(concurrent), "compiled": compiled,
-                  "numba": "numba" in sys.modules, "llvmlite": "llvmlite" in sys.modules,
+                  "numba": sys.modules.get("numba") is not None, "llvmlite": "llvmlite" in sys.modules,
                   "describe": describe_backend({mode!r})}}))
 """
 
@@ -117,15 +118,85 @@ def test_auto_takes_the_library_first(built: Path) -> None:
     assert max(result["errors"]) < 1e-5 and not result["numba"], result
 
 
-def test_what_the_library_lacks_runs_on_the_jit(built: Path, tmp_path: Path) -> None:
+def without_windowed_pooling(built: Path, tmp_path: Path) -> Path:
+    """A copy of the built library whose entry points leave out the windowed pooling's."""
     lib = tmp_path / "lib"
     shutil.copytree(built / "lib", lib)
     info_path = next(lib.glob("*.json"))
     info = json.loads(info_path.read_text())
-    info["entries"] = {k: v for k, v in info["entries"].items() if ".pool_f32:" not in k}   # no windowed pool
+    info["entries"] = {k: v for k, v in info["entries"].items() if ".pool_f32:" not in k}
     info_path.write_text(json.dumps(info))
+    return lib
+
+
+def test_what_the_library_lacks_runs_on_the_jit(built: Path, tmp_path: Path) -> None:
+    lib = without_windowed_pooling(built, tmp_path)
     result = python(RUN.format(folder=str(built), mode="aot"), MSLITE_AOT_DIR=str(lib))
     assert max(result["errors"]) < 1e-5 and result["numba"], result
+    assert all(ops.count("Pooling") == 2 for ops in result["compiled"]), result["compiled"]   # max, global
+
+
+NO_NUMBA = "import sys; sys.modules['numba'] = None\n"      # numba unimportable in the process
+
+
+@pytest.mark.parametrize("mode", ["aot", "auto"])
+def test_without_numba_what_the_library_lacks_runs_on_numpy(built: Path, tmp_path: Path, mode: str) -> None:
+    """The node whose entry is missing runs its numpy kernel, the others the library's; the session works."""
+    lib = without_windowed_pooling(built, tmp_path)
+    result = python(NO_NUMBA + RUN.format(folder=str(built), mode=mode), MSLITE_AOT_DIR=str(lib))
+    assert max(result["errors"]) < 1e-5 and result["concurrent"] < 1e-5, result
+    assert all("Conv2D" in ops and ops.count("Pooling") == 1 for ops in result["compiled"]), result["compiled"]
+    assert not result["numba"] and not result["llvmlite"], result
+
+
+FIRST_USE = """
+import json, sys
+from pathlib import Path
+import numpy as np
+import lite
+from lite.kernels.compiled import aot
+from lite.kernels.compiled.aot import first_use
+
+folder = {folder!r}
+session = lite.LiteSession.CreateSession(lite.Context(thread_num=2))
+session.CompileGraph(lite.Model.Load(folder + "/cnn.ms"))
+session.GetInputs()[0].set_data(np.load(folder + "/x.npy"))
+session.RunGraph()
+y, expected = next(iter(session.GetOutputs().values())).numpy(), np.load(folder + "/expected.npy")
+described = aot.describe()
+first_use.wait(aot.cache_dir())
+print(json.dumps({{"error": float(np.abs(y - expected).max() / np.abs(expected).max()), "describe": described,
+                  "numba": "numba" in sys.modules, "cache": str(aot.cache_dir())}}))
+"""
+
+
+def test_the_first_process_builds_the_library_for_the_next(built: Path, tmp_path: Path) -> None:
+    """With no library anywhere, the first process runs on the JIT and starts the build in the background (one,
+    whatever processes start meanwhile); once it is done the next process runs the library without numba."""
+    keys = tmp_path / "signatures.txt"                   # the CNN's signatures only: a short build
+    keys.write_text("\n".join(json.loads(next((built / "lib").glob("*.json")).read_text())["entries"]) + "\n")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "MSLITE_AOT_SIGNATURES": str(keys), "MSLITE_AOT_BUILD": ""}
+    snapshot = tmp_path / "src"                          # kernel sources that no one edits between the processes
+    shutil.copytree(REPO / "lite", snapshot / "lite")
+    first = python(FIRST_USE.format(folder=str(built)), snapshot, **env)
+    assert first["error"] < 1e-5 and first["numba"], first
+    assert "being built in the background" in first["describe"], first
+    cache = Path(first["cache"])
+    assert cache.parent.parent == tmp_path / "cache" / "mslite", cache
+    assert not (cache / "build.failed").exists(), (cache / "build.log").read_text()
+    second = python(FIRST_USE.format(folder=str(built)), snapshot, **env)
+    assert second["error"] < 1e-5 and not second["numba"], second
+    assert "ahead of time" in second["describe"], second
+
+
+def test_no_first_use_build_without_its_tools(tmp_path: Path) -> None:
+    code = ("import json; from pathlib import Path; from lite.kernels.compiled.aot import first_use; "
+            "print(json.dumps([first_use.start(Path('{0}') / 'a'), Path('{0}', 'a').exists()]))")
+    told, made = python(NO_NUMBA.replace("numba'] = None", "llvmlite'] = None") + code.format(tmp_path),
+                        MSLITE_AOT_BUILD="")
+    assert "llvmlite not installed" in told and not made
+    told, made = python(code.format(tmp_path), MSLITE_AOT_BUILD="0")
+    assert "MSLITE_AOT_BUILD=0" in told and not made
 
 
 def test_no_library_is_a_clear_error_and_auto_goes_on(tmp_path: Path) -> None:

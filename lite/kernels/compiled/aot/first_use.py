@@ -1,0 +1,101 @@
+"""The library built on first use: a process that finds no library for its CPU level and kernel sources starts
+the build in a detached, lowest-priority process and goes on with numba's JIT (or the numpy kernels); the
+processes after it load the library. pip cannot build it at install: it builds this project's wheel before it
+installs numba, in an isolated environment without it.
+
+The build runs only where it can (numba, llvmlite and a C compiler installed; `MSLITE_AOT_BUILD=0` turns it off),
+once per folder: it holds an exclusive lock on `build.lock` for its whole life (the kernel drops it when the
+process ends, however it ends), so a process starting meanwhile neither starts a second build nor waits
+(`wait` does, for tools and tests). A failed build leaves `build.failed` with its log and is not retried there;
+`python -m lite.kernels.compiled.aot.build` builds by hand.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+BUILD_ENV = "MSLITE_AOT_BUILD"   # "0": never build on first use
+LOCK, LOG, FAILED = "build.lock", "build.log", "build.failed"
+KEEP = 8                          # libraries of other kernel sources kept in the cache (the newest)
+
+
+def unavailable() -> str | None:
+    """Why this process cannot build the library, or None."""
+    if os.environ.get(BUILD_ENV, "").strip() == "0":
+        return f"{BUILD_ENV}=0"
+    if os.name != "posix":
+        return "the first-use build needs a POSIX system"
+    missing = [name for name in ("numba", "llvmlite") if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"{' and '.join(missing)} not installed"
+    cc = os.environ.get("CC", "cc")
+    if not shlex.split(cc) or shutil.which(shlex.split(cc)[0]) is None:
+        return f"no C compiler ({cc})"
+    return None
+
+
+def _locked(path: Path) -> int | None:
+    """An open descriptor of `path` holding its exclusive lock, or None when another process holds it."""
+    import fcntl
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def start(folder: Path) -> str:
+    """Start the build of the library into `folder` unless it cannot run, runs already or failed there; returns
+    what happened, for the reason the library is not in use."""
+    reason = unavailable()
+    if reason:
+        return f"it is not built on first use: {reason}"
+    if (folder / FAILED).exists():
+        return f"its first-use build failed (see {folder / FAILED})"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = _locked(folder / LOCK)
+    if fd is None:
+        return f"it is being built in the background into {folder}"
+    try:
+        package_root = str(Path(__file__).resolve().parents[4])
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, BUILD_ENV: "0", "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+        with open(folder / LOG, "w") as log:
+            subprocess.Popen([sys.executable, "-m", "lite.kernels.compiled.aot.build", "--out", str(folder),
+                              "--lock-fd", str(fd)], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             env=env, pass_fds=(fd,), start_new_session=True)
+    finally:
+        os.close(fd)                 # the build's copy keeps the lock
+    return f"it is being built in the background into {folder} (log: {LOG}), for the processes after this one"
+
+
+def wait(folder: Path) -> None:
+    """Return once no build runs in `folder` (blocks on its lock)."""
+    import fcntl
+    if not (folder / LOCK).exists():
+        return
+    fd = os.open(folder / LOCK, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        os.close(fd)
+
+
+def prune(folder: Path) -> None:
+    """Remove the cache's libraries of other kernel sources but the `KEEP` newest (none being built)."""
+    others = sorted((d for d in folder.parent.iterdir() if d.is_dir() and d != folder),
+                    key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in others[KEEP:]:
+        fd = _locked(old / LOCK) if (old / LOCK).exists() else None
+        if (old / LOCK).exists() and fd is None:
+            continue
+        shutil.rmtree(old, ignore_errors=True)
+        if fd is not None:
+            os.close(fd)
