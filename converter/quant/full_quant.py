@@ -2,9 +2,10 @@
 
 Nodes whose op has an `(op, INT8)` kernel (and whose float activations were calibrated) become int8: their
 activations get per-tensor asymmetric params, Conv2D/FullConnection/MatMul weights per-channel symmetric params,
-biases INT32 with `scale = s_x * s_w[c]`; the constants an int8 kernel lists in `float_inputs` (LayerNorm's
-scale and bias) stay float32. `QuantDTypeCast` nodes convert at every int8 <-> float border, so ops
-without an int8 kernel stay float in between. Graph inputs/outputs stay float32 unless asked otherwise.
+biases INT32 with `scale = s_x * s_w[c]`. The constants an int8 kernel lists in `float_inputs` (LayerNorm's
+scale and bias, LSTM/GRU's B) stay float32; those in `row_weights` (LSTM/GRU's W and R) get a scale per gate
+row. `QuantDTypeCast` nodes convert at every int8 <-> float border, so ops without an int8 kernel stay float in
+between. Graph inputs/outputs stay float32 unless asked otherwise.
 """
 from __future__ import annotations
 
@@ -45,10 +46,19 @@ def split_activations(graph: Graph) -> Graph:
     return graph
 
 
+def _int8_kernel(op: str) -> type:
+    return kernel_registry.kernel_for(op, DataType.INT8, quantized=True)
+
+
 def _weighted(node: Node, graph: Graph) -> bool:
-    """Ops with a weight input (Conv2D/FullConnection/MatMul) can only be int8 with a constant float weight
-    (2-D for MatMul)."""
+    """Ops with a weight input (Conv2D/FullConnection/MatMul, LSTM/GRU's W and R) can only be int8 with a
+    constant float weight (2-D for MatMul)."""
     index = traits(node.op).weight_input
+    rows = getattr(_int8_kernel(node.op), "row_weights", ())
+    for k in rows:
+        w = graph.const(node.inputs[k]) if len(node.inputs) > k and node.inputs[k] else None
+        if w is None or w.dtype != np.float32 or w.ndim != 3:
+            return False
     if index is None:
         return True
     w = graph.const(node.inputs[index])
@@ -131,6 +141,14 @@ def set_int32_bias(graph: Graph, node: Node, bias: np.ndarray, in_param: fb.Quan
     node.inputs[t.bias_input] = name
 
 
+def _quantize_row_weight(graph: Graph, name: str, bits: int, method: str) -> str:
+    """A recurrent op's W or R [D, G*H, in] as int8 with one symmetric scale per gate row (axis 1)."""
+    q, params = quantize_weight(graph.const(name), 1, bits, method)
+    qname = graph.add_const(q, f"{name}_int8")
+    graph.values[qname].quant_params, graph.values[qname].quant_axis = params, 1
+    return qname
+
+
 def _quantize_const_input(graph: Graph, name: str, bits: int, param: fb.QuantParamT | None = None) -> str:
     """A float constant operand of an int8 op, quantized per tensor with `param` (default: over its own
     range; ops that keep their input's params, such as Pad's fill value, pass the data input's)."""
@@ -175,11 +193,16 @@ def full_quantize(graph: Graph, ranges: Ranges, activation_bits: int = 8, weight
             if name and graph.const(name) is None:
                 node.inputs[i] = int8_input(name)
         in_param = graph.values[node.inputs[0]].quant_params[0]
-        t = traits(node.op)
-        kept_float = getattr(kernel_registry.kernel_for(node.op, DataType.INT8, quantized=True), "float_inputs", ())
+        t, kernel = traits(node.op), _int8_kernel(node.op)
+        kept_float, rows = getattr(kernel, "float_inputs", ()), getattr(kernel, "row_weights", ())
         for i, name in enumerate(node.inputs):
-            if (name and t.weight_input is None and i not in kept_float and graph.const(name) is not None
-                    and graph.const(name).dtype == np.float32):
+            if not name or t.weight_input is not None or graph.const(name) is None \
+                    or graph.const(name).dtype != np.float32 or i in kept_float:
+                continue
+            if i in rows:
+                node.inputs[i] = _quantize_row_weight(graph, name, layer_bits.get(node.name, weight_bits),
+                                                      weight_method)
+            else:
                 shared = in_param if t.same_quant else None
                 node.inputs[i] = _quantize_const_input(graph, name, activation_bits, shared)
         if t.weight_input is not None:

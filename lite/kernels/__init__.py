@@ -108,6 +108,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "int8.layer_norm": ("LayerNorm",),
     "int8.pooling": ("Pooling",),
     "int8.quant_cast": ("QuantDTypeCast",),
+    "int8.recurrent": ("GRU", "LSTM"),
     "int8.shape_ops": ("Concat", "Flatten", "Pad", "Reshape", "Squeeze", "Transpose", "Unsqueeze"),
     "int8.softmax": ("Softmax",),
     # training: gradients, losses, optimizers
