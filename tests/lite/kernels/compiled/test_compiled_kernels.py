@@ -266,9 +266,9 @@ def test_openmp_runtime_of_a_threaded_run_spins_briefly_and_then_sleeps() -> Non
     assert (settings["OMP_WAIT_POLICY"], settings["GOMP_SPINCOUNT"]) == ("PASSIVE", str(compiled.SPIN_COUNT))
 
 
-def test_lite_runs_without_numba() -> None:
-    """With numba unimportable, `lite` imports, "auto" runs the numpy kernels and matches onnxruntime; forcing
-    "compiled" is a named error."""
+def test_lite_runs_without_numba(tmp_path) -> None:
+    """With numba unimportable (and no ahead-of-time library in its cache), `lite` imports, "auto" runs the numpy
+    kernels and matches onnxruntime; forcing "compiled" is a named error."""
     script = (
         "import sys; sys.modules['numba'] = None\n"
         "import numpy as np, lite\n"
@@ -284,9 +284,9 @@ def test_lite_runs_without_numba() -> None:
         "    lite.LiteSession.CreateSession(buf, len(buf), lite.Context(kernels='compiled'))\n"
         "except lite.NotSupportedError as e:\n"
         "    print('refused:', e)\n")
-    env = {k: v for k, v in os.environ.items() if k != ENV}
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-                            timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != ENV and k != "MSLITE_AOT_DIR"}
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env={**env, "XDG_CACHE_HOME": str(tmp_path)},
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "refused: compiled kernels were requested" in result.stdout
 
