@@ -13,6 +13,7 @@ from converter.passes.fuse_batchnorm import fuse_batchnorm
 from converter.passes.fuse_gelu import fuse_gelu
 from converter.passes.fuse_layer_norm import fuse_layer_norm
 from converter.passes.fuse_pad import fuse_pad
+from converter.passes.fuse_prelu import fuse_prelu
 from converter.passes.fuse_residual import fuse_residual
 from converter.passes.remove_identity import remove_identity
 from converter.passes.to_nhwc import to_nhwc
@@ -29,6 +30,7 @@ PASSES: dict[str, Callable[[Graph], None]] = {
     "fuse_affine": fuse_affine,
     "fuse_activation": fuse_activation,
     "fuse_residual": fuse_residual,
+    "fuse_prelu": fuse_prelu,
 }
 
 
@@ -37,7 +39,7 @@ PASSES: dict[str, Callable[[Graph], None]] = {
 # (TFLite's) split off; remove_identity keeps train-mode ops.
 FOR_TRAINING: dict[str, Callable[[Graph], None] | None] = {
     **dict.fromkeys(("fuse_layer_norm", "fuse_gelu", "fuse_attention", "fuse_pad", "fuse_batchnorm", "fuse_affine",
-                     "fuse_residual")),
+                     "fuse_residual", "fuse_prelu")),
     "fuse_activation": split_activation,
     "remove_identity": partial(remove_identity, training=True),
 }

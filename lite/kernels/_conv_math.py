@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from lite.kernels.activation import activation_fn, clamp_bounds
+from lite.kernels.activation import activation_fn, clamp_bounds, leaky_relu
 from schema import fb
 
 PadMode = fb.PadMode
@@ -52,6 +52,22 @@ def with_residual(before: Callable[[], None] | None, out: np.ndarray, residual: 
         np.add(out, residual, out=out)
         if activation is not None:
             activation(out, out)
+    return run
+
+
+def prelu(out: np.ndarray, slope: np.ndarray) -> Callable[[], None]:
+    """A fused PReLU prebound on `out`: the negative values times the per-channel `slope` (last axis), in place."""
+    return functools.partial(leaky_relu, out, out, slope)
+
+
+def then(first: Callable[[], None] | None, second: Callable[[], None]) -> Callable[[], None]:
+    """`first` (when there is one), then `second`."""
+    if first is None:
+        return second
+
+    def run() -> None:
+        first()
+        second()
     return run
 
 

@@ -15,7 +15,8 @@ views, so a run only copies and multiplies:
 - `DepthwiseBands` (group == C_in == C_out): KH*KW shifted multiply-adds, in bands of output rows whose input
   is padded into a cache-sized buffer, with per-tap weights pre-tiled along W so numpy runs each product as one
   contiguous loop; bias and activation are applied per band while it is in cache.
-The GEMM paths end in `epilogue` (bias + activation). The compiled sibling (`compiled/conv2d.py`)
+The GEMM paths end in `epilogue` (bias + activation), then a fused residual sum (input 3, `fuse_residual`) and
+a fused PReLU (input 4, its per-channel slope: `fuse_prelu`). The compiled sibling (`compiled/conv2d.py`)
 chooses among its own paths first (direct register tiles, its F(4x4) Winograd, a GEMM with the epilogue fused)
 and falls back on these.
 """
@@ -31,7 +32,7 @@ from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register, threads
 from lite.kernels import _winograd as winograd
 from lite.kernels._conv_math import (PadCopy, Window, epilogue, finish, grouped_columns, make_window, padded_shape,
-                                     phased_tap_views, tap_columns, with_residual)
+                                     phased_tap_views, prelu, tap_columns, then, with_residual)
 from lite.kernels.activation import activation_fn
 from lite.status import InvalidOpAttrError
 from lite.traits import declare
@@ -274,13 +275,18 @@ declare("Conv2D", weight_input=1, weight_axis=0, bias_input=2, bias_correction=T
 class Conv2DKernel(Kernel):
     float16_compute = True
     epilogue = staticmethod(epilogue)    # bias + activation after a GEMM path (a sibling may fuse them)
+    prelu = staticmethod(prelu)          # a fused PReLU's pass, where a path does not apply the slope itself
 
     def infer(self, inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         residual = inputs[3] if len(inputs) > 3 else None
+        slope = inputs[4] if len(inputs) > 4 else None
         g = conv_geometry(self, x, w)
         check_bias(self, bias, g.out_channels)
+        if slope is not None and (slope.shape != (g.out_channels,) or slope.dtype != x.dtype):
+            raise self.error(f"PReLU slope input must be {np.dtype(x.dtype).name} [{g.out_channels}], got "
+                             f"{slope.dtype.name} {list(slope.shape)}")
         if residual is not None and (tuple(residual.shape) != tuple(g.out_shape) or residual.dtype != x.dtype):
             raise self.error(f"residual input must be {np.dtype(x.dtype).name} {list(g.out_shape)} like the "
                              f"output, got {residual.dtype.name} {list(residual.shape)}")
@@ -352,6 +358,8 @@ class Conv2DKernel(Kernel):
             self.finish = self.epilogue(out, self.bias, inner)
         if residual is not None:
             self.finish = with_residual(self.finish, out, residual, activation_fn(kind))
+        if len(inputs) > 4 and inputs[4] is not None:
+            self.finish = then(self.finish, self.prelu(out, inputs[4]))
         self.macs = out.size * self.geo.depth
         self.blas_macs = 0 if self.depthwise else self.macs
 

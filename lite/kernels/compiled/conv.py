@@ -296,6 +296,16 @@ def bias_clamp(out, bias, lo, hi):  # pragma: no cover
 
 
 @Compiled
+def prelu_rows(out, slope):  # pragma: no cover
+    """out[m, c] = out[m, c] x slope[c] where negative, in place (a PReLU after a conv), over [rows, cols]."""
+    rows, cols = out.shape
+    for m in prange(rows):
+        for o in range(cols):
+            v = out[m, o]
+            out[m, o] = v * slope[o] if v < 0 else v
+
+
+@Compiled
 def clamp(out, lo, hi):  # pragma: no cover
     """out = clamp(out, lo, hi) in place (a bias-free epilogue), over [rows, cols]."""
     rows, cols = out.shape

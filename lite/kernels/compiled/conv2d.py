@@ -25,9 +25,10 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import TensorSpec, register, threads
-from lite.kernels._conv_math import constant_view, padded_shape, with_residual
+from lite.kernels._conv_math import constant_view, padded_shape, then, with_residual
 from lite.kernels.activation import activation_fn, clamp_bounds
 from lite.kernels.compiled import Bound
+from lite.kernels.compiled import epilogue as epilogues
 from lite.kernels.compiled.epilogue import epilogue
 from lite.kernels.conv2d import Conv2DKernel, Geometry, Im2colGemm
 from lite.memory_plan import aligned_copy
@@ -130,6 +131,7 @@ class DirectCompiled:
 @register("Conv2D", DataType.FLOAT32, backend="compiled")
 class Conv2DCompiled(Conv2DKernel):
     epilogue = staticmethod(epilogue)
+    prelu = staticmethod(epilogues.prelu)
 
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
         g, x = self.geo, inputs[0]
@@ -174,6 +176,7 @@ class Conv2DCompiled(Conv2DKernel):
         g, x, w, out, work = self.geo, inputs[0], inputs[1], outputs[0], list(scratch)
         self.bias = inputs[2] if len(inputs) > 2 else None
         residual = inputs[3] if len(inputs) > 3 else None
+        slope = inputs[4] if len(inputs) > 4 else None
         kind = self.attrs.activation
         if self.compiled_direct:         # the residual sum comes before the activation: added after it runs
             self.compute = DirectCompiled.build(g, self.const_weight, x, w, self.bias, out,
@@ -189,29 +192,32 @@ class Conv2DCompiled(Conv2DKernel):
                                              residual)
             else:
                 rows = None if residual is None else residual.reshape(g.rows, g.out_channels)
-                self.compute = self.fused_gemm_call(x, w, out, work, lo, hi, rows)
+                self.compute = self.fused_gemm_call(x, w, out, work, lo, hi, rows, constant_view(slope))
+                slope = None                     # applied in the GEMM's epilogue
             self.finish = None if bounds is not None else functools.partial(self.activation, out, out)
+        if slope is not None:
+            self.finish = then(self.finish, self.prelu(out, slope))
         self.compiled = True
         self.macs = out.size * g.depth
         self.blas_macs = 0
 
     def fused_gemm_call(self, x: np.ndarray, w: np.ndarray, out: np.ndarray, work: list[np.ndarray], lo: float,
-                        hi: float, residual: np.ndarray | None) -> Im2colGemm:
-        """The compiled GEMM with bias, residual and clamp, on im2col columns (or the input of a 1x1 conv), or
-        reading each window from the (padded) input itself (`gathered`)."""
+                        hi: float, residual: np.ndarray | None, slope: np.ndarray | None) -> Im2colGemm:
+        """The compiled GEMM with bias, residual, clamp and a PReLU slope, on im2col columns (or the input of a 1x1
+        conv), or reading each window from the (padded) input itself (`gathered`)."""
         from lite.kernels.compiled import gemm
         g = self.geo
         if not self.gathered:
-            product = functools.partial(_fused_gemm, gemm.bind, self.bias, lo, hi, residual)
+            product = functools.partial(_fused_gemm, gemm.bind, self.bias, lo, hi, residual, slope)
             return Im2colGemm.build(g, self.direct, False, False, True, x, w, out, work, product)
         source, pad = Im2colGemm.padding(g, x, work)
         rows_at, runs_at = window_offsets(g, source[0])
         rhs = w.reshape(g.out_channels, g.depth).T
         return Im2colGemm(pad, [([], gemm.bind_gathered(source[0], rows_at, runs_at, window_run(g), rhs, self.bias,
-                                                        lo, hi, out.reshape(g.rows, g.out_channels), residual))],
-                          None)
+                                                        lo, hi, out.reshape(g.rows, g.out_channels), residual,
+                                                        slope))], None)
 
 
 def _fused_gemm(bind: Callable, bias: np.ndarray | None, lo: float, hi: float, residual: np.ndarray | None,
-                lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> Callable[[], None]:
-    return bind(lhs, rhs, bias, lo, hi, out, residual)
+                slope: np.ndarray | None, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> Callable[[], None]:
+    return bind(lhs, rhs, bias, lo, hi, out, residual, slope)

@@ -1,4 +1,5 @@
-"""The compiled siblings' epilogue after a GEMM: bias and a clamp activation in one threaded pass."""
+"""The compiled siblings' epilogue after a GEMM: bias and a clamp activation in one threaded pass; a fused
+PReLU's slope in another where the conv's own path cannot apply it."""
 from __future__ import annotations
 
 from typing import Callable
@@ -32,6 +33,19 @@ def epilogue(out: np.ndarray, bias: np.ndarray | None, kind: int) -> Callable[[]
     tiled = np.empty(pixels * channels, np.float32)      # refreshed at every run: a trained bias changes
     call = conv.bias_clamp.bind(rows.size, rows, tiled, lo, hi)
     return Bound(_tile_then, (tiled.reshape(pixels, channels), bias), call)
+
+
+def prelu(out: np.ndarray, slope: np.ndarray) -> Callable[[], None]:
+    """out = out x slope[c] where negative, in place, as one threaded pass over rows of `pixels_per_row` pixels
+    (`_conv_math.prelu` where the compiled pass does not apply)."""
+    if out.dtype != np.float32 or not out.size or not out.flags.c_contiguous:
+        return _conv_math.prelu(out, slope)
+    from lite.kernels.compiled import conv
+    channels = out.shape[-1]
+    pixels = pixels_per_row(out.size // channels, channels)
+    rows = out.reshape(-1, pixels * channels)
+    tiled = np.ascontiguousarray(np.tile(np.asarray(slope, np.float32), pixels))     # a constant: tiled once
+    return conv.prelu_rows.bind(rows.size, rows, tiled)
 
 
 def _tile_then(tile: tuple[np.ndarray, np.ndarray], call: Callable[[], None]) -> None:

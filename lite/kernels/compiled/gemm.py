@@ -45,11 +45,12 @@ PREFETCH_ROWS = DEPTH_BLOCK   # each k also prefetches (into L2) one line of the
 
 
 def _tile_code(rows, vectors, context, builder, signature, args):
-    """out[r + i, c + j] = clamp(start + sum_{k0 <= k < k1} A[r + i, k] panels[g, k, j], lo, hi) for i < rows and
+    """out[r + i, c + j] = prelu(clamp(start + sum_{k0 <= k < k1} A[r + i, k] panels[g, k, j], lo, hi)) for i < rows and
     j < vectors x LANES, where A[m, k] is the float at a's data + rows_at[m] + shift + k, and start is bias[c + j]
     when `first` is 1, bias[c + j] + residual[r + i, c + j] when it is 2, else out[r + i, c + j] (a later block
-    of K); the last vector is loaded and stored for its first `valid` lanes only."""
-    a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first = args
+    of K); prelu(t) is t x slope[c + j] where t < 0 when `last` is 1 (a PReLU fused after the last block of K),
+    else t; the last vector is loaded and stored for its first `valid` lanes only."""
+    a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last = args
     kinds = signature.args
     vec, mask_type = ir.VectorType(F32, LANES), ir.VectorType(ir.IntType(1), LANES)
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
@@ -121,9 +122,22 @@ def _tile_code(rows, vectors, context, builder, signature, args):
     lo_v, hi_v = splat(builder, lo, vec), splat(builder, hi, vec)
     for i in range(rows):
         for v in range(vectors):
-            t = builder.load(accs[i * vectors + v])
+            acc = accs[i * vectors + v]
+            t = builder.load(acc)
             t = builder.select(builder.fcmp_ordered("<", t, lo_v), lo_v, t)
-            t = builder.select(builder.fcmp_ordered(">", t, hi_v), hi_v, t)
+            builder.store(builder.select(builder.fcmp_ordered(">", t, hi_v), hi_v, t), acc)
+    s_base = builder.add(address(context, builder, kinds[16], slope)[0], builder.mul(c, const(4)))
+    zero = ir.Constant(vec, [0.0] * LANES)
+    with builder.if_then(builder.icmp_unsigned("!=", last, ir.Constant(last.type, 0))):
+        slopes = [builder.load(pointer(builder.add(s_base, const(4 * LANES * v))), align=4) for v in range(vectors)]
+        for i in range(rows):
+            for v in range(vectors):
+                acc = accs[i * vectors + v]
+                t = builder.load(acc)
+                builder.store(builder.select(builder.fcmp_ordered("<", t, zero), builder.fmul(t, slopes[v]), t), acc)
+    for i in range(rows):
+        for v in range(vectors):
+            t = builder.load(accs[i * vectors + v])
             if v == vectors - 1:
                 builder.call(masked_store, [t, at(i, v), ir.Constant(I32, 4), mask])
             else:
@@ -133,9 +147,11 @@ def _tile_code(rows, vectors, context, builder, signature, args):
 
 def _tile_kernel(rows: int, vectors: int):
     @intrinsic
-    def tile(typingctx, a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first):
+    def tile(typingctx, a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope,
+             last):
         """One register tile of `rows` x `vectors` over one block of K (`_tile_code`)."""
-        sig = types.void(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+        sig = types.void(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope,
+                         last)
         return sig, functools.partial(_tile_code, rows, vectors)
     return tile
 
@@ -147,7 +163,7 @@ TILE_ROWS = tuple(ROWS[v] for v in (1, 2, 3, 4))
 
 @njit(nogil=True, cache=True)
 def tile_rows(a, rows_at, shift, r0, r1, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first,
-              vectors):  # pragma: no cover
+              vectors, slope, last):  # pragma: no cover
     """Rows r0..r1-1 of one panel over one block of K: whole register tiles of `vectors` vectors, then the rows
     past the last whole tile one at a time (the arguments as `_tile_code`'s)."""
     tile = TILE_ROWS[vectors - 1]
@@ -155,31 +171,32 @@ def tile_rows(a, rows_at, shift, r0, r1, panels, g, k0, k1, bias, c, lo, hi, out
     while r < r1:
         whole = r + tile <= r1
         if vectors == 4 and whole:
-            _T4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+            _T4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last)
         elif vectors == 4:
-            _R4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+            _R4(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last)
         elif vectors == 3 and whole:
-            _T3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+            _T3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last)
         elif vectors == 3:
-            _R3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+            _R3(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last)
         elif vectors == 2 and whole:
-            _T2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+            _T2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last)
         elif vectors == 2:
-            _R2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+            _R2(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last)
         elif whole:
-            _T1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+            _T1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last)
         else:
-            _R1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first)
+            _R1(a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last)
         r += tile if whole else 1
 
 
 @Compiled
-def gemm_f32(a, rows_at, taps_at, channels, panels, bias, lo, hi, out, residual, start, block,
+def gemm_f32(a, rows_at, taps_at, channels, panels, bias, slope, lo, hi, out, residual, start, prelu, block,
              rows_first):  # pragma: no cover
-    """out = clamp(A @ w + bias (+ residual when start is 2), lo, hi), where row m of A is, tap after tap, the
+    """out = prelu(clamp(A @ w + bias (+ residual when start is 2), lo, hi)) (x slope[c] where negative, when
+    `prelu` is 1), where row m of A is, tap after tap, the
     `channels` floats at a's data + rows_at[m] + taps_at[t]: a plain [M, K] matrix is one tap at rows_at[m] = m x
     its row stride, a convolution's windows start at each output pixel's window origin in the padded input, one
-    tap per kernel offset. w is packed by `pack_panels` (K = taps x channels), `bias` by `pad_bias`; tasks are
+    tap per kernel offset. w is packed by `pack_panels` (K = taps x channels), `bias` and `slope` by `pad_bias`; tasks are
     (panel, `block` rows) pairs, each running K in blocks of at most DEPTH_BLOCK within one tap (clamped after
     the last), ordered by panel, or by block of rows when `rows_first` (`schedule`)."""
     rows, depth = len(rows_at), len(taps_at) * channels
@@ -204,7 +221,7 @@ def gemm_f32(a, rows_at, taps_at, channels, panels, bias, lo, hi, out, residual,
                 first = start if k0 == 0 else 0
                 low, high = (lo, hi) if k1 == depth else (-free, free)
                 tile_rows(a, rows_at, shift, r0, r1, panels, g, k0, k1, bias, c, low, high, out, residual, valid,
-                          first, vectors)
+                          first, vectors, slope, prelu if k1 == depth else 0)
 
 
 def pack_panels(weight: np.ndarray) -> np.ndarray:
@@ -251,22 +268,24 @@ def schedule(rows: int, depth: int, cols: int) -> tuple[int, bool]:
 
 
 def bind(a: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, lo: float, hi: float, out: np.ndarray,
-         residual: np.ndarray | None = None):
-    """`gemm_f32` prebound: out [M, N] = clamp(a [M, K] @ weight [K, N] + bias (+ residual [M, N]), lo, hi), the
-    weight packed now (a copy: a weight that changes later is not seen). a, out and residual need unit stride
+         residual: np.ndarray | None = None, slope: np.ndarray | None = None):
+    """`gemm_f32` prebound: out [M, N] = prelu(clamp(a [M, K] @ weight [K, N] + bias (+ residual [M, N]), lo, hi)),
+    the weight packed now (a copy: a weight that changes later is not seen). a, out and residual need unit stride
     along their rows."""
     rows, depth = a.shape
     return bind_gathered(a, np.arange(rows, dtype=np.int64) * (a.strides[0] // 4), np.zeros(1, np.int64), depth,
-                         weight, bias, lo, hi, out, residual)
+                         weight, bias, lo, hi, out, residual, slope)
 
 
 def bind_gathered(source: np.ndarray, rows_at: np.ndarray, taps_at: np.ndarray, channels: int, weight: np.ndarray,
-                  bias: np.ndarray | None, lo: float, hi: float, out: np.ndarray, residual: np.ndarray | None = None):
+                  bias: np.ndarray | None, lo: float, hi: float, out: np.ndarray, residual: np.ndarray | None = None,
+                  slope: np.ndarray | None = None):
     """`gemm_f32` prebound on rows gathered from float32 `source`: row m, tap t is the `channels` floats at
     element offset rows_at[m] + taps_at[t] from its data (an implicit im2col); `weight` [taps x channels, N].
-    A `residual` [M, N] is added before the clamp (a conv's fused residual sum)."""
+    A `residual` [M, N] is added before the clamp (a conv's fused residual sum); a per-column `slope` [N]
+    multiplies the negative results after it (a fused PReLU)."""
     rows, cols = len(rows_at), out.shape[1]
     return gemm_f32.bind(rows * weight.shape[0] * cols, source, rows_at, taps_at, channels, pack_panels(weight),
-                         pad_bias(bias, cols), np.float32(lo), np.float32(hi), out,
+                         pad_bias(bias, cols), pad_bias(slope, cols), np.float32(lo), np.float32(hi), out,
                          out if residual is None else residual, 1 if residual is None else 2,
-                         *schedule(rows, weight.shape[0], cols))
+                         0 if slope is None else 1, *schedule(rows, weight.shape[0], cols))

@@ -208,7 +208,7 @@ def winograd_f32(x, panels, zeros, bias, lo, hi, out, residual, with_residual, p
                     for k0 in range(0, c, DEPTH_BLOCK):
                         tile_rows(vs, rows_at, 0, p * block, p * block + count, panels, p * groups + g, k0,
                                   min(c, k0 + DEPTH_BLOCK), zeros, (g - g0) * PANEL, -free, free, ms, ms, valid,
-                                  1 if k0 == 0 else 0, vectors)
+                                  1 if k0 == 0 else 0, vectors, zeros, 0)
             for t in range(count):                          # out = A^T M A + bias (+ residual), clamped
                 index = t0 + t
                 img, y0, x0 = index // (th * tw), index // tw % th * UNIT, index % tw * UNIT
