@@ -45,8 +45,8 @@ PREFETCH_ROWS = DEPTH_BLOCK   # each k also prefetches (into L2) one line of the
 
 
 def _tile_code(rows, vectors, context, builder, signature, args):
-    """out[r + i, c + j] = prelu(clamp(start + sum_{k0 <= k < k1} A[r + i, k] panels[g, k, j], lo, hi)) for i < rows and
-    j < vectors x LANES, where A[m, k] is the float at a's data + rows_at[m] + shift + k, and start is bias[c + j]
+    """out[r + i, c + j] = prelu(clamp(start + sum_{k0 <= k < k1} A[r + i, k] panels[g, k, j], lo, hi)) for
+    i < rows and j < vectors x LANES, where A[m, k] is the float at a's data + rows_at[m] + shift + k, and start is bias[c + j]
     when `first` is 1, bias[c + j] + residual[r + i, c + j] when it is 2, else out[r + i, c + j] (a later block
     of K); prelu(t) is t x slope[c + j] where t < 0 when `last` is 1 (a PReLU fused after the last block of K),
     else t; the last vector is loaded and stored for its first `valid` lanes only."""
@@ -192,13 +192,13 @@ def tile_rows(a, rows_at, shift, r0, r1, panels, g, k0, k1, bias, c, lo, hi, out
 @Compiled
 def gemm_f32(a, rows_at, taps_at, channels, panels, bias, slope, lo, hi, out, residual, start, prelu, block,
              rows_first):  # pragma: no cover
-    """out = prelu(clamp(A @ w + bias (+ residual when start is 2), lo, hi)) (x slope[c] where negative, when
-    `prelu` is 1), where row m of A is, tap after tap, the
-    `channels` floats at a's data + rows_at[m] + taps_at[t]: a plain [M, K] matrix is one tap at rows_at[m] = m x
-    its row stride, a convolution's windows start at each output pixel's window origin in the padded input, one
-    tap per kernel offset. w is packed by `pack_panels` (K = taps x channels), `bias` and `slope` by `pad_bias`; tasks are
-    (panel, `block` rows) pairs, each running K in blocks of at most DEPTH_BLOCK within one tap (clamped after
-    the last), ordered by panel, or by block of rows when `rows_first` (`schedule`)."""
+    """out = prelu(clamp(A @ w + bias (+ residual when start is 2), lo, hi)) (times slope[c] where negative, when
+    `prelu` is 1), where row m of A is, tap after tap, the `channels` floats at a's data + rows_at[m] +
+    taps_at[t]: a plain [M, K] matrix is one tap at rows_at[m] = m x its row stride, a convolution's windows start
+    at each output pixel's window origin in the padded input, one tap per kernel offset. w is packed by
+    `pack_panels` (K = taps x channels), `bias` and `slope` by `pad_bias`; tasks are (panel, `block` rows) pairs,
+    each running K in blocks of at most DEPTH_BLOCK within one tap (clamped after the last), ordered by panel, or
+    by block of rows when `rows_first` (`schedule`)."""
     rows, depth = len(rows_at), len(taps_at) * channels
     groups, cols = panels.shape[0], out.shape[1]
     blocks = (rows + block - 1) // block
