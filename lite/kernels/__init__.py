@@ -163,6 +163,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "compiled.optimizer": ("Adam", "ApplyMomentum", "Sgd"),
     "compiled.pooling": ("Pooling",),
     "compiled.pooling_grad": ("PoolingGrad",),
+    "compiled.resize": ("Resize",),
     "compiled.softmax": ("Softmax",),
 }
 
