@@ -13,8 +13,11 @@
 // workers:
 // {"first_output": <epoch seconds>, "times": [<ms>...]}. It writes the first call's outputs, raw and one after
 // the other in the model's output order, to OUTPUT.bin.
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -46,6 +49,47 @@ class Converter {
  private:
   std::shared_ptr<ConverterPara> data_;
 };
+
+// Full quantization calibrates by exporting the graph as an `.ms` buffer and building a Model from it with
+// ModelType kMindIR. A device build of MindSpore Lite loads such buffers under either type; this wheel's cloud
+// runtime takes kMindIR for the protobuf MINDIR and fails ("LoadMindIR] ParseFromArray failed", then
+// "full_quant_quantizer.cc:635] DoQuantize] Build model failed"). The converter library calls Model::Build through
+// its PLT, so this program's own definition comes first: it passes MSL2 buffers on as kMindIR_Lite to the
+// library's, and everything else unchanged.
+Status Model::Build(const void *model_data, size_t data_size, ModelType model_type,
+                    const std::shared_ptr<Context> &model_context) {
+  using BuildFn = Status (*)(Model *, const void *, size_t, ModelType, const std::shared_ptr<Context> &);
+  static auto library_build = reinterpret_cast<BuildFn>(
+    dlsym(RTLD_NEXT, "_ZN9mindspore5Model5BuildEPKvmNS_9ModelTypeERKSt10shared_ptrINS_7ContextEE"));
+  if (library_build == nullptr) return Status(kLiteError, "Model::Build not found in the MindSpore Lite libraries");
+  bool flatbuffer = data_size >= 8 && std::memcmp(static_cast<const char *>(model_data) + 4, "MSL2", 4) == 0;
+  return library_build(this, model_data, data_size, flatbuffer && model_type == kMindIR ? kMindIR_Lite : model_type,
+                       model_context);
+}
+
+namespace lite {
+// The wheel's runtime shares packed weights between models (SHARING_MODEL_WEIGHT): a kernel packs a constant into
+// a buffer found by the constant's address in the loaded file. A weight-quant file's constants are dequantized
+// into new memory after that table is made, so the lookup fails ("pack_weight.cc:200] GetPackData] can not find
+// tensor data in origin tensor data", then "matmul_fp32_base.cc:259] PackMatrixB] matrix b pack ptr is
+// nullptr") and the model does not load. Where the lookup fails this gives the kernel a buffer of its own, as a
+// build without weight sharing always does (PackWeightManager::MallocData); it lives as long as the process.
+class PackWeight {
+ public:
+  void *GetPackData(const void *tensor_data, size_t size, bool *is_packed);
+};
+
+void *PackWeight::GetPackData(const void *tensor_data, size_t size, bool *is_packed) {
+  using GetPackDataFn = void *(*)(PackWeight *, const void *, size_t, bool *);
+  static auto library_get = reinterpret_cast<GetPackDataFn>(
+    dlsym(RTLD_NEXT, "_ZN9mindspore4lite10PackWeight11GetPackDataEPKvmPb"));
+  void *packed = library_get == nullptr ? nullptr : library_get(this, tensor_data, size, is_packed);
+  if (packed != nullptr || tensor_data == nullptr || size == 0) return packed;
+  *is_packed = false;
+  constexpr size_t kAlign = 64;
+  return std::aligned_alloc(kAlign, (size + kAlign - 1) / kAlign * kAlign);
+}
+}  // namespace lite
 }  // namespace mindspore
 
 namespace {

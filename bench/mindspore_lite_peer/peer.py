@@ -22,8 +22,9 @@ VERSION = "2.0.0"
 SOURCE = Path(__file__).resolve().with_name("peer.cc")
 LIBRARIES = ("mindspore-extendrt_python", "mindspore_converter", "mindspore_core")
 # The wheel's libraries are built with the pre-C++11 std::string; its RPATH-less libraries find each other
-# through the program's RPATH, which only the old DT_RPATH (not RUNPATH) passes on to dependencies.
-FLAGS = ("-std=c++17", "-O2", "-D_GLIBCXX_USE_CXX11_ABI=0")
+# through the program's RPATH, which only the old DT_RPATH (not RUNPATH) passes on to dependencies. The program
+# exports its symbols (-rdynamic) so that its Model::Build stands in for the library's (see peer.cc).
+FLAGS = ("-std=c++17", "-O2", "-D_GLIBCXX_USE_CXX11_ABI=0", "-rdynamic")
 
 
 class Unavailable(RuntimeError):
@@ -80,7 +81,7 @@ def binary() -> Path:
         raise Unavailable("no C++ compiler (g++, or $CXX) to build bench/mindspore_lite_peer/peer.cc")
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     result = subprocess.run([compiler, *FLAGS, f"-I{root}", str(SOURCE), "-o", str(tmp), f"-L{root / 'lib'}",
-                             *(f"-l{lib}" for lib in LIBRARIES),
+                             *(f"-l{lib}" for lib in LIBRARIES), "-ldl",
                              f"-Wl,--disable-new-dtags,-rpath,{root / 'lib'}"],
                             capture_output=True, text=True, timeout=600)
     if result.returncode != 0:

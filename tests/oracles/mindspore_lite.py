@@ -46,15 +46,19 @@ def acceptable(model_bytes: bytes) -> bytes:
 
 
 def convert(onnx_path: Path, input_name: str, shape: tuple[int, ...], input_format: str = "NHWC",
-            weight_bits: int = 0) -> Path:
+            weight_bits: int = 0, calibration: np.ndarray | None = None) -> Path:
     """The official converter's `.ms` of an ONNX model (cached): input `input_name` fixed to `shape` (as the ONNX
-    model lays it out) and given to the `.ms` model in `input_format` (NHWC is the converter's default). With
-    `weight_bits` the weights of 16 or more channels are quantized to that many bits (WEIGHT_QUANT; the 2.0.0
-    runtime itself cannot load such files). Full quantization is not offered: the 2.0.0 converter's calibration
-    fails in this wheel ("LoadMindIR: ParseFromArray failed")."""
+    model lays it out) and given to the `.ms` model in `input_format` (NHWC is the converter's default).
+
+    With `weight_bits` the weights of 16 or more channels are quantized to that many bits (WEIGHT_QUANT). With
+    `calibration` (float32 samples stacked on a first axis, each as the `.ms` model takes its input) the model is
+    fully quantized to int8 (FULL_QUANT, the converter's default MAX_MIN ranges and bias correction), calibrated
+    on those samples: each is one raw `.bin` file of the calibration folder (`input_type=BIN`)."""
     program = peer.binary()
     data = acceptable(Path(onnx_path).read_bytes())
-    key = hashlib.sha256(data + repr((input_name, tuple(shape), input_format, weight_bits)).encode()).hexdigest()[:16]
+    samples = b"" if calibration is None else np.ascontiguousarray(calibration, np.float32).tobytes()
+    key = hashlib.sha256(data + samples + repr((input_name, tuple(shape), input_format, weight_bits)).encode()
+                         ).hexdigest()[:16]
     out = peer.cache() / peer.VERSION / "converted" / f"{key}.ms"
     if out.exists():
         return out
@@ -62,13 +66,20 @@ def convert(onnx_path: Path, input_name: str, shape: tuple[int, ...], input_form
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         source = Path(tmp) / "model.onnx"
         source.write_bytes(data)
-        config = None
+        config = Path(tmp) / "quant.cfg"
         if weight_bits:
-            config = Path(tmp) / "weight_quant.cfg"
             config.write_text(f"[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num={weight_bits}\n"
                               "min_quant_weight_size=0\nmin_quant_weight_channel=16\n")
+        elif calibration is not None:
+            folder = Path(tmp) / "calibration"
+            folder.mkdir()
+            for k, sample in enumerate(np.asarray(calibration, np.float32)):
+                np.ascontiguousarray(sample).tofile(folder / f"{k}.bin")
+            config.write_text(f"[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=8\n\n"
+                              f"[data_preprocess_param]\ncalibrate_path={input_name}:{folder}\n"
+                              f"calibrate_size={len(calibration)}\ninput_type=BIN\n")
         made = peer.convert(program, source, input_name, tuple(shape), "MINDIR_LITE", input_format,
-                            prefix=Path(tmp) / key, config=config)
+                            prefix=Path(tmp) / key, config=config if config.exists() else None)
         os.chmod(made, 0o644)
         os.replace(made, out)    # whole, so a half-written file is never taken for a converted one
     return out

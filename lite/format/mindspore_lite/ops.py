@@ -60,6 +60,23 @@ class Node:
         return GraphFileError(f"{self.op} node '{self.name}': {what}")
 
 
+def official_dequantized(t: TensorDef) -> np.ndarray:
+    """A weight-quant tensor's float32 values as MindSpore Lite's weight decoder makes them: in double,
+    `(q - zero_point) * scale`, per channel also `* var_corr + mean_corr` (the converter's correction of each
+    channel's mean and spread; a var_corr outside [0, 10] counts as 1), then rounded to float32."""
+    q = t.quant_params
+    shape = [1] * t.data.ndim
+    if len(q) > 1:
+        shape[t.quant_axis] = -1
+
+    def column(values: list[float]) -> np.ndarray:
+        return np.array(values, np.float64).reshape(shape)
+    real = (t.data - column([p.zeroPoint for p in q])) * column([p.scale for p in q])
+    if len(q) > 1:
+        real = real * column([p.varCorr if 0 <= p.varCorr <= 10 else 1 for p in q]) + column([p.meanCorr for p in q])
+    return real.astype(np.float32)
+
+
 class Graph:
     """The runtime graph being built: the file's tensors (plus const tensors translations add) and our nodes."""
 
@@ -106,19 +123,15 @@ class Graph:
         return new
 
     def dequantize_weights(self, first: int, quant_type: int) -> None:
-        """Nodes from `first` on read their integer weights through QuantDTypeCast to float32, which the runtime
-        folds at compile time (as in our own weight-quant files)."""
+        """Nodes from `first` on read their integer weights as float32 consts decoded as the official runtime
+        decodes them when it loads the file (`official_dequantized`)."""
         for nd in self.nodes[first:]:
             nd.quant_type = quant_type
             for k, i in enumerate(nd.inputs):
                 t = self.tensors[i] if i >= 0 else None
                 if t is not None and t.is_const and t.quant_params and t.data_type in (DataType.INT8, DataType.INT16):
                     if i not in self.dequantized:
-                        self.dequantized[i] = self.add_tensor(f"{t.name}/dequant", DataType.FLOAT32)
-                        self.nodes.append(NodeDef(f"{nd.name}/weight_dequant", "QuantDTypeCast",
-                                                  op_attrs.build("QuantDTypeCast", dict(
-                                                      src_t=t.data_type, dst_t=DataType.FLOAT32)),
-                                                  [i], [self.dequantized[i]]))
+                        self.dequantized[i] = self.add_const(f"{t.name}/dequant", official_dequantized(t))
                     nd.inputs[k] = self.dequantized[i]
 
     def int64_input(self, node: Node, position: int) -> int:

@@ -114,6 +114,10 @@ def _read_tensor(index: int, t: Any, graph_input: bool) -> TensorDef:
     # A value tensor of no elements (Reduce's "all axes") is a constant too, though it stores no bytes.
     const = not graph_input and (t.DataLength() > 0 or t.NodeType() == _VALUE_NODE and 0 in dims)
     quant = [_quant_param(t.QuantParams(k)) for k in range(t.QuantParamsLength())]
+    if not const and dtype.kind == "f":
+        # A full-quant file records the range of float activations too (a QuantDTypeCast's float output, the
+        # input of an op left in float); our runtime would take them for dynamically quantized inputs.
+        quant = []
     if not all(0 < q.scale < _FLOAT32_MAX for q in quant):
         raise GraphFileError(f"tensor '{name}' has a quant scale that is not a positive finite number")
     if t.WeightQuantCompressType() == fb.WeightQuantCompressType.BITPACKING:

@@ -268,8 +268,8 @@ def test_official_weight_quant_file_decodes_within_half_a_quantum(official_files
 @pytest.mark.parametrize("name", ["lenet5", "mobilenet_v2"])
 def test_official_weight_quant_file_runs_near_the_float_model(official_files, name: str, bits: int,
                                                               tolerance: float) -> None:
-    """The official weight-quant file (which the official 2.0.0 runtime itself cannot load) runs in ours within
-    the quantization error of the official float file in the official runtime (measured, of the output range:
+    """The official weight-quant file runs in ours within the quantization error of the official float file in
+    the official runtime (measured, of the output range:
     8 bits LeNet 0.4 %, random-weight MobileNetV2 5.2 %; 16 bits 8.8e-6 and 2.5e-4)."""
     x = np.random.default_rng(7).standard_normal(SHAPES[name]).astype(np.float32).transpose(0, 2, 3, 1).copy()
     assert_close(run_ours(official_files(name, "NHWC", bits), x), official.run(official_files(name, "NHWC"), x),
