@@ -7,6 +7,7 @@ the logits) and one optimizer node per weight updating it in place. Each maps on
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -17,9 +18,17 @@ from schema import fb as ours
 from schema.mindspore_lite import fb
 
 _A = fb.ActivationType
-# Clipping activations: MindSpore's ActivationGrad reads the forward OUTPUT y, ours the input x; for these the
-# pass-through interval of y is that of x, so the same kernel serves.
+_OA = ours.ActivationType
+# The converter keeps each MindSpore activation gradient's own operands (ActivationGrad's `activation_type` says
+# which it was); ours reads (dy, x), x the forward input.
+# - ReLU, ReLU6 (dy, y), y the forward output: a clip passes y through where it passes x, so ours serves as is;
 _CLIPS = {_A.RELU, _A.RELU6}
+# - HSwish, HSigmoid (dy, x) and GeLU (dy, x, y): ours, on the first two (GELU as the forward's Activation, which
+#   the converter writes with `approximate` false);
+_OF_INPUT = {_A.HSWISH: {"type": _OA.HSWISH}, _A.GELU: {"type": _OA.GELU},
+             _A.HSIGMOID: {"type": _OA.HSIGMOID, "alpha": 1 / 6, "beta": 0.5}}   # relu6(x + 3) / 6
+# - Sigmoid, Tanh (y, dy): their slope from y, dx = dy * y * (1 - y) and dy * (1 - y * y), as elementwise nodes.
+_OF_OUTPUT = (_A.SIGMOID, _A.TANH)
 
 
 def _window(node: Node, field: str) -> tuple[int, int]:
@@ -86,11 +95,31 @@ def _pool_grad(mode: int) -> Callable[[Graph, Node], None]:
 
 
 def _activation_grad(graph: Graph, node: Node) -> None:
-    """ActivationGrad (dy, y) of a clipping activation -> ours (dy, x); see `_CLIPS`."""
+    """ActivationGrad of MindSpore's activation gradients -> ours, or its slope as elementwise nodes (see
+    `_CLIPS`, `_OF_INPUT`, `_OF_OUTPUT`)."""
     kind = node.attr("ActivationType")
-    if kind not in _CLIPS:
-        raise node.refuse(f"the gradient of activation type {kind} is not supported (only ReLU and ReLU6)")
-    graph.add(node, "ActivationGrad", {"type": kind}, node.inputs)
+    if len(node.inputs) != (3 if kind == _A.GELU else 2):
+        raise node.fail(f"has {len(node.inputs)} inputs, the gradient of activation type {kind} has "
+                        f"{3 if kind == _A.GELU else 2}")
+    if kind in _CLIPS:
+        graph.add(node, "ActivationGrad", {"type": kind}, node.inputs[:2])
+    elif kind in _OF_INPUT:
+        graph.add(node, "ActivationGrad", _OF_INPUT[kind], node.inputs[:2])
+    elif kind in _OF_OUTPUT:
+        y, dy = node.inputs[:2]
+        one = graph.add_const(f"{node.name}/one", np.array(1, np.float32))
+        part = graph.add_tensor(f"{node.name}/part", DataType.FLOAT32)     # 1 - y, or y * y
+        slope = graph.add_tensor(f"{node.name}/slope", DataType.FLOAT32)
+        if kind == _A.SIGMOID:
+            graph.add(node, "Sub", {}, [one, y], [part], "/one_minus_y")
+            graph.add(node, "Mul", {}, [y, part], [slope], "/slope")
+        else:
+            graph.add(node, "Mul", {}, [y, y], [part], "/y_y")
+            graph.add(node, "Sub", {}, [one, part], [slope], "/slope")
+        graph.add(node, "Mul", {}, [dy, slope])
+    else:
+        raise node.refuse(f"the gradient of activation type {kind} is not supported (ReLU, ReLU6, Sigmoid, Tanh, "
+                          f"HSwish, HSigmoid and GELU are)")
 
 
 def _loss(op: str) -> Callable[[Graph, Node], None]:
@@ -131,6 +160,42 @@ def _sgd(graph: Graph, node: Node) -> None:
               [*node.inputs[:4], flag], [])
 
 
+def _adam(graph: Graph, node: Node) -> None:
+    """Adam (weight, m, v, beta1^t, beta2^t, lr, beta1, beta2, epsilon, grad) -> ours (weight, m, v, step, lr,
+    grad). MindSpore keeps the powers as graph tensors (the stored power times beta, assigned back after the
+    step); ours counts the steps taken, in a step scalar of the node's own recovered from beta1^t. One difference
+    remains: MindSpore adds epsilon to sqrt(v) before the bias correction, ours after it (torch's Adam)."""
+    if node.attr("UseNesterov"):
+        raise node.refuse("Nesterov Adam is not supported")
+    beta1, beta2, epsilon = (float(graph.const(node, k, what, integer=False).reshape(-1)[0])
+                             for k, what in ((6, "beta1"), (7, "beta2"), (8, "epsilon")))
+    if not (0 < beta1 < 1 and 0 <= beta2 < 1 and epsilon >= 0):
+        raise node.fail(f"beta1 {beta1}, beta2 {beta2} or epsilon {epsilon} is out of range")
+    power = _this_steps_power(graph, node, 3)
+    if not 0 < power < 1:
+        raise node.fail(f"its beta1 power {power} is not in (0, 1)")
+    step = round(math.log(power) / math.log(beta1))
+    if step < 1 or not math.isclose(beta1 ** step, power, rel_tol=1e-4):
+        raise node.fail(f"its beta1 power {power} is no power of beta1 {beta1}")
+    taken = graph.add_const(f"{node.name}/step", np.array(step - 1, np.float32))
+    w, m, v, _, _, lr, _, _, _, grad = node.inputs
+    graph.add(node, "Adam", dict(beta1=beta1, beta2=beta2, epsilon=epsilon), [w, m, v, taken, lr, grad], [])
+
+
+def _this_steps_power(graph: Graph, node: Node, position: int) -> float:
+    """The value of input `position`: a const, or the product of the two consts a Mul node multiplies."""
+    i = node.inputs[position]
+    t = graph.tensors[i]
+    if t.is_const and t.data.size == 1:
+        return float(t.data.reshape(-1)[0])
+    mul = next((nd for nd in graph.nodes if i in nd.outputs), None)
+    if mul is None or mul.op != "Mul" or len(mul.inputs) != 2 or \
+            not all(graph.tensors[k].is_const and graph.tensors[k].data.size == 1 for k in mul.inputs):
+        raise node.refuse(f"its input {position} is neither a const nor a Mul of two consts")
+    a, b = (float(graph.tensors[k].data.reshape(-1)[0]) for k in mul.inputs)
+    return a * b
+
+
 def _batch_norm(graph: Graph, node: Node) -> None:
     """FusedBatchNorm (x, scale, bias, mean, var), channels last. In training (`mode` 1) its outputs y, -, -,
     saved mean, saved inverse std map onto our train-mode BatchNorm's (y, saved_mean, saved_invstd); the running
@@ -165,7 +230,7 @@ for _op, _rule, _arity in (
         ("AddN", _add_n, (2, 1 << 16)),
         ("BiasAdd", lambda g, n: g.add(n, "Add", {}, n.inputs), (2, 2)),
         ("BiasAddGrad", lambda g, n: g.add(n, "BiasGrad", {}, n.inputs), (1, 1)),
-        ("ActivationGrad", _activation_grad, (2, 2)),
+        ("ActivationGrad", _activation_grad, (2, 3)),
         ("MaxPoolGrad", _pool_grad(ours.PoolMode.MAX), (3, 3)),
         ("AvgPoolGrad", _pool_grad(ours.PoolMode.AVG), (3, 3)),
         ("Conv2DBackpropFilterFusion", _filter_grad, (3, 3)),
@@ -173,5 +238,7 @@ for _op, _rule, _arity in (
         ("SparseSoftmaxCrossEntropyWithLogits", _loss("SparseSoftmaxCrossEntropyWithLogits"), (2, 2)),
         ("SoftmaxCrossEntropyWithLogits", _loss("SoftmaxCrossEntropyWithLogits"), (2, 2)),
         ("ApplyMomentum", _momentum, (5, 5)),
+        ("Adam", _adam, (10, 10)),
+        ("Assign", lambda g, n: g.add(n, "Assign", {}, n.inputs, []), (2, 2)),
         ("SGD", _sgd, (6, 6))):
     register(_op, _rule, _arity)

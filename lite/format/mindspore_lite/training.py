@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from lite.format.fields import int_vector, text
+from lite.format.fields import int_vector
 from lite.format.graph import Part
 from lite.format.mindspore_lite import grad_ops  # noqa: F401  (registers the training primitives)
 from lite.format.mindspore_lite.ops import primitive_name
@@ -27,7 +27,7 @@ from lite.status import GraphFileError, NotSupportedError
 from schema.train_format import EVAL, GRADIENTS, LABELS, LOSS, OPTIMIZER, OPTIMIZER_INPUTS, TRAIN_SUFFIX
 
 # official optimizer primitive -> the inputs it updates in place (the weight and its state)
-_UPDATED = {"ApplyMomentum": (0, 1), "SGD": (0, 3)}
+_UPDATED = {"ApplyMomentum": (0, 1), "SGD": (0, 3), "Adam": (0, 1, 2)}
 _LOSSES = ("SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits")
 
 
@@ -38,9 +38,6 @@ def updated_tensors(root: Any) -> set[int]:
     for k in range(root.NodesLength()):
         primitive = root.Nodes(k).Primitive()
         code = primitive.ValueType() if primitive is not None else 0
-        if code and primitive_name(code) == "Adam":
-            raise NotSupportedError(f"node '{text(root.Nodes(k).Name(), f'node_{k}')}': the Adam optimizer of "
-                                    f"MindSpore Lite training files is not supported (ApplyMomentum and SGD are)")
         positions = _UPDATED.get(primitive_name(code)) if code else None
         if positions:
             inputs = int_vector(root.Nodes(k), "InputIndex")

@@ -5,7 +5,8 @@
 // MODEL.mindir is MindSpore 2.0's export of TrainOneStepCell(WithLossCell(net, sparse softmax cross entropy),
 // Momentum(0.01, 0.9) or SGD(0.01, 0.9)) after one step: `python -m tests.converter.frontends.mindir.oracle`'s
 // `export_step` (STEPS step_lenet_momentum and step_resnet_momentum; lenet_sgd: OPTIMIZERS["sgd"] = nn.SGD(params,
-// 0.01, 0.9) on narrow_lenet) run under MindSpore 2.0.0, whose npz are the .npz files here. Built like
+// 0.01, 0.9) on narrow_lenet; lenet_adam and act_lenet_momentum: `export_steps.py` here) run under MindSpore 2.0.0,
+// whose npz are the .npz files here. Built like
 // bench/mindspore_lite_peer/peer.cc, against the wheel that bench/mindspore_lite_peer/peer.py unpacks (R = its
 // mindspore_lite directory):
 //
