@@ -30,7 +30,7 @@ def _per_channel(graph: Graph, layer: Node, constant: str) -> np.ndarray | None:
     if c is None or weight is None or weight.dtype != np.float32 or c.dtype != np.float32 or c.ndim > out.rank:
         return None
     channels = weight.shape[0]
-    if not out.shape or out.shape[-1] != channels or c.shape[:-1] != (1,) * (c.ndim - 1):
+    if not out.shape or out.shape[-1] not in (channels, -1) or c.shape[:-1] != (1,) * (c.ndim - 1):
         return None
     if c.ndim == 0 or c.shape[-1] == 1:
         return np.full(channels, c.reshape(-1)[0], np.float32)

@@ -3,7 +3,8 @@ Weights become int8, symmetric per output channel, and their nodes are marked `Q
 DYNAMIC kernels quantize the float input at every run and multiply in integers: FullConnection each input row (a
 token) with its own range (`lite/kernels/int8/dynamic_matmul.py`), LSTM and GRU their X and each step's h as
 DynamicQuantizeLSTM does (`lite/kernels/int8/dynamic_recurrent.py`). Everything else stays float, so inputs,
-outputs and the ops between the products keep the float model's behaviour.
+outputs and the ops between the products keep the float model's behaviour. A GELU that alone reads a dynamic
+FullConnection becomes its fused activation (`fold_gelu`): the compiled kernel applies it to each block it writes.
 """
 from __future__ import annotations
 
@@ -69,6 +70,22 @@ def quantize_product(node: Node, graph: Graph, bits: int) -> None:
     node.quant_type = fb.QuantType.DYNAMIC
 
 
+def fold_gelu(graph: Graph) -> None:
+    """A GELU Activation whose input is a DYNAMIC FullConnection's output, read by it alone, becomes that
+    FullConnection's activation (after a fused residual sum, as the Add's activation would be)."""
+    for act in graph.op_nodes("Activation"):
+        x = act.inputs[0]
+        fc = graph.producer(x)
+        if (act.attrs.get("type") != fb.ActivationType.GELU or fc is None or fc.op != "FullConnection"
+                or fc.quant_type != fb.QuantType.DYNAMIC or fc.attrs.get("activation", 0)
+                or graph.uses(x) != 1 or x in graph.outputs):
+            continue
+        fc.attrs["activation"] = fb.ActivationType.GELU
+        graph.remove_node(act)
+        graph.values.pop(act.outputs[0])
+        graph.rename_value(x, act.outputs[0])
+
+
 def dynamic_quantize(graph: Graph, bits: int = 8, min_size: int = 0, min_channel: int = 16) -> Graph:
     """Quantize every `recurrent_node` and `dynamic_node` (weights `bits` <= 8 wide) and give them the DYNAMIC
     quant type. Mutates and returns `graph`; the float weights no other node reads are dropped."""
@@ -77,5 +94,6 @@ def dynamic_quantize(graph: Graph, bits: int = 8, min_size: int = 0, min_channel
             quantize_recurrent(node, graph, bits)
         elif dynamic_node(node, graph, min_size, min_channel):
             quantize_product(node, graph, bits)
+    fold_gelu(graph)
     graph.prune()
     return graph

@@ -7,7 +7,9 @@ zero point) into a uint8 matrix zero-filled past K; then the register tiles of `
 VNNI as uint8 x int8 quads (vpdpbusd, the uint8 rows need no sign flip), elsewhere as int16 pairs (vpmaddwd).
 The epilogue, in the same IR, subtracts the zero point's share z[m] * (column sum of w) from each sum, converts it
 to float32 and computes acc * (s[m] * s_w[n]) + b[n] in the numpy kernel's float32 order, so both backends give
-the same bits. Exact: |acc| <= K * 255 * 127 stays within int32 for K below 66,000 (`fits`).
+the same bits. A fused residual sum and GELU (a transformer's projections and its feed-forward's first layer)
+follow per task over the block it has just written, still in cache, instead of a pass over the whole output
+each. Exact: |acc| <= K * 255 * 127 stays within int32 for K below 66,000 (`fits`).
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import functools
 import numpy as np
 
 from lite.kernels.compiled import Compiled
+from lite.kernels.compiled.gelu import gelu32
 from lite.kernels.compiled.int8 import MR, NR, pack_weight, pad_columns, quads_fit, tasks, tile_sums
-from lite.kernels.compiled.llvm import F32, I32, I64, LANES, address, cgutils, intrinsic, ir, prange, splat, types
+from lite.kernels.compiled.llvm import F32, I32, I64, LANES, address, cgutils, intrinsic, ir, njit, prange, splat, types
 
 LEVELS = 255
 MAX_DEPTH = ((1 << 31) - 1) // (LEVELS * 127)      # K from which an int32 sum could overflow
@@ -81,12 +84,30 @@ def _tile_code(height, partial, context, builder, signature, args):
 _tile, _row, _tile_part, _row_part = (_tile_kernel(h, p) for p in (False, True) for h in (MR, 1))
 
 
+@njit(nogil=True, cache=True, error_model="numpy")
+def _finish(out, residual, gelu, m0, m1, n0, n1):  # pragma: no cover
+    """out[m0:m1, n0:n1] += residual (unless it has no rows), then GELU where `gelu`. Over row slices indexed
+    from 0: an index from n0 might be negative to numba, whose wrap-around test keeps the loop from vectorising
+    (GELU 12x slower)."""
+    for i in range(m0, m1):
+        row = out[i, n0:n1]
+        if residual.shape[0]:
+            add = residual[i, n0:n1]
+            for n in range(len(row)):
+                row[n] += add[n]
+        if gelu:
+            for n in range(len(row)):
+                row[n] = gelu32(row[n])
+
+
 @Compiled
-def dynamic_gemm(x, xs, zero, row_scale, weight, col_sum, col_scale, bias, out, chunk, spans,
+def dynamic_gemm(x, xs, zero, row_scale, weight, col_sum, col_scale, bias, out, residual, gelu, chunk, spans,
                  per_row):  # pragma: no cover
     """out = the dynamic product of float32 x [M, K] and `weight` (`pack_weight`'s int8 quads or int16 pairs),
-    each row quantized with its own range (`per_row`) or all with the range of x (DynamicQuantizeLSTM's X);
-    xs [M, >= K] (the weight's integer type), zero and row_scale [M] are work buffers the first pass fills."""
+    each row quantized with its own range (`per_row`) or all with the range of x (DynamicQuantizeLSTM's X),
+    plus `residual` [M, N] unless it has no rows, then GELU where `gelu`: each task finishes its own block while
+    it is in cache. xs [M, >= K] (the weight's integer type), zero and row_scale [M] are work buffers the first
+    pass fills."""
     rows, depth = x.shape
     all_low, all_high = np.float32(0.0), np.float32(0.0)
     if not per_row:
@@ -143,6 +164,8 @@ def dynamic_gemm(x, xs, zero, row_scale, weight, col_sum, col_scale, bias, out, 
                                out, valid)
                 for i in range(m0 + whole * MR, m0 + count):
                     _row_part(xs, i, weight, b, groups, zero, row_scale, col_sum, col_scale, bias, n0, out, valid)
+        if residual.shape[0] or gelu:
+            _finish(out, residual, gelu, m0, m0 + count, b0 * NR, min(cols, (b0 + per_span) * NR))
 
 
 def fits(depth: int) -> bool:
@@ -158,14 +181,22 @@ def quantized_rows(weight_t: np.ndarray) -> tuple[np.dtype, int]:
 
 
 def bind(x: np.ndarray, weight_t: np.ndarray, col_scale: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
-         xs: np.ndarray, zero: np.ndarray, row_scale: np.ndarray, per_row: bool = True):
-    """`dynamic_gemm` prebound: out [M, N] = dynamic product of x [M, K] and the int8 weight_t [K, N] with
-    per-column scales `col_scale` and bias; xs (`quantized_rows`), zero and row_scale [M] are its work."""
+         xs: np.ndarray, zero: np.ndarray, row_scale: np.ndarray, residual: np.ndarray | None = None,
+         gelu: bool = False):
+    """`dynamic_gemm` prebound: out [M, N] = dynamic product of x [M, K] (each row its own range) and the int8
+    weight_t [K, N] with per-column scales `col_scale` and bias, then + residual [M, N] and GELU when given;
+    xs (`quantized_rows`), zero and row_scale [M] are its work."""
     rows, depth = x.shape
     columns = out.shape[1]
     chunk, spans = tasks(rows, columns)
     return dynamic_gemm.bind(rows * depth * columns // 4, x, xs, zero, row_scale, *packed(weight_t, xs.dtype),
-                             *columns_of(col_scale, bias), out, chunk, spans, np.bool_(per_row))
+                             *columns_of(col_scale, bias), out, *epilogue(residual, gelu), chunk, spans,
+                             np.bool_(True))
+
+
+def epilogue(residual: np.ndarray | None = None, gelu: bool = False) -> tuple[np.ndarray, np.bool_]:
+    """`dynamic_gemm`'s residual and gelu arguments: a residual [M, N] (no rows: none) and the GELU flag."""
+    return (np.zeros((0, 0), np.float32) if residual is None else residual), np.bool_(gelu)
 
 
 def packed(weight_t: np.ndarray, rows_type: np.dtype) -> tuple[np.ndarray, np.ndarray]:

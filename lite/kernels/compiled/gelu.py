@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from lite.kernels.compiled import Compiled
-from lite.kernels.compiled.llvm import prange
+from lite.kernels.compiled.llvm import njit, prange
 from lite.kernels.compiled.vector_exp import exp32
 from lite.kernels.unary import _ERFC_C, _ERFC_CLAMP
 
@@ -20,15 +20,19 @@ C0, C1, C2, C3, C4, C5, C6, C7, C8, C9 = (F(c) for c in _ERFC_C)
 CLAMP, ROOT_HALF, ONE, HALF = F(_ERFC_CLAMP), F(1.0 / math.sqrt(2.0)), F(1.0), F(0.5)
 
 
+@njit(nogil=True, cache=True, inline="always")
+def gelu32(v):  # pragma: no cover
+    """v * (1 + erf(v / sqrt(2))) / 2 in float32 (also the epilogue of the dynamic GEMM, `dynamic_gemm`)."""
+    a = v * ROOT_HALF
+    z = min(abs(a), CLAMP)
+    t = ONE / (z * HALF + ONE)
+    r = ((((((((t * C0 + C1) * t + C2) * t + C3) * t + C4) * t + C5) * t + C6) * t + C7) * t + C8) * t + C9
+    erf = np.copysign(ONE - exp32(r - z * z) * t, a)      # exp32's argument lies in [-17.3, 0.1]
+    return v * ((erf + ONE) * HALF)
+
+
 @Compiled
 def gelu(x, out):  # pragma: no cover
-    """out[i] = x[i] * (1 + erf(x[i] / sqrt(2))) / 2 over flat float32 arrays (distinct: in place, the loop does not
-    vectorise)."""
+    """out[i] = gelu32(x[i]) over flat float32 arrays (distinct: in place, the loop does not vectorise)."""
     for i in prange(len(x)):
-        v = x[i]
-        a = v * ROOT_HALF
-        z = min(abs(a), CLAMP)
-        t = ONE / (z * HALF + ONE)
-        r = ((((((((t * C0 + C1) * t + C2) * t + C3) * t + C4) * t + C5) * t + C6) * t + C7) * t + C8) * t + C9
-        erf = np.copysign(ONE - exp32(r - z * z) * t, a)      # exp32's argument lies in [-17.3, 0.1]
-        out[i] = v * ((erf + ONE) * HALF)
+        out[i] = gelu32(x[i])

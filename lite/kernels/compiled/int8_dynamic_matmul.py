@@ -1,5 +1,7 @@
 """The compiled sibling of dynamic-quantization FullConnection: the rows quantized and multiplied in integers in one
-call (`dynamic_gemm`), the bias applied as the sums are written; a fused residual and activation follow in numpy."""
+call (`dynamic_gemm`), the bias applied as the sums are written and a fused residual sum and GELU by each task over
+its block (a BERT layer's output projections and its feed-forward's first layer: no pass of their own); any other
+fused activation follows in numpy."""
 from __future__ import annotations
 
 import functools
@@ -9,9 +11,9 @@ import numpy as np
 
 from lite.dtypes import DataType
 from lite.kernel import TensorSpec, register
-from lite.kernels._conv_math import with_residual
 from lite.kernels.compiled import CompiledCall
 from lite.kernels.int8.dynamic_matmul import DynamicFullConnectionKernel
+from schema import fb
 
 
 @register("FullConnection", DataType.FLOAT32, quantized=True, backend="compiled")
@@ -33,11 +35,10 @@ class DynamicFullConnectionCompiled(CompiledCall, DynamicFullConnectionKernel):
         residual = inputs[3] if len(inputs) > 3 else None
         out2d = out.reshape(self.rows, -1)
         self.macs = x.size * out2d.shape[1]
+        gelu = self.attrs.activation == fb.ActivationType.GELU
         product = dynamic_gemm.bind(x.reshape(self.rows, -1), self.weight.T, self.weight_scale, bias, out2d,
-                                    *scratch)
-        if residual is not None:
-            return with_residual(product, out, residual, self.activation)
-        if self.activation is None:
+                                    *scratch, None if residual is None else residual.reshape(out2d.shape), gelu)
+        if self.activation is None or gelu:
             return product
         return functools.partial(_then, product, functools.partial(self.activation, out, out))
 

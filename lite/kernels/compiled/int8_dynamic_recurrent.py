@@ -61,7 +61,7 @@ class DynamicLoop(CompiledLoop):
         (weight, sums), (scales, bias) = self.projection
         pre = self.gates_buf.reshape(self.T * self.B, -1)
         return (x.reshape(m, self.I), self.rows, self.zero, self.row_scale, weight, sums, scales, bias, pre,
-                *dynamic_gemm.tasks(m, pre.shape[-1]), np.bool_(False))
+                *dynamic_gemm.epilogue(), *dynamic_gemm.tasks(m, pre.shape[-1]), np.bool_(False))
 
     def loop(self, d, r, b, ins, init, mask) -> None:
         """The compiled loop reads the packed R of `bind`: only the initial states and the mask are refreshed."""
