@@ -657,6 +657,7 @@ _RULES: dict[str, Callable[[Graph, Node], None]] = {
     **{op: _unary("UnaryMath", getattr(ours.UnaryMathMode, op.upper()))
        for op in ("Floor", "Ceil", "Round", "Reciprocal", "Sin", "Cos")},
     "Range": lambda g, n: g.add(n, "Range", {}, n.inputs),
+    "Cast": lambda g, n: g.add(n, "Cast", {"to": int(g.const(n, 1, "target type").reshape(-1)[0])}, n.inputs[:1]),
     "BroadcastTo": lambda g, n: g.add(n, "Expand", {}, [n.inputs[0], g.int64_input(n, 1)]),
     "Shape": lambda g, n: g.add_narrowing(n, "Shape", {}, n.inputs, (0,)),
     "NonMaxSuppression": lambda g, n: g.add_narrowing(n, "NonMaxSuppression", {
@@ -682,7 +683,7 @@ _ARITY = {  # (fewest, most) inputs of the official node
     "Gather": (3, 3), "StridedSlice": (3, 5), "LRN": (1, 1), "LSTM": (6, 6),
     "InstanceNorm": (3, 3), "Resize": (1, 2), "ArgMaxFusion": (1, 1), "TopKFusion": (2, 2), "ReduceFusion": (1, 2),
     "ExpFusion": (1, 1), "GatherD": (3, 3), "ConstantOfShape": (1, 1), "Equal": (2, 2), "Greater": (2, 2),
-    "GreaterEqual": (2, 2), "Less": (2, 2), "LessEqual": (2, 2), "Where": (3, 3), "Range": (3, 3),
+    "GreaterEqual": (2, 2), "Less": (2, 2), "LessEqual": (2, 2), "Where": (3, 3), "Range": (3, 3), "Cast": (2, 2),
     "BroadcastTo": (2, 2), "Shape": (1, 1), "NonMaxSuppression": (2, 5), "PadFusion": (1, 2), "Split": (1, 2),
     "TileFusion": (1, 2), "PReLUFusion": (2, 2), "LayerNormFusion": (3, 3), "ScaleFusion": (2, 3),
     "PowFusion": (2, 2), "Maximum": (2, 2), "Minimum": (2, 2),

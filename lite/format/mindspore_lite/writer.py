@@ -133,6 +133,24 @@ def _conv(g: _Graph, n: NodeDef) -> None:
     g.then_residual(n, "Conv2DFusion", fields, [i for i in n.inputs[:3] if i >= 0])
 
 
+def _conv_transpose(g: _Graph, n: NodeDef) -> None:
+    """Conv2DTranspose: Conv2dTransposeFusion, the same weights ([in, kh, kw, out / group]), ONNX's output
+    padding; an output size given instead of pads is refused (our converter turns ONNX's into pads), and groups
+    other than depthwise ones (the 2.0.0 runtime: "deconv do not support group deconv")."""
+    a = n.attrs
+    if a.pad_mode not in _PAD_MODES or a.output_h or a.output_w:
+        raise _refuse(n, f"pad mode {a.pad_mode} with output size {a.output_h}x{a.output_w}")
+    weight = g.tensors[n.inputs[1]].dims
+    if a.group > 1 and (len(weight) != 4 or weight[0] != a.group or weight[3] != 1):
+        raise _refuse(n, f"{a.group} groups of a weight {list(weight)}, not depthwise")
+    g.add(n, "Conv2dTransposeFusion", dict(
+        format=_F.NHWC, kernel_size=[a.kernel_h, a.kernel_w], stride=[a.stride_h, a.stride_w],
+        dilation=[a.dilation_h, a.dilation_w], pad_mode=_PAD_MODES[a.pad_mode],
+        pad_list=[a.pad_top, a.pad_bottom, a.pad_left, a.pad_right], group=a.group, in_channel=a.in_channel,
+        out_channel=a.out_channel, output_paddings=[a.output_pad_h, a.output_pad_w],
+        activation_type=_activation(n)), [i for i in n.inputs[:3] if i >= 0])
+
+
 def _pool(g: _Graph, n: NodeDef) -> None:
     """Pooling, max or average; the official average counts only the taps inside the input."""
     a = n.attrs
@@ -504,6 +522,38 @@ def _cast(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Cast", {}, [n.inputs[0], g.const(f"{n.name}/to", np.array([target], np.int32))])
 
 
+def _narrowed(g: _Graph, index: int) -> int:
+    """A computed tensor's type as official files hold it (int64 as int32), set on the tensor."""
+    t = g.tensors[index]
+    t.data_type = DataType.INT32 if t.data_type == DataType.INT64 else t.data_type
+    return t.data_type
+
+
+def _shape(g: _Graph, n: NodeDef) -> None:
+    """Shape of the whole input, int32 (ours are int64)."""
+    if n.attrs.start != 0 or n.attrs.end < len(g.tensors[n.inputs[0]].dims):
+        raise _refuse(n, f"dims {n.attrs.start} to {n.attrs.end} only")
+    _narrowed(g, n.outputs[0])
+    g.add(n, "Shape", {}, n.inputs[:1])
+
+
+def _constant_of_shape(g: _Graph, n: NodeDef) -> None:
+    """ConstantOfShape of float32 or int32 (int64: int32) values."""
+    data_type = _narrowed(g, n.outputs[0])
+    if data_type not in _CASTS:
+        raise _refuse(n, f"values of type {data_type}")
+    g.add(n, "ConstantOfShape", dict(data_type=data_type, value=np.array([n.attrs.value], np.float32)),
+          n.inputs[:1])
+
+
+def _range(g: _Graph, n: NodeDef) -> None:
+    """Range of float32 or int32 (int64: int32) scalars start, limit, delta, as three inputs."""
+    d_type = _narrowed(g, n.outputs[0])
+    if d_type not in _CASTS:
+        raise _refuse(n, f"values of type {d_type}")
+    g.add(n, "Range", dict(d_type=d_type), n.inputs[:3])
+
+
 _UM = ours.UnaryMathMode
 # Not Cos: the 2.0.0 runtime's is off by up to 7.8e-4 of the range on [-3.9, 3.6].
 _UNARY_MATH = {_UM.FLOOR: "Floor", _UM.CEIL: "Ceil", _UM.ROUND: "Round", _UM.RECIPROCAL: "Reciprocal", _UM.SIN: "Sin"}
@@ -548,6 +598,7 @@ def _activation_op(g: _Graph, n: NodeDef) -> None:
 
 _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "Conv2D": _conv,
+    "Conv2DTranspose": _conv_transpose,
     "Pooling": _pool,
     "FullConnection": _full_connection,
     "MatMul": _matmul,
@@ -582,6 +633,9 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "Split": _split,
     "Tile": _tile,
     "Cast": _cast,
+    "Shape": _shape,
+    "ConstantOfShape": _constant_of_shape,
+    "Range": _range,
     "Exp": lambda g, n: g.add(n, "ExpFusion", dict(base=-1.0, scale=1.0, shift=0.0), n.inputs[:1]),
     "Pow": lambda g, n: g.add(n, "PowFusion", dict(scale=1.0, shift=0.0), n.inputs[:2]),
     "Squeeze": _with_axes("Squeeze"),
@@ -611,7 +665,8 @@ def _official_tensor(t: TensorDef) -> _Tensor:
                    list(t.quant_params), beyond)
 
 
-_NHWC_OPS = {"Conv2DFusion", "MaxPoolFusion", "AvgPoolFusion", "Resize", "InstanceNorm", "LRN"}
+_NHWC_OPS = {"Conv2DFusion", "Conv2dTransposeFusion", "MaxPoolFusion", "AvgPoolFusion", "Resize", "InstanceNorm",
+             "LRN"}
 
 
 def _formats(g: _Graph, inputs: Sequence[int], nhwc_inputs: set[int]) -> None:
@@ -665,10 +720,11 @@ def _camel(snake: str) -> str:
 
 
 def _attribute_table(builder: flatbuffers.Builder, op: str, fields: dict[str, Any]) -> int:
-    """The primitive's table through flatc's builder functions: lists as [long] vectors, strings, the rest
-    scalars."""
-    values = {k: _ints(builder, v, np.int64) if isinstance(v, list) else builder.CreateString(v)
-              if isinstance(v, str) else v for k, v in fields.items()}
+    """The primitive's table through flatc's builder functions: lists as [long] vectors, numpy arrays as vectors
+    of their type, strings, the rest scalars."""
+    values = {k: _ints(builder, v, np.int64) if isinstance(v, list) else _ints(builder, v, v.dtype)
+              if isinstance(v, np.ndarray) else builder.CreateString(v) if isinstance(v, str) else v
+              for k, v in fields.items()}
     getattr(fb, f"{op}Start")(builder)
     for key, value in values.items():
         getattr(fb, f"{op}Add{_camel(key)}")(builder, value)
