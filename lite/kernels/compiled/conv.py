@@ -379,6 +379,25 @@ def pool_f32(x, out, scale, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_top, p
                 out[b, y, xo, o] = v
 
 
+@Compiled
+def max_pool_2x2(x, out, stride_h, stride_w, lo, hi):  # pragma: no cover
+    """`pool_f32`'s max pool for 2x2 windows that all lie inside the input, then a clamp: the four taps of a pixel
+    in one pass over its channels, without `pool_f32`'s per-tap bounds checks and running maximum, which keep
+    its channel loop scalar (MobileNet-style blocks of MediaPipe's face mesh and palm detector, 96x96x16 ->
+    48x48x16 on one core: 80 -> 15 us). np.maximum keeps a NaN, as the numpy kernel does."""
+    n, h, wd, c = x.shape
+    _, oh, ow, _ = out.shape
+    for task in prange(n * oh):
+        b, y = task // oh, task % oh
+        top, bottom = x[b, y * stride_h], x[b, y * stride_h + 1]
+        for j in range(ow):
+            row = out[b, y, j]
+            a0, a1, b0, b1 = top[j * stride_w], top[j * stride_w + 1], bottom[j * stride_w], bottom[j * stride_w + 1]
+            for o in range(c):
+                v = np.maximum(np.maximum(a0[o], a1[o]), np.maximum(b0[o], b1[o]))
+                row[o] = lo if v < lo else (hi if v > hi else v)
+
+
 GLOBAL_POOL_CHANNELS = 64    # channels per task of `global_pool_f32`: a GEMM panel's columns
 
 
