@@ -97,6 +97,8 @@ def _read_data(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype, quant:
     if count > MAX_ELEMENTS or count * dtype.itemsize != t.DataLength():
         raise GraphFileError(f"tensor '{name}' holds {t.DataLength()} bytes but dims {list(dims)} of "
                              f"{dtypes.type_name(t.DataType())} need {count * dtype.itemsize}")
+    if count == 0:                     # no data vector at all: flatbuffers answers 0, not an empty array
+        return np.zeros(dims, dtype)
     return t.DataAsNumpy().view(dtype).reshape(dims)   # a view into the mapped buffer, never a copy
 
 
