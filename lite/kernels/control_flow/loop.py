@@ -11,7 +11,8 @@ A loop that provably never ends is refused instead of hanging: without a max_tri
 condition is absent, or known true and passed through (or a constant true) by the body; at run time after the
 first iteration when the body's condition reads only values that do not change between iterations and it is
 still true (every later iteration computes the same condition). A condition computed from changing values runs
-as written, as in onnxruntime (scan outputs are bounded by the memory limit).
+as written, as in onnxruntime (scan outputs are bounded by the memory limit), up to `MAX_ITERATIONS` when a
+service reading untrusted models sets it (the fuzz harnesses do).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from lite.traits import Bodies, declare
 
 declare("Loop", bodies=Bodies(("body",), inputs_from=2, body_inputs_from=2, body_outputs_from=1))
 
+MAX_ITERATIONS: int | None = None      # None: a data-dependent loop runs as long as its model says
 _ITERATION = TensorSpec((), np.dtype(np.int64))
 _CONDITION = TensorSpec((), np.dtype(np.bool_))
 
@@ -124,6 +126,8 @@ class LoopKernel(ControlFlowKernel):
         captured = values[2 + self.carried:]
         it = 0
         while cond and (trip is None or it < trip):
+            if MAX_ITERATIONS is not None and it >= MAX_ITERATIONS:
+                raise self.error(f"the loop runs past {MAX_ITERATIONS} iterations, the limit (MAX_ITERATIONS)")
             body = self.body(0, [_ITERATION, _CONDITION, *map(spec_of, state), *map(spec_of, captured)])
             outs = body.run([np.array(it, np.int64), np.array(cond), *state, *captured])
             cond = self.truth(outs[0], "the body's condition")
