@@ -8,6 +8,7 @@ vectorised step per level.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,12 +25,16 @@ class Sparsity:
     levels: list[Level]
 
 
-def _walk(levels: list[Level], name: str) -> list[np.ndarray]:
-    """Per level, the coordinate of every leaf along that level's dim."""
+def _walk(levels: list[Level], name: str, elements: int) -> list[np.ndarray]:
+    """Per level, the coordinate of every leaf along that level's dim; no level has more positions than the
+    dense tensor has `elements`."""
     parents = np.zeros(1, np.int64)
     coords: list[np.ndarray] = []
     for dense_size, segments, indices in levels:
         if segments is None:
+            if not 0 <= parents.size * int(dense_size) <= elements:
+                raise GraphFileError(f"sparse tensor '{name}': a dense level of size {dense_size} under "
+                                     f"{parents.size} positions does not fit the tensor's {elements} elements")
             counts = np.full(parents.size, dense_size, np.int64)
             children = (parents[:, None] * dense_size + np.arange(dense_size)).ravel()
             coord = np.tile(np.arange(dense_size), parents.size)
@@ -54,7 +59,7 @@ def densify(values: np.ndarray, shape: tuple[int, ...], sparsity: Sparsity, name
             range(len(order))) or min(shape, default=1) < 0:
         raise GraphFileError(f"sparse tensor '{name}': traversal_order {list(order)} does not fit shape "
                              f"{list(shape)} with block_map {list(blocks)}")
-    coords = _walk(sparsity.levels, name)
+    coords = _walk(sparsity.levels, name, math.prod(shape))
     if coords and coords[0].size != values.size:
         raise GraphFileError(f"sparse tensor '{name}' has {values.size} values for {coords[0].size} positions")
     by_dim = dict(zip(order, coords))
