@@ -1,10 +1,11 @@
-"""`python -m tests.fuzz.run <harness> (--runs N | --seconds T)`: fuzz one harness (`tests.fuzz.HARNESSES`)
-from its seed corpus, coverage-guided with atheris (libFuzzer) when it is installed, else with the seeded
-mutations of `lite.tools.fuzz` (`--plain` forces those). The runtime's memory limit is set to `--arena-mb`
-and the process's address space capped at its size after the imports plus that and `--memory-mb` (RLIMIT_AS),
-so an allocation beyond them is a `MemoryError` finding; each input has `--time-limit` seconds. A finding prints its traceback, leaves the input in the work folder
-(`crash-*`, atheris) and exits non-zero. `--replay DIR...` runs the inputs of folders once each (coverage
-measurements, regressions).
+"""`python -m tests.fuzz.run <harness> (--runs N | --seconds T | both)`: fuzz one harness
+(`tests.fuzz.HARNESSES`) from its seed corpus, coverage-guided with atheris (libFuzzer) when it is installed,
+else with the seeded mutations of `lite.tools.fuzz` (`--plain` forces those). The runtime's memory limit is set
+to `--arena-mb` and the process's address space capped at its size after the imports plus that and
+`--memory-mb` (RLIMIT_AS), so an allocation beyond them is a `MemoryError` finding; each input has
+`--time-limit` seconds of CPU time (`tests.fuzz.contract`) and `--wall-limit` seconds of wall time (libFuzzer's
+`-timeout`). A finding prints its traceback, leaves the input in the work folder (`crash-*`, atheris) and exits
+non-zero. `--replay DIR...` runs the inputs of folders once each (coverage measurements, regressions).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from tests.fuzz import HARNESSES
 
 HERE = Path(__file__).parent
 INSTRUMENTED = ("lite", "converter")          # the packages whose branches guide atheris
+WARM_UP_S = 60.0                              # the seeds' first run (caches, first allocations) is not bounded by 1 s
 
 
 def corpus_dir(harness: str) -> Path:
@@ -32,14 +34,20 @@ def corpus_dir(harness: str) -> Path:
 
 
 def load(harness: str, instrument: bool) -> Callable[[bytes], None]:
-    """The harness's `TestOneInput`, its readers instrumented for atheris when `instrument`."""
+    """The harness's `TestOneInput`, its readers and every kernel module imported (instrumented for atheris when
+    `instrument`)."""
+    from lite import kernels
     if harness not in HARNESSES:
         raise SystemExit(f"unknown harness '{harness}': one of {', '.join(HARNESSES)}")
     if not instrument:
-        return importlib.import_module(f"tests.fuzz.{harness}").TestOneInput
+        test = importlib.import_module(f"tests.fuzz.{harness}").TestOneInput
+        kernels.load_all()
+        return test
     import atheris
     with atheris.instrument_imports(include=list(INSTRUMENTED)):
-        return importlib.import_module(f"tests.fuzz.{harness}").TestOneInput
+        test = importlib.import_module(f"tests.fuzz.{harness}").TestOneInput
+        kernels.load_all()          # instrumented too; their first import is not a mutant's time
+    return test
 
 
 def cap_memory(extra_mb: int) -> None:
@@ -76,7 +84,8 @@ def plain(test: Callable[[bytes], None], corpus: list[bytes], runs: int | None, 
 
 
 def replay(test: Callable[[bytes], None], folders: Sequence[Path]) -> int:
-    """Each file of `folders` once; exit 1 if any escapes."""
+    """Each file of `folders` once; exit 1 if any escapes or runs past the time bound."""
+    from tests.fuzz import contract
     failed = 0
     files = [p for folder in folders for p in sorted(folder.iterdir()) if p.is_file()]
     for path in files:
@@ -86,6 +95,9 @@ def replay(test: Callable[[bytes], None], folders: Sequence[Path]) -> int:
             traceback.print_exc()
             print(f"finding: {path}")
             failed += 1
+        except contract.InputTimeout:
+            print(f"finding: {path} ran past {contract.TIME_LIMIT_S} s of CPU time")
+            failed += 1
     print(f"replayed {len(files)} inputs: {failed} findings")
     return 1 if failed else 0
 
@@ -93,27 +105,35 @@ def replay(test: Callable[[bytes], None], folders: Sequence[Path]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.fuzz.run", description=__doc__.splitlines()[0])
     parser.add_argument("harness", help=" | ".join(HARNESSES))
-    budget = parser.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--runs", type=int, help="executions, seeds included")
-    budget.add_argument("--seconds", type=float, help="wall time")
-    budget.add_argument("--replay", type=Path, nargs="+", metavar="DIR", help="run these folders' inputs once")
-    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per input")
+    parser.add_argument("--runs", type=int, help="executions, seeds included")
+    parser.add_argument("--seconds", type=float, help="wall time (with --runs: whichever ends first)")
+    parser.add_argument("--replay", type=Path, nargs="+", metavar="DIR", help="run these folders' inputs once")
+    parser.add_argument("--time-limit", type=float, default=1.0, help="CPU seconds per input")
+    parser.add_argument("--wall-limit", type=int, default=120, help="wall seconds per input: libFuzzer's own "
+                        "bound, for a wait that uses no CPU")
     parser.add_argument("--arena-mb", type=int, default=64, help="the runtime's memory limit (MAX_ARENA_BYTES)")
     parser.add_argument("--memory-mb", type=int, default=256, help="address space beyond the loaded process and "
                         "its arena limit")
+    parser.add_argument("--loop-iterations", type=int, default=1000, help="the runtime's bound on a loop whose "
+                        "condition depends on data (lite.kernels.control_flow.loop.MAX_ITERATIONS)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=Path, help="atheris' corpus and findings folder (default: a temporary one)")
     parser.add_argument("--plain", action="store_true", help="seeded mutations without coverage guidance")
     args = parser.parse_args(argv)
+    if (args.replay is None) == (args.runs is None and args.seconds is None):
+        parser.error("give a budget (--runs, --seconds or both) or --replay")
     guided = not args.plain and args.replay is None and importlib.util.find_spec("atheris") is not None
     test = load(args.harness, guided)
-    import tests.fuzz.contract
-    tests.fuzz.contract.TIME_LIMIT_S = args.time_limit
     import lite.compiler
     lite.compiler.MAX_ARENA_BYTES = args.arena_mb << 20     # the planned arena's bound; the cap allows more
+    from lite.kernels.control_flow import loop
+    loop.MAX_ITERATIONS = args.loop_iterations              # a mutated condition may stay true for ever
+    from tests.fuzz import contract
+    contract.TIME_LIMIT_S = WARM_UP_S
     for data in seeds(args.harness):
-        test(data)                    # lazy allocations (BLAS buffers, caches) happen before the cap
+        test(data)                    # lazy allocations (BLAS buffers, caches) happen before the cap and the bound
     cap_memory(args.arena_mb + args.memory_mb)
+    contract.TIME_LIMIT_S = args.time_limit
     if args.replay is not None:
         return replay(test, args.replay)
     if not guided:
@@ -121,8 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     import atheris
     work = args.work or Path(tempfile.mkdtemp(prefix=f"fuzz-{args.harness}-"))
     work.mkdir(parents=True, exist_ok=True)
-    flags = [f"-runs={args.runs}" if args.runs is not None else f"-max_total_time={int(args.seconds)}",
-             f"-seed={args.seed}", f"-artifact_prefix={work}/", "-rss_limit_mb=0", "-print_final_stats=1"]
+    budget = ([f"-runs={args.runs}"] if args.runs is not None else []) + \
+        ([f"-max_total_time={int(args.seconds)}"] if args.seconds is not None else [])
+    flags = [*budget, f"-seed={args.seed}", f"-artifact_prefix={work}/", f"-timeout={args.wall_limit}",
+             "-rss_limit_mb=0", "-print_final_stats=1"]
     dictionary = HERE / "dict" / f"{args.harness}.dict"
     if dictionary.exists():
         flags.append(f"-dict={dictionary}")

@@ -54,6 +54,27 @@ def tflite_seeds() -> dict[str, bytes]:
     return {"add.tflite": add, "conv_signature.tflite": m.build([x], [y], {"inputs": ["x"], "outputs": ["y"]})}
 
 
+def tflite_wild_seeds() -> dict[str, bytes]:
+    """A streaming model keeping its state in a resource variable (CALL_ONCE, VAR_HANDLE, READ/ASSIGN_VARIABLE)
+    and a FULLY_CONNECTED whose weights are block-sparse behind DENSIFY."""
+    from tests.converter.frontends.tflite.test_importer import block_sparse
+    from tests.converter.frontends.tflite.wild_models import streaming_mean
+    from tests.tflite_models import TFLiteModel
+    dense = np.arange(48, dtype=np.float32).reshape(6, 8) * np.repeat([[1, 0]], 6, axis=0).repeat(4, axis=1)
+    m = TFLiteModel()
+    x, y = m.tensor([3, 8], name="x"), m.tensor([3, 6], name="y")
+    w = m.tensor([6, 8], np.float32, name="w_sparse", sparse=block_sparse(dense, 4))
+    w_dense = m.tensor([6, 8], name="w")
+    m.op("DENSIFY", [w], [w_dense])
+    m.op("FULLY_CONNECTED", [x, w_dense, m.const(np.ones(6, np.float32))], [y], "FullyConnectedOptions")
+    return {"streaming_variable.tflite": streaming_mean(), "sparse_fc.tflite": m.build([x], [y])}
+
+
+def official(folder: str, names: tuple[str, ...]) -> dict[str, bytes]:
+    """Official fixtures of the test suite (files made by MindSpore), under their folder's name."""
+    return {f"{Path(folder).name}_{name}": (REPO / folder / name).read_bytes() for name in names}
+
+
 def federated_seeds(training: bytes) -> dict[str, bytes]:
     """The messages of one round over the training file's weights, as serialized protobufs: a train request in
     the Message-API layout and in the legacy one (SecAgg+), an evaluate request and a train reply."""
@@ -84,7 +105,8 @@ def federated_seeds(training: bytes) -> dict[str, bytes]:
 
 
 def corpora() -> dict[str, dict[str, bytes]]:
-    model = tiny_lenet()
+    from tests.fuzz.converter_cli import seeds as onnx_seeds
+    model, more = tiny_lenet(), onnx_seeds()
     plain = convert(model)
     calib = [{"input": np.random.default_rng(k).standard_normal((1, 1, 8, 8)).astype(np.float32)} for k in range(2)]
     int8 = to_bytes(quantize(to_graph(model), QuantConfig(method="MAX_MIN"), calib))
@@ -92,11 +114,19 @@ def corpora() -> dict[str, dict[str, bytes]]:
     return {
         "ms": {"plain.ms": plain, "int8.ms": int8, "integrity.ms": protect.with_integrity(plain),
                "encrypted.ms": protect.encrypt(plain, KEY),
-               "training.ms": training},
-        "mindspore_lite": {"plain.ms": convert(model, save_type="MINDIR_LITE")},
-        "mindir": {"digits_0to4.mindir": (REPO / "examples" / "mindir" / "digits_0to4.mindir").read_bytes()},
-        "tflite": tflite_seeds(),
-        "onnx": {"tiny_lenet.onnx": model.SerializeToString()},
+               "training.ms": training, "if.ms": convert(more["if"]), "lstm.ms": convert(more["lstm"])},
+        "mindspore_lite": {"plain.ms": convert(model, save_type="MINDIR_LITE"),
+                           **official("tests/lite/format/mindspore_lite_control_flow",
+                                      ("if_else.ms", "if_matmul.ms", "if_while.ms", "two_whiles.ms", "while.ms",
+                                       "while_if.ms")),
+                           **official("tests/lite/format/mindspore_lite_training", ("lenet_momentum.ms",))},
+        "mindir": {"digits_0to4.mindir": (REPO / "examples" / "mindir" / "digits_0to4.mindir").read_bytes(),
+                   **official("tests/converter/frontends/mindir/fixtures/mindspore-2.0.0",
+                              ("branches.mindir", "loop.mindir", "more_primitives.mindir", "primitives.mindir")),
+                   **official("tests/converter/frontends/mindir/fixtures/mindspore-1.0.0", ("bilstm.mindir",))},
+        "tflite": {**tflite_seeds(), **tflite_wild_seeds()},
+        "onnx": {"tiny_lenet.onnx": model.SerializeToString(),
+                 **{f"{name}.onnx": more[name].SerializeToString() for name in ("lstm", "attention", "if")}},
         "config": {
             "post_training.cfg": b"[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=8\n"
                                  b"[full_quant_param]\nactivation_quant_method=MAX_MIN\nbias_correction=true\n",

@@ -1,16 +1,19 @@
 """CI's short fuzz budget: each harness from its seed corpus for a fixed number of executions (coverage-guided
 when atheris is installed, seeded mutations otherwise; see tests/fuzz/run.py), in its own process under the
-runner's memory cap; then the input of every past finding (tests/fuzz/regressions/<harness>/)."""
+runner's memory cap; then the input of every past finding (tests/fuzz/regressions/<harness>/), under the runner's
+time, memory and loop bounds."""
 from __future__ import annotations
 
 import importlib
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 import lite.compiler
+from lite.kernels.control_flow import loop
 from tests.fuzz import HARNESSES, contract
 
 HERE = Path(__file__).parent
@@ -19,6 +22,8 @@ RUNS = {"ms": 12000, "mindspore_lite": 15000, "mindir": 8000, "tflite": 30000, "
         "benchmark": 80000, "federated": 15000}    # ≈ 5-15 s each on an idle core
 HANG_S = 30.0                  # per input: only a hang, not a slow machine, exceeds it
 ARENA_BYTES = 64 << 20         # the runner's default runtime memory limit
+LOOP_ITERATIONS = 1000         # the runner's default bound on a data-dependent loop
+EXTRA_BYTES = 256 << 20        # the runner's default allowance beyond the arena (tracemalloc sees numpy's buffers)
 
 
 @pytest.mark.parametrize("harness", HARNESSES)
@@ -37,4 +42,12 @@ REGRESSIONS = sorted((HERE / "regressions").glob("*/*"))
 def test_past_finding_is_refused(path: Path, monkeypatch) -> None:
     monkeypatch.setattr(contract, "TIME_LIMIT_S", HANG_S)
     monkeypatch.setattr(lite.compiler, "MAX_ARENA_BYTES", ARENA_BYTES)
-    importlib.import_module(f"tests.fuzz.{path.parent.name}").TestOneInput(path.read_bytes())
+    monkeypatch.setattr(loop, "MAX_ITERATIONS", LOOP_ITERATIONS)
+    test = importlib.import_module(f"tests.fuzz.{path.parent.name}").TestOneInput
+    tracemalloc.start()
+    try:
+        test(path.read_bytes())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < ARENA_BYTES + EXTRA_BYTES, f"{peak / 2**20:.0f} MB allocated"
