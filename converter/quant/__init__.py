@@ -69,13 +69,14 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     if methods.cross_layer_equalization:
         equalize_for_quantization(graph, samples)
     float_graph = copy.deepcopy(split_activations(graph))
-    observers = calibrate(float_graph, samples, methods.method or RANGE_CHOICES[0], config.activation_bits)
+    floors: dict[str, float] = {}
+    observers = calibrate(float_graph, samples, methods.method or RANGE_CHOICES[0], config.activation_bits, floors)
     pass_seconds = graph_work(float_graph).pass_seconds(len(samples))       # the reference machine's, not measured
 
     def build(with_ranges: dict, layer_bits: dict[str, int] | None = None, target: Graph | None = None) -> Graph:
         return full_quantize(target or copy.deepcopy(float_graph), with_ranges, config.activation_bits,
                              config.weight_bits, config.input_data_type, config.output_data_type,
-                             methods.weight_method, layer_bits or {})
+                             methods.weight_method, layer_bits or {}, floors)
 
     method, sqnr = methods.method, {}
     if method is None:

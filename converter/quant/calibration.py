@@ -154,14 +154,21 @@ def unclipped(graph: Graph) -> set[str]:
     return bounded | set(graph.outputs)
 
 
-def calibrate(graph: Graph, samples: list[dict[str, np.ndarray]], method: str, bits: int) -> dict[str, Observer]:
-    """Run the float graph on every sample; one observer per float activation (graph inputs and node outputs)."""
+def calibrate(graph: Graph, samples: list[dict[str, np.ndarray]], method: str, bits: int,
+              row_max_floors: dict[str, float] | None = None) -> dict[str, Observer]:
+    """Run the float graph on every sample; one observer per float activation (graph inputs and node outputs).
+    `row_max_floors`, when given, gets each Softmax input's smallest row maximum along its axis
+    (`full_quant.softmax_input_ranges` reads it)."""
     observers: dict[str, Observer] = {}
     keep = unclipped(graph)
+    axes = {n.inputs[0]: n.attrs["axis"] for n in graph.nodes if n.op == "Softmax" and n.inputs}
 
     def visit(name: str, array: np.ndarray) -> None:
         if array.dtype == np.float32:
             observers.setdefault(name, make_observer("MAX_MIN" if name in keep else method, bits)).update(array)
+            if row_max_floors is not None and name in axes and array.size:
+                floor = float(array.max(axis=axes[name]).min())
+                row_max_floors[name] = min(row_max_floors.get(name, floor), floor)
 
     run_samples(session_for(graph), samples, visit)
     return observers

@@ -46,6 +46,36 @@ def split_activations(graph: Graph) -> Graph:
     return graph
 
 
+SOFTMAX_SPAN = 16.0     # a Softmax input's range kept below its lowest row maximum: exp(-16) = 1e-7, under any
+                        # int8 output level
+SOFTMAX_STEP = 0.125    # the coarsest int8 input step of an int8 Softmax: probabilities within about 6 %
+
+
+def softmax_input_ranges(graph: Graph, ranges: Ranges, row_max_floors: dict[str, float]) -> Ranges:
+    """`ranges` fitted to the int8 Softmax. Only a score's distance to its row's maximum matters, and scores more
+    than SOFTMAX_SPAN below it round to 0 anyway, so each Softmax input's low end is raised to SOFTMAX_SPAN below
+    the smallest row maximum seen in calibration (`row_max_floors`; an attention mask's -10000 would otherwise
+    stretch the scale until every real score fell into one level: all-MiniLM-L6-v2, embedding cosine 0.22).
+    When the range left is still too wide for SOFTMAX_STEP, the input (up through the same-quant ops sharing its
+    params) leaves `ranges`: the Softmax and the op producing its input stay float between casts."""
+    out = dict(ranges)
+    for node in graph.nodes:
+        name = node.inputs[0] if node.op == "Softmax" and node.inputs else ""
+        if name not in out:
+            continue
+        lo, hi = out[name]
+        lo = max(lo, min(row_max_floors.get(name, lo + SOFTMAX_SPAN), hi) - SOFTMAX_SPAN)   # no floor: as is
+        narrow = (hi - lo) / 255 <= SOFTMAX_STEP
+        while name in out:
+            if narrow:
+                out[name] = (max(out[name][0], lo), out[name][1])
+            else:
+                del out[name]
+            producer = graph.producer(name)
+            name = producer.inputs[0] if producer is not None and traits(producer.op).same_quant else ""
+    return out
+
+
 def _int8_kernel(op: str) -> type:
     return kernel_registry.kernel_for(op, DataType.INT8, quantized=True)
 
@@ -161,12 +191,15 @@ def _quantize_const_input(graph: Graph, name: str, bits: int, param: fb.QuantPar
 
 def full_quantize(graph: Graph, ranges: Ranges, activation_bits: int = 8, weight_bits: int = 8,
                   input_type: str = "FLOAT", output_type: str = "FLOAT", weight_method: str = "MAX_MIN",
-                  layer_bits: dict[str, int] | None = None) -> Graph:
+                  layer_bits: dict[str, int] | None = None,
+                  row_max_floors: dict[str, float] | None = None) -> Graph:
     """Rewrite `graph` (mutated and returned) with calibrated float `ranges` of its activations; `layer_bits`
     gives some weighted layers (by node name) their own weight bit width, and a layer it maps to 0 (or less)
-    stays float. Graph inputs and outputs keep at least BOUNDARY_BITS."""
+    stays float; `row_max_floors` are the Softmax inputs' smallest row maxima (`softmax_input_ranges`). Graph
+    inputs and outputs keep at least BOUNDARY_BITS."""
     graph.sort()
     layer_bits = layer_bits or {}
+    ranges = softmax_input_ranges(graph, ranges, row_max_floors or {})
     chosen = [n for n in int8_nodes(graph, ranges) if layer_bits.get(n.name, weight_bits) > 0]
     chosen_ids = {id(n) for n in chosen}
     params: dict[str, fb.QuantParamT] = {}

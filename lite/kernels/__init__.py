@@ -147,6 +147,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     # the compiled backend's siblings (numba; started only when a session chooses one)
     "compiled.activation": ("Activation",),
     "compiled.activation_grad": ("ActivationGrad",),
+    "compiled.attention": ("Attention",),
     "compiled.batchnorm_grad": ("BatchNormGrad",),
     "compiled.conv2d": ("Conv2D",),
     "compiled.conv2d_grad": ("Conv2DGradFilter", "Conv2DGradInput"),
@@ -158,6 +159,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "compiled.int8_dynamic_recurrent": ("GRU", "LSTM"),
     "compiled.int8_full_connection": ("FullConnection",),
     "compiled.int8_quant_cast": ("QuantDTypeCast",),
+    "compiled.int8_recurrent": ("GRU", "LSTM"),
     "compiled.layer_norm": ("LayerNorm",),
     "compiled.lstm": ("LSTM",),
     "compiled.optimizer": ("Adam", "ApplyMomentum", "Sgd"),

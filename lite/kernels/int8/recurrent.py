@@ -3,7 +3,7 @@ projections in integers, the gates in float.
 
 X is int8 with its tensor's params; W and R are int8, symmetric, one scale per gate row (axis 1 of [D, G*H, in],
 shared by the directions); B and the peepholes stay float32. X W^T sums exact integer products (int32
-accumulators' values, summed in float64) and is scaled by s_x * s_w[row]; so is every step's h R^T, with h the
+accumulators' values, in float32 where no sum can pass 2^24, else float64) and is scaled by s_x * s_w[row]; so is every step's h R^T, with h the
 output Y's int8 levels: after each step h is rounded to Y's grid, as TFLite keeps the hidden state in the
 output's params, so the state the next step reads is the int8 value Y holds. Gates, the cell state (TFLite:
 int16) and the nonlinearities are float32. Y_h and Y_c are quantized to their own params at the end; initial
@@ -18,7 +18,7 @@ import numpy as np
 from lite.dtypes import DataType
 from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels.gru import GRUKernel
-from lite.kernels.int8.common import Quant, input_quant, output_quant
+from lite.kernels.int8.common import EXACT_F32, Quant, input_quant, output_quant
 from lite.kernels.lstm import LSTMKernel
 from lite.status import NotSupportedError
 
@@ -49,6 +49,9 @@ class Int8Recurrent(Kernel):
                                  f"({w.shape[1]}), it has {len(params)}", NotSupportedError)
             self.levels.append(w.value.astype(np.float64))
             self.scales.append(np.array([p.scale for p in params], np.float64))
+        # float32 products are exact when every sum of |x - zp_x| * |w| stays below 2^24 (X W^T over `I`)
+        self.x_dtype = np.float32 if self.I * 255 * 127 < EXACT_F32 else np.float64
+        self.w_levels = self.levels[0].reshape(-1, self.I).T.astype(self.x_dtype)
         self.out_q = [output_quant(self, inputs[0].dtype, k) for k in range(1 + self.states)]
         self.state_q: list[Quant | None] = [
             input_quant(self, inputs[k], "an initial state")
@@ -84,8 +87,8 @@ class Int8Recurrent(Kernel):
     def project(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> None:
         """gates = (x - zp_x) W^T in integers, times s_x * s_w[row], plus the float bias."""
         pre = self.gates_buf.reshape(self.T, self.B, self.D, -1)
-        levels = x.reshape(-1, self.I).astype(np.float64) - self.qx.zero_point
-        products = levels @ self.levels[0].reshape(-1, self.I).T                # [T*B, D*G*H], exact
+        levels = x.reshape(-1, self.I).astype(self.x_dtype) - self.x_dtype(self.qx.zero_point)
+        products = levels @ self.w_levels                                       # [T*B, D*G*H], exact
         np.multiply(products.reshape(pre.shape), self.w_scale, out=pre, casting="unsafe")
         if bias is not None:
             self.gates_buf += bias[None, None]

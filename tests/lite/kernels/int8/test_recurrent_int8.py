@@ -3,6 +3,8 @@ R, with the hidden state rounded to Y's int8 grid after every step (the quantize
 within one output quantum; and a fully quantized LSTM/GRU model against the float model."""
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -55,20 +57,31 @@ def attrs(op: str, functions: list[int], dirs: int, **extra) -> dict:
                 activations=functions * dirs, activation_alpha=[0.0] * n, activation_beta=[0.0] * n, **extra)
 
 
-def run_all(op: str, inputs, outs, **kw) -> list[np.ndarray]:
-    """Every output of one node of the int8 kernel on constant inputs (recurrent ops are not folded)."""
+def run_all(op: str, inputs, outs, backend: str = "numpy", **kw) -> list[np.ndarray]:
+    """Every output of one node of the int8 kernel (numpy or its compiled sibling) on constant inputs."""
     node = NodeDef("node", op, op_attrs.build(op, kw), list(range(len(inputs))),
                    list(range(len(inputs), len(inputs) + len(outs))))
     specs = [TensorSpec(a.shape, a.dtype, a, p) for a, p in inputs]
-    kernel = kernel_for(op, DataType.INT8, quantized=True)(node)
+    if backend == "compiled":
+        from lite.kernels.compiled.int8_recurrent import GRUInt8Compiled, LSTMInt8Compiled
+        kernel = {"LSTM": LSTMInt8Compiled, "GRU": GRUInt8Compiled}[op](node)
+    else:
+        kernel = kernel_for(op, DataType.INT8, quantized=True)(node)
     kernel.out_quant = [qparams([s], [z]) for s, z in outs]
-    return [r.value for r in evaluate(kernel, node, specs, kernel.infer(specs))]
+    out_specs = kernel.infer(specs)
+    kernel.select(specs)
+    return [r.value for r in evaluate(kernel, node, specs, out_specs)]
 
 
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+BACKENDS = ["numpy", pytest.param("compiled", marks=pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed"))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dirs", [1, 2])
-def test_lstm_within_one_quantum_of_the_quantized_math_in_float(dirs):
+def test_lstm_within_one_quantum_of_the_quantized_math_in_float(dirs, backend):
     inputs, outs, (x, w, r, b) = case("LSTM", 4, dirs)
-    got = run_all("LSTM", inputs, outs, **attrs("LSTM", [A.SIGMOID, A.TANH, A.TANH], dirs))
+    got = run_all("LSTM", inputs, outs, backend, **attrs("LSTM", [A.SIGMOID, A.TANH, A.TANH], dirs))
     for d in range(dirs):
         h, c = torch.zeros(B, H, dtype=torch.float64), torch.zeros(B, H, dtype=torch.float64)
         wb, rb = b[d, :4 * H], b[d, 4 * H:]
@@ -81,9 +94,10 @@ def test_lstm_within_one_quantum_of_the_quantized_math_in_float(dirs):
         assert np.abs(got[1][d] - levels(h, QH)).max() <= 1 and np.abs(got[2][d] - levels(c, QC)).max() <= 1
 
 
-def test_gru_within_one_quantum_of_the_quantized_math_in_float():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gru_within_one_quantum_of_the_quantized_math_in_float(backend):
     inputs, outs, (x, w, r, b) = case("GRU", 3)
-    got = run_all("GRU", inputs, outs, **attrs("GRU", [A.SIGMOID, A.TANH], 1, linear_before_reset=True))
+    got = run_all("GRU", inputs, outs, backend, **attrs("GRU", [A.SIGMOID, A.TANH], 1, linear_before_reset=True))
     h = torch.zeros(B, H, dtype=torch.float64)
     wb, rb = b[0, :3 * H], b[0, 3 * H:]
     for t in range(T):
