@@ -554,6 +554,12 @@ def _range(g: _Graph, n: NodeDef) -> None:
     g.add(n, "Range", dict(d_type=d_type), n.inputs[:3])
 
 
+def _non_max_suppression(g: _Graph, n: NodeDef) -> None:
+    """NonMaxSuppression of its five inputs (the limits int32 consts), its selected [box, class, index] int32."""
+    _narrowed(g, n.outputs[0])
+    g.add(n, "NonMaxSuppression", dict(center_point_box=n.attrs.center_point_box), [i for i in n.inputs if i >= 0])
+
+
 _UM = ours.UnaryMathMode
 # Not Cos: the 2.0.0 runtime's is off by up to 7.8e-4 of the range on [-3.9, 3.6].
 _UNARY_MATH = {_UM.FLOOR: "Floor", _UM.CEIL: "Ceil", _UM.ROUND: "Round", _UM.RECIPROCAL: "Reciprocal", _UM.SIN: "Sin"}
@@ -636,6 +642,7 @@ _RULES: dict[str, Callable[[_Graph, NodeDef], None]] = {
     "Shape": _shape,
     "ConstantOfShape": _constant_of_shape,
     "Range": _range,
+    "NonMaxSuppression": _non_max_suppression,
     "Exp": lambda g, n: g.add(n, "ExpFusion", dict(base=-1.0, scale=1.0, shift=0.0), n.inputs[:1]),
     "Pow": lambda g, n: g.add(n, "PowFusion", dict(scale=1.0, shift=0.0), n.inputs[:2]),
     "Squeeze": _with_axes("Squeeze"),
