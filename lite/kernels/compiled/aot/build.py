@@ -15,19 +15,21 @@ The signatures are recorded from real runs with numba's JIT:
 
     python -m lite.kernels.compiled.aot.build --record model.ms [model.ms ...]
 
-adds what every listed model binds at 1 and 2 threads to `signatures.txt`; `--models model.ms ...` instead of
-`--record` builds a library of just those models' signatures.
+adds what every listed model binds at 1 and 2 threads to `signatures.txt` (`--check` instead fails listing
+them); `--models model.ms ...` instead of `--record` builds a library of just those models' signatures.
+`bench/aot_signatures.py` checks (or `--write`s) the zoo's and the wild bench's.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 HERE = Path(__file__).parent
 SIGNATURES = HERE / "signatures.txt"
@@ -198,48 +200,79 @@ def build(out: Path, target: str, cc: str, object_only: bool = False, keys: list
 FREE_DIM = 64
 
 
-def recorded(models: list[str]) -> list[str]:
+def recorded(models: list[str], feeds: dict[str, dict[str, Any]] | None = None) -> list[str]:
     """The entries each model binds when it runs with numba's JIT at 1 and 2 threads (free input dims FREE_DIM),
-    in order of first use."""
+    in order of first use (`recording`: both forms, so larger inputs than these find theirs). `feeds` gives a
+    model's input values by input name or position (default: standard normal floats, zero integers)."""
     import numpy as np
 
     import lite
+    with recording() as keys:
+        for path in models:
+            model, given = lite.Model.Load(path), (feeds or {}).get(path, {})
+            for threads in (1, 2):
+                session = lite.LiteSession.CreateSession(lite.Context(thread_num=threads, kernels="compiled"))
+                session.CompileGraph(model)
+                unknown = [t for t in session.GetInputs() if any(d < 0 for d in t.shape())]
+                if unknown:
+                    session.Resize(unknown, [[d if d > 0 else FREE_DIM for d in t.shape()] for t in unknown])
+                for k, tensor in enumerate(session.GetInputs()):
+                    value = given.get(tensor.tensor_name(), given.get(str(k)))
+                    if value is None:
+                        data = tensor.MutableData()
+                        value = np.random.default_rng(0).standard_normal(data.shape) if data.dtype.kind == "f" else 0
+                    tensor.MutableData()[...] = value
+                session.RunGraph()
+    return list(keys)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, None]]:
+    """The entries of the compiled calls bound inside the block (with numba's JIT), in order of first use: each
+    call's serial form, and its threaded form too unless the call is never threaded (no work given)."""
     from lite.kernels import compiled
     from lite.kernels.compiled import aot
     keys: dict[str, None] = {}
     original = compiled.Compiled.entry
 
     def entry(self: Any, work: int, *args: Any) -> Any:
-        keys[aot.entry_key(self.name, compiled.threads() > 1 and work >= compiled.PARALLEL_WORK, args)] = None
+        for parallel in (False, True)[:2 if work > 0 else 1]:
+            keys[aot.entry_key(self.name, parallel, args)] = None
         return original(self, work, *args)
 
     compiled.Compiled.entry = entry                                   # type: ignore[method-assign]
     try:
-        for path in models:
-            model = lite.Model.Load(path)
-            for threads in (1, 2):
-                session = lite.LiteSession.CreateSession(lite.Context(thread_num=threads, kernels="compiled"))
-                session.CompileGraph(model)
-                unknown = [t for t in session.GetInputs() if min(t.shape()) < 0]
-                if unknown:
-                    session.Resize(unknown, [[d if d > 0 else FREE_DIM for d in t.shape()] for t in unknown])
-                for tensor in session.GetInputs():
-                    data = tensor.MutableData()
-                    data[...] = np.random.default_rng(0).standard_normal(data.shape) if data.dtype.kind == "f" else 0
-                session.RunGraph()
+        yield keys
     finally:
         compiled.Compiled.entry = original                            # type: ignore[method-assign]
-    return list(keys)
+
+
+def missing(keys: list[str]) -> list[str]:
+    """The entries of `keys` that `signatures.txt` lacks."""
+    known = set(read_signatures(SIGNATURES))
+    return [key for key in keys if key not in known]
 
 
 def record(models: list[str]) -> int:
-    """Add the entries the models bind (`recorded`) to `signatures.txt`."""
-    known = set(read_signatures(SIGNATURES))
-    new = [key for key in recorded(models) if key not in known]
-    with SIGNATURES.open("a") as f:
-        f.writelines(f"{key}\n" for key in new)
+    """Add the entries the models bind (`recorded`) to `signatures.txt`, after its last line."""
+    new = missing(recorded(models))
+    append(new)
     print(f"{len(new)} new signatures in {SIGNATURES}")
     return 0
+
+
+def append(keys: list[str]) -> None:
+    """Add `keys` to the end of `signatures.txt` (one entry a line: module.function:form:types)."""
+    with SIGNATURES.open("a") as f:
+        f.writelines(f"{key}\n" for key in keys)
+
+
+def check(models: list[str]) -> int:
+    """1, listing them, when the models bind entries that `signatures.txt` lacks, else 0."""
+    lacking = missing(recorded(models))
+    print("\n".join([f"{len(lacking)} entries missing from {SIGNATURES}:", *lacking]) if lacking else
+          f"every entry the models bind is in {SIGNATURES}")
+    return 1 if lacking else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,9 +287,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", metavar="MODEL", help="build only the signatures these models bind "
                                                                      "(run with the JIT first)")
     parser.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)    # the first-use build's (`first_use`)
+    parser.add_argument("--check", nargs="+", metavar="MODEL", help="fail, listing them, when these models bind "
+                                                                    "entries that signatures.txt lacks")
     args = parser.parse_args(argv)
     if args.record:
         return record(args.record)
+    if args.check:
+        return check(args.check)
     out = args.out or aot.cache_dir()
     if args.lock_fd is not None:
         return background(out, args.cc)
