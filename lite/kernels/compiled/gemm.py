@@ -120,28 +120,28 @@ def _tile_code(rows, vectors, context, builder, signature, args):
                 acc = accs[i * vectors + v]
                 builder.store(builder.call(fma, [xv, ws[v], builder.load(acc)]), acc)
     lo_v, hi_v = splat(builder, lo, vec), splat(builder, hi, vec)
-    for i in range(rows):
-        for v in range(vectors):
-            acc = accs[i * vectors + v]
-            t = builder.load(acc)
-            t = builder.select(builder.fcmp_ordered("<", t, lo_v), lo_v, t)
-            builder.store(builder.select(builder.fcmp_ordered(">", t, hi_v), hi_v, t), acc)
     s_base = builder.add(address(context, builder, kinds[16], slope)[0], builder.mul(c, const(4)))
     zero = ir.Constant(vec, [0.0] * LANES)
-    with builder.if_then(builder.icmp_unsigned("!=", last, ir.Constant(last.type, 0))):
-        slopes = [builder.load(pointer(builder.add(s_base, const(4 * LANES * v))), align=4) for v in range(vectors)]
+
+    def store(slopes):
+        """Clamp each accumulator (then scale its negative lanes by `slopes`, when given) into `out`."""
         for i in range(rows):
             for v in range(vectors):
-                acc = accs[i * vectors + v]
-                t = builder.load(acc)
-                builder.store(builder.select(builder.fcmp_ordered("<", t, zero), builder.fmul(t, slopes[v]), t), acc)
-    for i in range(rows):
-        for v in range(vectors):
-            t = builder.load(accs[i * vectors + v])
-            if v == vectors - 1:
-                builder.call(masked_store, [t, at(i, v), ir.Constant(I32, 4), mask])
-            else:
-                builder.store(t, at(i, v), align=4)
+                t = builder.load(accs[i * vectors + v])
+                t = builder.select(builder.fcmp_ordered("<", t, lo_v), lo_v, t)
+                t = builder.select(builder.fcmp_ordered(">", t, hi_v), hi_v, t)
+                if slopes:
+                    t = builder.select(builder.fcmp_ordered("<", t, zero), builder.fmul(t, slopes[v]), t)
+                if v == vectors - 1:
+                    builder.call(masked_store, [t, at(i, v), ir.Constant(I32, 4), mask])
+                else:
+                    builder.store(t, at(i, v), align=4)
+
+    with builder.if_else(builder.icmp_unsigned("!=", last, ir.Constant(last.type, 0))) as (with_slope, plain):
+        with with_slope:       # a fused PReLU (the last block of K only)
+            store([builder.load(pointer(builder.add(s_base, const(4 * LANES * v))), align=4) for v in range(vectors)])
+        with plain:
+            store(None)
     return context.get_dummy_value()
 
 
