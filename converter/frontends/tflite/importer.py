@@ -18,7 +18,7 @@ from converter.frontends.tflite import rules  # noqa: F401  (registers every imp
 from converter.frontends.tflite.reader import (GraphRecord, ModelRecord, OperatorRecord, Quantization, TensorRecord,
                                               read_model)
 from converter.frontends.tflite.registry import IMPORTERS, QUANT, ImportContext, dequantized
-from converter.frontends.tflite.variables import RESOURCE_OPS, Key, handle_key, initial_values
+from converter.frontends.tflite.variables import RESOURCE_OPS, Key, check_operands, handle_key, initial_values
 from converter.ir import Graph, Value
 from lite.dtypes import DataType, from_numpy
 from lite.status import GraphFileError, InputTensorError, LiteError, NotSupportedError
@@ -177,6 +177,7 @@ class _Importer:
         """VAR_HANDLE names a variable; READ_VARIABLE's readers read its tensor; ASSIGN_VARIABLE is an Assign."""
         if len(self.stack) > 1:
             raise self.ctx.error("resource variables inside a WHILE or IF body are not supported")
+        check_operands(op)
         if op.op == "VAR_HANDLE":
             self.handles[op.outputs[0]] = handle_key(op)
         elif op.op == "READ_VARIABLE":
