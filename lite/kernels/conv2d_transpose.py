@@ -1,7 +1,9 @@
 """Conv2DTranspose (ONNX ConvTranspose) on NHWC activations with IHWO weights [in, KH, KW, out/group].
 
 GEMM then col2im: one (batched) matmul gives every input pixel's KH*KW*Cout/G contributions, which are
-scatter-added tap by tap into a zeroed full-size buffer; the output is that buffer cropped by the pads.
+scatter-added tap by tap into a zeroed full-size buffer; the output is that buffer cropped by the pads. When the
+taps tile the buffer (kernel = stride, no dilation: each position gets one contribution, as in MediaPipe's 2x2
+stride-2 upsampling) they are copied, with no zeroing and no sum.
 Pads follow ONNX: explicit, derived from `output_h/w` (the ONNX output_shape), or SAME_* (output = in * stride).
 """
 from __future__ import annotations
@@ -34,6 +36,11 @@ class TransposedAxis:
     def full(self) -> int:
         """Extent of the accumulation buffer: every contribution and every output position."""
         return max((self.size - 1) * self.stride + (self.kernel - 1) * self.dilation + 1, self.pad_begin + self.out)
+
+    @property
+    def tiles(self) -> bool:
+        """Whether the taps of the input positions cover `full` once each (kernel = stride, no dilation)."""
+        return self.kernel == self.stride and self.dilation == 1 and self.full == self.size * self.stride
 
     @property
     def taps(self) -> Window:
@@ -123,9 +130,13 @@ class Conv2DTransposeKernel(Kernel):
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         out = outputs[0]
         np.matmul(self.x_groups, self.w_groups, out=self.cols)
-        self.full.fill(0)
-        for dst, src in self.scatter:
-            dst += src
+        if self.ah.tiles and self.aw.tiles:
+            for dst, src in self.scatter:
+                np.copyto(dst, src)
+        else:
+            self.full.fill(0)
+            for dst, src in self.scatter:
+                dst += src
         if self.crop:
             np.copyto(out, self.cropped)
         finish(out, self.bias, self.activation)
