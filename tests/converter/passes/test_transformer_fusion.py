@@ -4,6 +4,7 @@ unfused export."""
 from __future__ import annotations
 
 import collections
+import importlib.util
 import io
 import warnings
 
@@ -129,3 +130,84 @@ def test_softmax_read_twice_is_left_alone() -> None:
     model = bert_attention(True)
     model.graph.output.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, None))
     assert ops(model)["Attention"] == 0
+
+
+class TinyBert(nn.Module):
+    """A BERT-style encoder written as exports with dynamic axes see it: positions sliced to the input's length
+    (so every shape after it is known only at run time), heads split off by view + transpose and merged back,
+    linear layers with biases, exact GELU, an additive padding mask on the scores, residual sums."""
+
+    def __init__(self, width: int = 32, heads: int = 4, layers: int = 2) -> None:
+        super().__init__()
+        self.heads, self.depth = heads, width // heads
+        self.words, self.positions = nn.Embedding(50, width), nn.Parameter(torch.randn(16, width) * 0.1)
+        self.blocks = nn.ModuleList(nn.ModuleDict({
+            "q": nn.Linear(width, width), "k": nn.Linear(width, width), "v": nn.Linear(width, width),
+            "o": nn.Linear(width, width), "up": nn.Linear(width, 4 * width), "down": nn.Linear(4 * width, width),
+            "norm1": nn.LayerNorm(width), "norm2": nn.LayerNorm(width)}) for _ in range(layers))
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = self.words(ids) + self.positions[:ids.shape[1]]
+        bias = ((1.0 - mask.to(torch.float32)) * -1e4)[:, None, None, :]
+        for p in self.blocks:
+            b, t, _ = x.shape
+            split = lambda y: y.view(b, t, self.heads, -1).transpose(1, 2)        # noqa: E731
+            q, k, v = split(p["q"](x)), split(p["k"](x)), split(p["v"](x))
+            scores = q @ k.transpose(-1, -2) / self.depth ** 0.5 + bias
+            context = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
+            x = p["norm1"](x + p["o"](context))
+            x = p["norm2"](x + p["down"](nn.functional.gelu(p["up"](x))))
+        return x
+
+
+def tiny_bert_model() -> onnx.ModelProto:
+    """TinyBert exported at opset 17 with dynamic batch and length: inputs ids and mask [batch, tokens] (int64)."""
+    torch.manual_seed(0)
+    ids = torch.ones(2, 6, dtype=torch.int64)
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(TinyBert().eval(), (ids, torch.ones_like(ids)), buf, input_names=["ids", "mask"],
+                          output_names=["y"], opset_version=17, dynamo=False,
+                          dynamic_axes={n: {0: "batch", 1: "tokens"} for n in ("ids", "mask")})
+    return onnx.load_from_string(buf.getvalue())
+
+
+@pytest.fixture(scope="module")
+def tiny_bert() -> onnx.ModelProto:
+    return tiny_bert_model()
+
+
+def bert_feeds(batch: int, tokens: int) -> dict[str, np.ndarray]:
+    """Token ids with the later rows padded (mask 0) from a shorter length on."""
+    ids = rng.integers(1, 50, (batch, tokens)).astype(np.int64)
+    mask = np.ones((batch, tokens), np.int64)
+    for row in range(1, batch):
+        mask[row, tokens - 2 * row:] = 0
+    return {"ids": ids * mask, "mask": mask}
+
+
+def test_a_dynamic_shape_bert_fuses_into_3d_attention_and_biased_layers(tiny_bert) -> None:
+    graph = to_graph(tiny_bert)
+    counts = collections.Counter(n.op for n in graph.nodes)
+    assert counts["Attention"] == 2 and counts["FullConnection"] == 12 and counts["LayerNorm"] == 4
+    assert not {"Softmax", "MatMul", "Transpose", "Reshape", "Concat"} & set(counts)
+    assert counts["Add"] <= 1                                # the positions' sum; biases and residuals fused
+    attention = [n for n in graph.nodes if n.op == "Attention"]
+    assert all(n.attrs["q_num_heads"] == n.attrs["kv_num_heads"] == 4 for n in attention)
+    assert all(graph.values[n.inputs[0]].rank == 3 for n in attention)
+    fc = [n for n in graph.nodes if n.op == "FullConnection"]
+    assert all(len(n.inputs) >= 3 and n.inputs[2] for n in fc)
+
+
+@pytest.mark.parametrize("kernels", ["numpy", pytest.param("compiled", marks=pytest.mark.skipif(
+    importlib.util.find_spec("numba") is None, reason="numba not installed"))])
+def test_the_fused_dynamic_shape_bert_matches_onnxruntime_at_two_shapes(tiny_bert, kernels: str) -> None:
+    buf = convert(tiny_bert)
+    session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=2, kernels=kernels))
+    attention = [step.kernel for step in session._plan.steps if step.node.op == "Attention"]
+    assert len(attention) == 2 and all(getattr(k, "compiled", False) == (kernels == "compiled") for k in attention)
+    for batch, tokens in ((2, 7), (3, 9)):
+        feeds = bert_feeds(batch, tokens)
+        ours = run_lite(session, feeds)["y"]
+        assert relative_to_range(ours, run_ort(tiny_bert, feeds)["y"]) <= 1e-5, (batch, tokens)

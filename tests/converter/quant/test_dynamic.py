@@ -264,3 +264,26 @@ def test_a_dynamic_node_without_int8_weights_is_refused_naming_it(make):
     buf = to_bytes(graph)
     with pytest.raises(NotSupportedError, match=f"{node.op} node '{node.name}': dynamic quantization needs"):
         lite.LiteSession.CreateSession(buf, len(buf), lite.Context())
+
+
+def test_a_bert_layers_gelu_and_residual_sums_run_in_its_dynamic_products():
+    """TinyBert (dynamic shapes, padding mask): each feed-forward's GELU becomes its first layer's activation, the
+    residual sums ride on the output projections; the compiled kernels give the numpy kernels' outputs (the
+    integer sums are the same, GELU's erf differs by ~1e-7) and both stay near onnxruntime's float model."""
+    from tests.converter.passes.test_transformer_fusion import bert_feeds, tiny_bert_model
+    model = tiny_bert_model()
+    buf = dynamic_file(model)
+    m = Model.Import(buf)
+    dynamic = [n for n in m.nodes if n.quant_type == fb.QuantType.DYNAMIC]
+    assert len(dynamic) == 12 and not [n for n in m.nodes if n.op == "Activation"]
+    assert sum(n.attrs.activation == fb.ActivationType.GELU for n in dynamic) == 2
+    assert sum(len(n.inputs) == 4 for n in dynamic) == 4                 # o and down carry the residual sums
+    feeds = bert_feeds(3, 9)
+    reference = run_ort(model, feeds)["y"]
+    outputs = {kernels: run(buf, feeds, kernels) for kernels in ("numpy", "compiled") if HAVE_NUMBA or
+               kernels == "numpy"}
+    for y in outputs.values():
+        cosine = (y * reference).sum(-1) / np.linalg.norm(y, axis=-1) / np.linalg.norm(reference, axis=-1)
+        assert cosine.min() > 0.99, cosine.min()
+    if HAVE_NUMBA:
+        np.testing.assert_allclose(outputs["compiled"], outputs["numpy"], rtol=1e-4, atol=1e-4)
