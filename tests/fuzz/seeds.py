@@ -132,7 +132,13 @@ def corpora() -> dict[str, dict[str, bytes]]:
                                  b"[full_quant_param]\nactivation_quant_method=MAX_MIN\nbias_correction=true\n",
             "weight.cfg": b"[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=4\nmin_quant_weight_size=0\n",
             "old_style.cfg": b"batch_count=2\nmethod_x=KL\nthread_num=1\n",
-            "train.cfg": b"[train_param]\nloss=mse\nlearning_rate=0.1\noptimizer=sgd\n"},
+            "train.cfg": b"[train_param]\nloss=mse\nlearning_rate=0.1\noptimizer=sgd\n",
+            "mixed_bit.cfg": b"[common_quant_param]\nquant_type=MIXED_BIT_WEIGHT_QUANT\n"
+                             b"[mixed_bit_weight_quant_param]\ninit_scale=0.02\n",
+            "dynamic.cfg": b"[common_quant_param]\nquant_type=DYNAMIC_QUANT\nbit_num=8\n",
+            "preprocess.cfg": b"[common_quant_param]\nquant_type=FULL_QUANT\n[data_preprocess_param]\n"
+                              b"calibrate_path=input:.\ncalibrate_size=2\ninput_type=IMAGE\n"
+                              b"normalize_mean=[127.5]\nnormalize_std=[127.5]\nresize_width=8\nresize_height=8\n"},
         "benchmark": {"calibration.txt": b"\x00output 2 1 3\n0.1 0.2 0.7\n",
                       "expected.npy": b"\x01" + _saved(np.save, np.array([0.1, 0.2, 0.7], np.float32)),
                       "expected.npz": b"\x02" + _saved(np.savez, output=np.array([0.1, 0.2, 0.7], np.float32)),
