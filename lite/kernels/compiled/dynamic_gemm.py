@@ -19,7 +19,8 @@ import numpy as np
 
 from lite.kernels.compiled import Compiled
 from lite.kernels.compiled.gelu import gelu32
-from lite.kernels.compiled.int8 import MR, NR, pack_weight, pad_columns, quads_fit, tasks, tile_sums
+from lite.kernels.compiled.int8 import (
+    MR, NR, pack_weight, pad_columns, quads_fit, task_count, task_tiles, tasks, tile_sums)
 from lite.kernels.compiled.llvm import F32, I32, I64, LANES, address, cgutils, intrinsic, ir, njit, prange, splat, types
 
 LEVELS = 255
@@ -151,14 +152,9 @@ def dynamic_gemm(x, xs, zero, row_scale, weight, col_sum, col_scale, bias, out, 
         row_scale[m] = scale
     blocks, groups, width = weight.shape
     cols = out.shape[1]
-    chunks = (rows + chunk - 1) // chunk
-    per_span = (blocks + spans - 1) // spans
-    for task in prange(chunks * spans):
-        m0 = task // spans * chunk
-        b0 = task % spans * per_span
-        count = min(chunk, rows - m0)
-        whole = count // MR
-        for b in range(b0, min(blocks, b0 + per_span)):
+    for task in prange(task_count(rows, chunk, spans)):
+        m0, count, whole, b0, b1 = task_tiles(task, rows, blocks, chunk, spans)
+        for b in range(b0, b1):
             n0 = b * NR
             valid = min(NR, cols - n0)
             if valid == NR:
@@ -174,7 +170,7 @@ def dynamic_gemm(x, xs, zero, row_scale, weight, col_sum, col_scale, bias, out, 
                 for i in range(m0 + whole * MR, m0 + count):
                     _row_part(xs, i, weight, b, groups, zero, row_scale, col_sum, col_scale, bias, n0, out, valid)
         if residual.shape[0] or gelu:
-            _finish(out, residual, gelu, m0, m0 + count, b0 * NR, min(cols, (b0 + per_span) * NR))
+            _finish(out, residual, gelu, m0, m0 + count, b0 * NR, min(cols, b1 * NR))
 
 
 def fits(depth: int) -> bool:

@@ -34,7 +34,7 @@ import numpy as np
 
 from lite.kernels.compiled import Compiled
 from lite.kernels.compiled.llvm import (
-    F64, I8, I16, I32, I64, LANES, VNNI, address, cgutils, intrinsic, ir, prange, splat, types)
+    F64, I8, I16, I32, I64, LANES, VNNI, address, cgutils, intrinsic, ir, njit, prange, splat, types)
 from lite.memory_plan import aligned_copy
 
 MR, NR = 6, 2 * LANES                 # register tile: rows x columns (NR int32 lanes = two vectors per row)
@@ -182,18 +182,13 @@ def gemm_requantize(x, weight, flip, shift, scale, offset, step, threshold, lo, 
     rows, depth = x.shape
     blocks, groups, width = weight.shape
     cols = out.shape[1]
-    chunks = (rows + chunk - 1) // chunk
-    per_span = (blocks + spans - 1) // spans
-    for task in prange(chunks * spans):
-        m0 = task // spans * chunk
-        b0 = task % spans * per_span
-        count = min(chunk, rows - m0)
-        whole = count // MR
+    for task in prange(task_count(rows, chunk, spans)):
+        m0, count, whole, b0, b1 = task_tiles(task, rows, blocks, chunk, spans)
         xs = np.zeros((count, width // NR * groups), weight.dtype)
         for i in range(count):
             for k in range(depth):
                 xs[i, k] = x[m0 + i, k] ^ flip
-        for b in range(b0, min(blocks, b0 + per_span)):
+        for b in range(b0, b1):
             n0 = b * NR
             valid = min(NR, cols - n0)
             if valid == NR:
@@ -210,6 +205,22 @@ def gemm_requantize(x, weight, flip, shift, scale, offset, step, threshold, lo, 
                 for i in range(whole * MR, count):
                     _row_part(xs, i, weight, b, groups, shift, scale, offset, step, threshold, n0, lo, top, out,
                               m0 + i, valid)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def task_count(rows, chunk, spans):  # pragma: no cover
+    """How many tasks `tasks`' split makes: chunks of `chunk` rows times `spans` column spans."""
+    return (rows + chunk - 1) // chunk * spans
+
+
+@njit(nogil=True, cache=True, inline="always")
+def task_tiles(task, rows, blocks, chunk, spans):  # pragma: no cover
+    """Task `task`'s share of an [M rows, `blocks` column blocks] product: (first row, rows, whole MR-row tiles
+    among them, first block, end block)."""
+    per_span = (blocks + spans - 1) // spans
+    m0, b0 = task // spans * chunk, task % spans * per_span
+    count = min(chunk, rows - m0)
+    return m0, count, count // MR, b0, min(blocks, b0 + per_span)
 
 
 def tasks(rows: int, cols: int) -> tuple[int, int]:
