@@ -39,6 +39,7 @@ _PAD_MODES = {ours.PadMode.PAD: fb.PadMode.PAD, ours.PadMode.SAME_UPPER: fb.PadM
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _KERNEL_FUSED = {_A.NO_ACTIVATION, _A.RELU, _A.RELU6}     # what the official kernels apply themselves
 _TO_NHWC, _TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
+_SLOPE = 4                # a Conv2D's fused PReLU slope: after x, weight, bias and the residual
 
 
 @dataclass
@@ -96,18 +97,19 @@ class _Graph:
         self.tensors.append(_Tensor(name, _CNODE, t.data_type, t.dims if dims is None else tuple(dims), t.format))
         return len(self.tensors) - 1
 
-    def then_residual(self, n: NodeDef, op: str, fields: dict[str, Any], inputs: list[int]) -> None:
+    def then_residual(self, n: NodeDef, op: str, fields: dict[str, Any], inputs: list[int],
+                      outputs: list[int] | None = None) -> None:
         """`op` of our node `n` whose fourth input, if any, is a fused residual: without one, `op` with the fused
         activation; with one, `op` and an AddFusion after it carrying the activation (our kernels add the residual
-        before activating)."""
+        before activating). Into `outputs` if given, else the node's."""
         activation = _activation(n)
         residual = n.inputs[3] if len(n.inputs) > 3 and n.inputs[3] >= 0 else None
         if residual is None:
-            self.add(n, op, {**fields, "activation_type": activation}, inputs)
+            self.add(n, op, {**fields, "activation_type": activation}, inputs, outputs)
             return
         product = self.computed(f"{n.name}/product", n.outputs[0])
         self.add(n, op, {**fields, "activation_type": _A.NO_ACTIVATION}, inputs, [product], "/product")
-        self.add(n, "AddFusion", dict(activation_type=activation), [product, residual])
+        self.add(n, "AddFusion", dict(activation_type=activation), [product, residual], outputs)
 
 
 def _refuse(n: NodeDef, what: str) -> NotSupportedError:
@@ -122,7 +124,8 @@ def _activation(n: NodeDef) -> int:
 
 
 def _conv(g: _Graph, n: NodeDef) -> None:
-    """Conv2D (plain, grouped or depthwise): the same weights ([out, kh, kw, in / group])."""
+    """Conv2D (plain, grouped or depthwise): the same weights ([out, kh, kw, in / group]); a fused PReLU slope (our
+    converter's `fuse_prelu`: input 4, one value per output channel) as a PReLUFusion after it."""
     a = n.attrs
     if a.pad_mode not in _PAD_MODES:
         raise _refuse(n, f"pad mode {a.pad_mode}")
@@ -130,7 +133,15 @@ def _conv(g: _Graph, n: NodeDef) -> None:
                   dilation=[a.dilation_h, a.dilation_w], pad_mode=_PAD_MODES[a.pad_mode],
                   pad_list=[a.pad_top, a.pad_bottom, a.pad_left, a.pad_right], group=a.group,
                   in_channel=a.in_channel, out_channel=a.out_channel)
-    g.then_residual(n, "Conv2DFusion", fields, [i for i in n.inputs[:3] if i >= 0])
+    inputs = [i for i in n.inputs[:3] if i >= 0]
+    slope = n.inputs[_SLOPE] if len(n.inputs) > _SLOPE and n.inputs[_SLOPE] >= 0 else None
+    if slope is None:
+        g.then_residual(n, "Conv2DFusion", fields, inputs)
+        return
+    before = g.computed(f"{n.name}/before_prelu", n.outputs[0])
+    g.then_residual(n, "Conv2DFusion", fields, inputs, [before])
+    g.add(n, "PReLUFusion", dict(channel_shared=int(np.prod(g.tensors[slope].dims)) == 1), [before, slope],
+          part="/prelu")
 
 
 def _conv_transpose(g: _Graph, n: NodeDef) -> None:
@@ -709,8 +720,8 @@ def translate(tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inputs: Se
         if rule is None:
             raise NotSupportedError(f"{n.op} node '{n.name}': the op has no MindSpore Lite counterpart")
         if n.quant_type == ours.QuantType.WEIGHT:
-            raise NotSupportedError(f"{n.op} node '{n.name}' is weight-quantized, which the official runtime "
-                                    f"cannot load")
+            raise NotSupportedError(f"{n.op} node '{n.name}' is weight-quantized, which MindSpore Lite files of "
+                                    f"ours do not carry yet")
         rule(g, n)
     for node in g.nodes:
         for i in node.inputs:
