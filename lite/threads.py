@@ -3,8 +3,10 @@ kernel backends' own pools (`lite.kernel.thread_pools`: numba's), for the durati
 settings come back afterwards."""
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 from typing import Any, Iterable
 
 from threadpoolctl import ThreadpoolController
@@ -94,8 +96,34 @@ def compiled_first(kernels: Iterable[Any]) -> bool:
     return blas <= BLAS_SHARE * macs
 
 
+# Runnable threads per core (the 1-minute load average over the cores) above which a run keeps to its own thread.
+# A threaded region of the compiled kernels (OpenMP) and of OpenBLAS ends when its last worker does, and on a
+# machine with more runnable threads than cores a worker may wait for a time slice before it starts: face mesh at
+# 2 threads took 50 ms a run at load 17 on 2 cores, 1.2 ms on one thread. The session's own threads count in the
+# load (2 on a quiet 2-core machine running a 2-thread session), hence the margin of one thread per core.
+OVERLOAD = 1.5
+LOAD_EVERY = 1.0          # seconds between two readings of the load average (a reading takes a few us)
+_load = [-LOAD_EVERY, 0.0]     # [when read, busy]
+
+
+def overloaded() -> bool:
+    """Whether the machine has more runnable threads than `OVERLOAD` per core (read at most every LOAD_EVERY
+    seconds; False where the load average is unavailable)."""
+    now = time.monotonic()
+    if now - _load[0] >= LOAD_EVERY:
+        try:
+            _load[1] = os.getloadavg()[0] > OVERLOAD * (os.cpu_count() or 1)
+        except (OSError, AttributeError):       # no load average here (or none on this platform)
+            _load[1] = False
+        _load[0] = now
+    return bool(_load[1])
+
+
 def split(threads: int, backend_pool: bool) -> tuple[int, int]:
-    """(backend-kernel threads, BLAS threads) out of `Context.thread_num` (`compiled_first`)."""
+    """(backend-kernel threads, BLAS threads) out of `Context.thread_num` (`compiled_first`); one of each while
+    the machine is `overloaded`: then the calling thread runs the work no worker could start on time."""
+    if threads > 1 and overloaded():
+        return 1, 1
     return (threads, 1) if backend_pool else (1, threads)
 
 

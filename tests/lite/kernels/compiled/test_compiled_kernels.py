@@ -817,7 +817,7 @@ def test_dense_convs_and_gemms_of_a_constant_weight_take_the_compiled_gemm(op: s
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
-def test_sessions_give_the_threads_to_the_pool_that_runs_most_of_the_work() -> None:
+def test_sessions_give_the_threads_to_the_pool_that_runs_most_of_the_work(monkeypatch) -> None:
     """A CNN of constant weights runs compiled: BLAS gets one thread; a product of two inputs runs in BLAS:
     the compiled kernels get one, as they do in a session of numpy kernels."""
     cnn, _ = conv_relu6("pointwise")
@@ -828,6 +828,7 @@ def test_sessions_give_the_threads_to_the_pool_that_runs_most_of_the_work() -> N
     s = session(product, "compiled", threads=2)
     assert not s._compiled_first
     np.testing.assert_allclose(run_lite(s, feeds)["c"], feeds["a"] @ feeds["b"], rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(threads, "overloaded", lambda: False)      # a busy machine keeps every run on one thread
     assert threads.split(2, True) == (2, 1) and threads.split(2, False) == (1, 2)
 
 
