@@ -220,13 +220,17 @@ def _structure(buf: bytes) -> np.ndarray:
 
 @pytest.mark.parametrize("name, layout", [("lenet5", "NHWC"), ("tiny_yolo", "NCHW")])
 def test_mutated_official_files_raise_only_lite_errors(official_files, name: str, layout: str) -> None:
-    """Truncations, random bytes and overwritten runs in the structure of an official file (LeNet; tiny YOLO for
-    its many primitives): imported and compiled, each either works or raises a LiteError."""
-    buf = official_files(name, layout).read_bytes()
+    """Of an official file (LeNet; tiny YOLO for its many primitives)."""
+    assert_mutants_raise_only_lite_errors(official_files(name, layout).read_bytes(), MUTATIONS)
+
+
+def assert_mutants_raise_only_lite_errors(buf: bytes, count: int) -> None:
+    """Truncations, random bytes and overwritten runs in the structure of the MSL2 file `buf`: imported and
+    compiled, each either works or raises a LiteError."""
     where = _structure(buf)
     rng = np.random.default_rng(41)
     refused = 0
-    for k in range(MUTATIONS):
+    for k in range(count):
         data = bytearray(buf)
         kind = k % 3
         if kind == 0:
@@ -244,7 +248,7 @@ def test_mutated_official_files_raise_only_lite_errors(official_files, name: str
             refused += 1
         except Exception as e:     # noqa: BLE001 - what the test is about
             pytest.fail(f"mutation {k} (kind {kind}) raised {type(e).__name__}: {e}")
-    assert refused >= MUTATIONS // 3      # every truncation at least is refused
+    assert refused >= count // 3      # every truncation at least is refused
 
 
 @pytest.mark.parametrize("bits", [4, 8, 16])

@@ -16,6 +16,7 @@ import pytest
 import lite
 import models
 from lite.dtypes import DataType
+from tests.lite.format.test_mindspore_lite import assert_mutants_raise_only_lite_errors
 from tests.oracles import mindspore_lite as official
 
 FIXTURES = Path(__file__).with_name("mindspore_lite_quant")
@@ -55,6 +56,11 @@ def test_official_int8_fixture_gives_the_official_outputs(name: str) -> None:
     assert int8_weights(model) >= 4
     ref = np.load(FIXTURES / f"{name}_int8.npz")
     assert_close(run_ours(model, ref["x"]), ref["official"].tobytes(), 1e-5)
+
+
+@pytest.mark.parametrize("name", ["tiny_yolo", "tiny_unet"])
+def test_mutated_official_int8_files_raise_only_lite_errors(name: str) -> None:
+    assert_mutants_raise_only_lite_errors((FIXTURES / f"{name}_int8.ms").read_bytes(), 150)
 
 
 def ms_input(name: str, layout: str) -> tuple[int, ...]:
@@ -101,3 +107,10 @@ def test_official_weight_quant_file_matches_official_runtime(onnx_files, name: s
     path = official.convert(onnx_files(name), "input", SHAPES[name], "NHWC", bits)
     x = np.random.default_rng(1).standard_normal(ms_input(name, "NHWC")).astype(np.float32)
     assert_official(path, x, 1e-6)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_mutated_official_weight_quant_files_raise_only_lite_errors(onnx_files, bits: int) -> None:
+    """Bit-packed (4) and plain (8) integer weights with their per-channel corrections."""
+    path = official.convert(onnx_files("lenet5"), "input", SHAPES["lenet5"], "NHWC", bits)
+    assert_mutants_raise_only_lite_errors(path.read_bytes(), 150)
