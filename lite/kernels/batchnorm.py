@@ -24,10 +24,13 @@ from lite.traits import AXIS, Layout, TrainMode, declare
 
 def batchnorm_affine(scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray, epsilon: float,
                      shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(k, c) with y = x * k + c, each reshaped to `shape` to broadcast along the channel axis."""
-    k = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + epsilon)
-    c = bias - mean * k
-    return k.astype(np.float32).reshape(shape), c.astype(np.float32).reshape(shape)
+    """(k, c) with y = x * k + c, each reshaped to `shape` to broadcast along the channel axis; in float32 steps
+    as onnxruntime folds them (k = 1 / sqrt(var + eps) * scale, c = bias - mean * k), so that a BatchNorm between
+    a DequantizeLinear and a QuantizeLinear rounds to the same integers."""
+    f32 = np.float32
+    k = (f32(1) / np.sqrt(var.astype(f32) + f32(epsilon))) * scale.astype(f32)
+    c = bias.astype(f32) - mean.astype(f32) * k
+    return k.reshape(shape), c.reshape(shape)
 
 
 def batch_statistics(x3d: np.ndarray, centred: np.ndarray, mean: np.ndarray, var: np.ndarray) -> None:

@@ -292,6 +292,7 @@ class Conv2DKernel(Kernel):
                              f"output, got {residual.dtype.name} {list(residual.shape)}")
         self.geo = g
         self.const_weight = w.value is not None
+        self.whole_weight = self.const_weight and bool(np.array_equal(w.value, np.rint(w.value)))
         self.activation: Callable | None = activation_fn(self.attrs.activation)
         return [TensorSpec(g.out_shape, x.dtype)]
 
@@ -305,9 +306,10 @@ class Conv2DKernel(Kernel):
 
     def winograd_shape(self) -> bool:
         """Whether a Winograd 3x3 transform computes this conv (dense 3x3, stride and dilation 1, a constant
-        weight, enough channels)."""
+        weight, enough channels); not for whole-number weights, the integer form of QLinearConv / ConvInteger,
+        whose exact integer sums the transforms would round."""
         g = self.geo
-        return (self.const_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
+        return (self.const_weight and not self.whole_weight and g.group == 1 and g.wh.kernel == g.ww.kernel == 3
                 and g.wh.stride == g.ww.stride == g.wh.dilation == g.ww.dilation == 1
                 and min(g.in_channels, g.out_channels) >= WINOGRAD_MIN_CHANNELS)
 

@@ -7,8 +7,10 @@ Mapping (docs/quantization.md):
   Gather of a quantized table), use QuantDTypeCast's general form: scale and zero point as inputs (reshaped to
   broadcast along `axis`). Constant inputs fold at import.
 - QDQ: QuantizeLinear(int8) of a float Conv / Gemm / MatMul whose input comes from a DequantizeLinear and whose
-  weight is a dequantized constant becomes an int8 Conv2D / FullConnection: weight int8 per channel, bias
-  rint(b / (s_x * s_w)) as int32, output params from the QuantizeLinear.
+  weight is a dequantized constant runs as onnxruntime runs it (its QDQ transformer makes a QLinearConv / QGemm
+  of it): the "integer float" form below on the centred int8 operands and the int32 bias, output params from
+  the QuantizeLinear. An int8 Conv2D / FullConnection would round as TFLite does, which onnxruntime's float32
+  product does not near ties (MobileNetV2: 0.20 of a 3.2 logit range apart after 52 layers; now equal).
 - QLinearConv / QLinearMatMul (whose params may be run-time inputs) and ConvInteger / MatMulInteger use the
   "integer float" form: operands dequantized with scale 1 (q - zp, exact integers in float32), a float Conv2D / MatMul (exact
   while |acc| < 2^24), then Cast to int32 (the *Integer ops) or QuantizeLinear with scale
@@ -241,46 +243,50 @@ def _weight_origin(ctx: ImportContext, weight: np.ndarray, layouts: list[tuple[C
     return None
 
 
-def int8_weight_bias(ctx: ImportContext, x_scale: float, w: tuple[np.ndarray, np.ndarray, np.ndarray],
-                     bias: np.ndarray | None) -> list[str]:
-    """Constants of an int8 Conv2D / FullConnection: int8 weight (per channel along axis 0), int32 bias."""
-    q, scale, zero_point = w
-    names = [_const_q(ctx, q, quant_params(scale, zero_point), "weight")]
-    if bias is not None:
-        bias_scale = x_scale * scale
-        b = np.clip(np.rint(bias.astype(np.float64) / bias_scale), -(1 << 31), (1 << 31) - 1).astype(np.int32)
-        names.append(_const_q(ctx, b, quant_params(bias_scale, np.zeros_like(bias_scale, np.int64), 32), "bias"))
-    return names
+def _bias_integers(ctx: ImportContext, bias: np.ndarray, bias_scale: np.ndarray) -> np.ndarray:
+    """The int32 values of a dequantized bias constant (its DequantizeLinear's input), else rint(b / scale)."""
+    for record in _DEQUANTIZED.get(ctx.graph, []):
+        if record.q.dtype == np.int32 and record.real.shape == bias.shape and np.array_equal(record.real, bias):
+            return record.q
+    return np.clip(np.rint(bias.astype(np.float64) / bias_scale), -(1 << 31), (1 << 31) - 1).astype(np.int32)
 
 
 def fuse_qdq(ctx: ImportContext, y: str, params: list[Any]) -> bool:
-    """Rewrite DQ -> Conv / FullConnection -> Q (this QuantizeLinear) as one int8 op; False when `y` is not
-    such a pattern."""
+    """Rewrite DQ -> Conv / FullConnection -> Q (this QuantizeLinear) as onnxruntime runs it, whose QDQ
+    transformer makes a QLinearConv / QGemm of it: the int8 operands centred (exact integers in float32), the
+    layer on them (exact sums while |acc| < 2^24) plus the int32 bias, then requantized as `_requantize_float`
+    does (float32 multiplier x_s * w_s / y_s and product, rounding half to even). False when `y` is not such a
+    pattern."""
     back = _producer(ctx, y, "Transpose", NHWC_TO_NCHW)
     conv = back and _producer(ctx, back.inputs[0], "Conv2D")
-    if conv:
-        into = _producer(ctx, conv.inputs[0], "Transpose", NCHW_TO_NHWC)
-        x = into and _int8_source(ctx, into.inputs[0])
-        w = ctx.const(conv.inputs[1])
-        origin = x and w is not None and _weight_origin(ctx, w, [(lambda a: a.transpose(OIHW_TO_OHWI), 0)])
-        if not origin:
-            return False
-        bias = ctx.const(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else None
-        x_params = ctx.value(x).quant_params
-        xt = _emit_q(ctx, "Transpose", [x], x_params, perm=list(NCHW_TO_NHWC))
-        consts = int8_weight_bias(ctx, x_params[0].scale, origin, bias)
-        out = _emit_q(ctx, "Conv2D", [xt, *consts], params, **conv.attrs)
-        _emit_q(ctx, "Transpose", [out], params, ctx.outputs[0], perm=list(NHWC_TO_NCHW))
-        return True
-    fc = _producer(ctx, y, "FullConnection")
-    x = fc and _int8_source(ctx, fc.inputs[0])
-    w = ctx.const(fc.inputs[1]) if fc else None
-    origin = x and w is not None and _weight_origin(ctx, w, [(lambda a: a, 0), (lambda a: a.T, 1)])
+    layer = conv or _producer(ctx, y, "FullConnection")
+    if not layer:
+        return False
+    into = _producer(ctx, layer.inputs[0], "Transpose", NCHW_TO_NHWC) if conv else None
+    x = _int8_source(ctx, into.inputs[0] if into else layer.inputs[0]) if into or not conv else None
+    w = ctx.const(layer.inputs[1])
+    layouts = [(lambda a: a.transpose(OIHW_TO_OHWI), 0)] if conv else [(lambda a: a, 0), (lambda a: a.T, 1)]
+    origin = x and w is not None and _weight_origin(ctx, w, layouts)
     if not origin:
         return False
-    bias = ctx.const(fc.inputs[2]) if len(fc.inputs) > 2 and fc.inputs[2] else None
-    consts = int8_weight_bias(ctx, ctx.value(x).quant_params[0].scale, origin, bias)
-    _emit_q(ctx, "FullConnection", [x, *consts], params, ctx.outputs[0], **fc.attrs)
+    q, w_scale, w_zp = origin
+    x_param = ctx.value(x).quant_params[0]
+    x_scale, w_scale = np.float32(x_param.scale), w_scale.astype(np.float32)
+    source = _emit_q(ctx, "Transpose", [x], [x_param], perm=list(NCHW_TO_NHWC)) if conv else x
+    one = ctx.add_const(np.ones((), np.float32), "one")
+    centred = _integers(ctx, source, ctx.add_const(np.array(x_param.zeroPoint, np.int8), "zero_point"))
+    weight = q.astype(np.float32) - w_zp.reshape([-1] + [1] * (q.ndim - 1)).astype(np.float32)
+    operands = [centred, ctx.add_const(weight, "weight")]
+    bias = ctx.const(layer.inputs[2]) if len(layer.inputs) > 2 and layer.inputs[2] else None
+    if bias is not None:
+        operands.append(ctx.add_const(_bias_integers(ctx, bias, x_scale * w_scale).astype(np.float32), "bias"))
+    acc = ctx.emit1(layer.op, operands, **layer.attrs)
+    multiplier = ctx.add_const(x_scale * w_scale / np.float32(params[0].scale), "multiplier")
+    out = _quantized_value(ctx, np.dtype(np.int8), params, None if conv else ctx.outputs[0])
+    _general_cast(ctx, ctx.emit1("Mul", [acc, multiplier]), np.dtype(np.int8), one,
+                  ctx.add_const(np.array(params[0].zeroPoint, np.int8), "zero_point"), 1, out)
+    if conv:
+        _emit_q(ctx, "Transpose", [out], params, ctx.outputs[0], perm=list(NHWC_TO_NCHW))
     return True
 
 
