@@ -49,12 +49,13 @@ _seconds = 0.0
 
 @functools.lru_cache(maxsize=1)
 def source_digest() -> str:
-    """A digest of the compiled kernels' sources (their modules, this package's, the runtime): a library built
-    from other sources than the installed ones is not loaded (its machine code would not match the Python
-    code that packs its weights and binds its calls)."""
+    """A digest of the compiled kernels' sources (their modules, this package's, the runtime) and of the
+    signatures listed: a library built from other sources than the installed ones is not loaded (its machine
+    code would not match the Python code that packs its weights and binds its calls), nor one built before
+    signatures were added (its processes would compile them with numba)."""
     here = Path(__file__).parent
     digest = hashlib.sha256()
-    for path in sorted([*here.parent.glob("*.py"), *here.glob("*.py"), here / "runtime.c"]):
+    for path in sorted([*here.parent.glob("*.py"), *here.glob("*.py"), here / "runtime.c", here / "signatures.txt"]):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -165,16 +166,20 @@ def _load() -> Library | None:
             return _library
         start = time.perf_counter()
         name = library_name()
-        found = [d / f"lib{name}.so" for d in search_dirs() if (d / f"lib{name}.so").is_file()]
-        if not found:
-            from lite.kernels.compiled.aot import first_use
-            _error = (f"no ahead-of-time kernel library lib{name}.so yet: {first_use.start(cache_dir())} "
-                      f"(or build it with `{BUILD_COMMAND}`)")
-        else:
+        refused = []                  # a library found first but stale (other sources) gives way to the next
+        for path in (d / f"lib{name}.so" for d in search_dirs()):
             try:
-                _library = Library(found[0])
+                _library = Library(path) if path.is_file() else None
             except (OSError, ValueError, KeyError) as e:
-                _error = f"the ahead-of-time kernel library does not load: {e}"
+                refused.append(f"the ahead-of-time kernel library does not load: {e}")
+            if _library is not None:
+                break
+        if _library is None:
+            from lite.kernels.compiled.aot import first_use
+            built = (cache_dir() / f"lib{name}.so").is_file()
+            _error = "; ".join(refused + ([] if built else [f"no lib{name}.so for these kernel sources yet: "
+                                                            f"{first_use.start(cache_dir())} (or build it with "
+                                                            f"`{BUILD_COMMAND}`)"]))
         _seconds += time.perf_counter() - start
         if _library is not None:
             add_pool(_library)

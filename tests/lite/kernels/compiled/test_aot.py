@@ -222,14 +222,19 @@ print(json.dumps({{"error": error, "auto": describe_backend("auto")}}))
     assert "ahead of time" not in result["auto"], result
 
 
-def test_a_library_of_other_kernel_sources_is_refused(built: Path, tmp_path: Path) -> None:
+def test_a_library_of_other_kernel_sources_is_refused_for_the_next(built: Path, tmp_path: Path) -> None:
+    """A stale library first in line (other kernel sources) is refused, and the user's cache is looked in next."""
     lib = tmp_path / "lib"
     shutil.copytree(built / "lib", lib)
     info_path = next(lib.glob("*.json"))
-    info_path.write_text(json.dumps({**json.loads(info_path.read_text()), "sources": "0" * 16}))
-    result = python("import json; from lite.kernel import describe_backend; "
-                    "print(json.dumps(describe_backend('aot')))", MSLITE_AOT_DIR=str(lib))
-    assert "other kernel sources" in result, result
+    info = json.loads(info_path.read_text())
+    info_path.write_text(json.dumps({**info, "sources": "0" * 16}))
+    describe = "import json; from lite.kernel import describe_backend; print(json.dumps(describe_backend('aot')))"
+    alone = python(describe, MSLITE_AOT_DIR=str(lib), XDG_CACHE_HOME=str(tmp_path / "empty"))
+    assert "other kernel sources" in alone and "ahead of time" not in alone, alone
+    shutil.copytree(built / "lib", tmp_path / "cache" / "mslite" / "kernels" / info["sources"])
+    after = python(describe, MSLITE_AOT_DIR=str(lib), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    assert "compiled kernels (ahead of time" in after, after
 
 
 ALL = slice(None)
