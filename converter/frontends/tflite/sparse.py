@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lite.compiler import check_memory
 from lite.status import GraphFileError
 
 Level = tuple[int, "np.ndarray | None", "np.ndarray | None"]     # dense_size, array_segments, array_indices
@@ -25,16 +26,15 @@ class Sparsity:
     levels: list[Level]
 
 
-def _walk(levels: list[Level], name: str, elements: int) -> list[np.ndarray]:
-    """Per level, the coordinate of every leaf along that level's dim; no level has more positions than the
-    dense tensor has `elements`."""
+def _walk(levels: list[Level], name: str, positions: int) -> list[np.ndarray]:
+    """Per level, the coordinate of every leaf along that level's dim; no level has more than `positions`."""
     parents = np.zeros(1, np.int64)
     coords: list[np.ndarray] = []
     for dense_size, segments, indices in levels:
         if segments is None:
-            if not 0 <= parents.size * int(dense_size) <= elements:
+            if not 0 <= dense_size <= positions or parents.size * int(dense_size) > positions:
                 raise GraphFileError(f"sparse tensor '{name}': a dense level of size {dense_size} under "
-                                     f"{parents.size} positions does not fit the tensor's {elements} elements")
+                                     f"{parents.size} positions does not fit the tensor's {positions} positions")
             counts = np.full(parents.size, dense_size, np.int64)
             children = (parents[:, None] * dense_size + np.arange(dense_size)).ravel()
             coord = np.tile(np.arange(dense_size), parents.size)
@@ -59,7 +59,10 @@ def densify(values: np.ndarray, shape: tuple[int, ...], sparsity: Sparsity, name
             range(len(order))) or min(shape, default=1) < 0:
         raise GraphFileError(f"sparse tensor '{name}': traversal_order {list(order)} does not fit shape "
                              f"{list(shape)} with block_map {list(blocks)}")
-    coords = _walk(sparsity.levels, name, math.prod(shape))
+    elements = math.prod(shape)
+    positions = max((elements, *shape))        # a level is a dim or a block of one: no more positions than these
+    check_memory(8 * positions * (len(order) + 2) + values.itemsize * elements, f"densifying sparse tensor '{name}'")
+    coords = _walk(sparsity.levels, name, positions)
     if coords and coords[0].size != values.size:
         raise GraphFileError(f"sparse tensor '{name}' has {values.size} values for {coords[0].size} positions")
     by_dim = dict(zip(order, coords))
