@@ -105,6 +105,8 @@ class Model:
                     raise GraphFileError(f"'{self.source}': {op} node '{self.short(node.name)}' cannot be "
                                          f"resolved: {e}") from None
                 continue
+            if not node.output:                 # the rules and calls name their IR value after the output
+                raise GraphFileError(f"'{self.source}': {op} node '{self.short(node.name)}' has no output")
             env[out] = self.short(out)         # the rule writes this IR value (a tuple: its items)
             if op == CALL:                      # a graph's parameters may be tokens: they stay
                 yield node, op, [self.resolve(env, self.callee(node), node), *inputs]
