@@ -21,6 +21,7 @@ from tests.oracles import mindspore_lite as official
 
 FIXTURES = Path(__file__).with_name("mindspore_lite_quant")
 SHAPES = {"lenet5": (1, 1, 32, 32), "mobilenet_v2": (1, 3, 224, 224), "tiny_yolo": (1, 3, 64, 64),
+          "efficientnet_lite0": (1, 3, 224, 224),
           "kws_lstm": (1, 49, 40), "crnn": (1, 1, 32, 64)}
 # the zoo models' ONNX input shapes
 
@@ -86,11 +87,12 @@ def assert_official(path: Path, x: np.ndarray, tolerance: float) -> None:
 
 
 @pytest.mark.parametrize("name, layout", [("lenet5", "NHWC"), ("lenet5", "NCHW"), ("mobilenet_v2", "NCHW"),
-                                          ("tiny_yolo", "NHWC"), ("kws_lstm", "NHWC")])
+                                          ("tiny_yolo", "NHWC"), ("kws_lstm", "NHWC"),
+                                          pytest.param("efficientnet_lite0", "NHWC", marks=pytest.mark.slow)])
 def test_official_full_quant_file_matches_official_runtime(onnx_files, name: str, layout: str) -> None:
     """The official converter's int8 file (calibrated on four samples, its default MAX_MIN ranges and bias
-    correction) runs in ours with the official runtime's outputs: measured bit for bit on LeNet, MobileNetV2 and
-    the LSTM (left in float between QuantDTypeCasts); tiny_yolo's float tail within 1.7e-6 of the range."""
+    correction) runs in ours with the official runtime's outputs: measured bit for bit on LeNet, MobileNetV2,
+    EfficientNet-Lite0 and the LSTM (left in float between QuantDTypeCasts); tiny_yolo's float tail within 1.7e-6 of the range."""
     rng = np.random.default_rng(0)
     shape = ms_input(name, layout)
     path = official.convert(onnx_files(name), "input", SHAPES[name], layout,
