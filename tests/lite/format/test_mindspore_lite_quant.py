@@ -92,7 +92,8 @@ def assert_official(path: Path, x: np.ndarray, tolerance: float) -> None:
 def test_official_full_quant_file_matches_official_runtime(onnx_files, name: str, layout: str) -> None:
     """The official converter's int8 file (calibrated on four samples, its default MAX_MIN ranges and bias
     correction) runs in ours with the official runtime's outputs: measured bit for bit on LeNet, MobileNetV2,
-    EfficientNet-Lite0 and the LSTM (left in float between QuantDTypeCasts); tiny_yolo's float tail within 1.7e-6 of the range."""
+    EfficientNet-Lite0 and the LSTM (left in float between QuantDTypeCasts); tiny_yolo's float tail within 1.7e-6
+    of the range."""
     rng = np.random.default_rng(0)
     shape = ms_input(name, layout)
     path = official.convert(onnx_files(name), "input", SHAPES[name], layout,
