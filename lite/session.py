@@ -15,7 +15,7 @@ from lite.atomic_file import write_atomic
 from lite.compiler import ExecutionPlan, compile_graph
 from lite.context import Context
 from lite.kernel import check_mode, float16_compute, selection, startup_seconds
-from lite.model import Model, NodeDef, SubGraphDef
+from lite.model import Model, NodeDef, SubGraphDef, TensorDef
 from lite.signatures import local_name, signatures
 from lite.status import (RET_OK, RET_SUCCESS_EXIT, InputTensorError, LiteError, OpExecuteError,
                          ParamInvalidError, ReentrantError)
@@ -327,9 +327,11 @@ class LiteSession:
             self._node_io = self._callback_io(plan)
         return self._run_plan_with_callbacks(plan, self._node_io, before, after)
 
-    def _callback_io(self, plan: ExecutionPlan) -> list[tuple[list[MSTensor], list[MSTensor], CallBackParam]]:
-        """What the callbacks receive at each step of `plan` (built once per compile: tensors over the arrays)."""
-        return [self._callback_args(s) for s in plan.steps]
+    def _callback_io(self, plan: ExecutionPlan, tensors: list[TensorDef] | None = None
+                     ) -> list[tuple[list[MSTensor], list[MSTensor], CallBackParam]]:
+        """What the callbacks receive at each step of `plan` (built once per compile: tensors over the arrays),
+        named from `tensors` (the plan's tensor table when it is not the model's)."""
+        return [self._wrap_args(s.node, s.input_ids, s.inputs, s.output_ids, s.outputs, tensors) for s in plan.steps]
 
     def _run_plan_with_callbacks(self, plan: ExecutionPlan,
                                  node_io: list[tuple[list[MSTensor], list[MSTensor], CallBackParam]],
@@ -355,13 +357,10 @@ class LiteSession:
         finally:
             self._in_callback = False
 
-    def _callback_args(self, step) -> tuple[list[MSTensor], list[MSTensor], CallBackParam]:
-        return self._wrap_args(step.node, step.input_ids, step.inputs, step.output_ids, step.outputs)
-
     def _wrap_args(self, node: NodeDef, input_ids: list[int], inputs: list[np.ndarray | None],
-                   output_ids: list[int], outputs: list[np.ndarray]
+                   output_ids: list[int], outputs: list[np.ndarray], tensors: list[TensorDef] | None = None
                    ) -> tuple[list[MSTensor], list[MSTensor], CallBackParam]:
-        tensors = self._model.tensors
+        tensors = tensors or self._model.tensors
 
         def wrap(ids: list[int], arrays: list[np.ndarray | None]) -> list[MSTensor]:
             return [MSTensor(tensors[i].name, dtypes.from_numpy(a.dtype), a,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from lite import dtypes
 from lite.fold_batchnorm import fold_axis, fold_batchnorm
 from lite.format import mspy
@@ -54,7 +56,8 @@ def drop_identities(piece: Piece) -> Piece:
     nodes, alias = [], {}
     for node in piece.nodes:
         inputs = [alias.get(i, i) for i in node.inputs]
-        x, y = (piece.tensors[t] for t in (inputs[0], node.outputs[0])) if len(node.outputs) == 1 else (None, None)
+        one = len(node.outputs) == 1 and inputs and inputs[0] >= 0
+        x, y = (piece.tensors[t] for t in (inputs[0], node.outputs[0])) if one else (None, None)
         if y is not None and node.outputs[0] not in piece.outputs and returns_input(
                 node.op, getattr(node.attrs, "training", False), getattr(node.attrs, "perm", None),
                 (x.dims, x.data_type), (y.dims, y.data_type)):
@@ -66,18 +69,19 @@ def drop_identities(piece: Piece) -> Piece:
 
 def fold_batchnorms(piece: Piece) -> Piece:
     """Fold every inference BatchNorm into the op that is its input's only producer and reader when
-    `lite.fold_batchnorm.fold_axis` allows it and the weights are constants read by no other node."""
+    `lite.fold_batchnorm.fold_axis` allows it and the weights are float constants of one value per channel read
+    by no other node (anything else stays as it is, for the compiler to accept or refuse)."""
     tensors, nodes = list(piece.tensors), list(piece.nodes)
     producer = {o: k for k, n in enumerate(nodes) for o in n.outputs}
     readers = _readers(nodes)
     dropped = set()
     for k, bn in enumerate(nodes):
-        if bn.op != "BatchNorm" or bn.attrs.training or bn.inputs[0] not in producer:
+        if bn.op != "BatchNorm" or bn.attrs.training or len(bn.inputs) < 5 or bn.inputs[0] not in producer:
             continue
         p = producer[bn.inputs[0]]
         conv = nodes[p]
         t = traits(conv.op)
-        if not t.batchnorm_folds:
+        if not t.batchnorm_folds or len(conv.inputs) <= t.weight_input or conv.inputs[t.weight_input] < 0:
             continue
         weight = conv.inputs[t.weight_input]
         bias = conv.inputs[t.bias_input] if len(conv.inputs) > t.bias_input else -1
@@ -86,7 +90,9 @@ def fold_batchnorms(piece: Piece) -> Piece:
                          bn.attrs.axis)
         if (axis is None or readers[bn.inputs[0]] != 1 or bn.inputs[0] in piece.outputs
                 or not all(s.is_const for s in params) or not tensors[weight].is_const or readers[weight] != 1
-                or (bias >= 0 and (not tensors[bias].is_const or readers[bias] != 1))):
+                or (bias >= 0 and (not tensors[bias].is_const or readers[bias] != 1))
+                or not _per_channel(tensors[weight].data, axis, [s.data for s in params]
+                                    + ([tensors[bias].data] if bias >= 0 else []))):
             continue
         w, b = fold_batchnorm(tensors[weight].data, tensors[bias].data if bias >= 0 else None,
                               *(s.data for s in params), bn.attrs.epsilon, axis)
@@ -104,6 +110,13 @@ def fold_batchnorms(piece: Piece) -> Piece:
     return replace(piece, tensors=tensors, nodes=[n for k, n in enumerate(nodes) if k not in dropped])
 
 
+def _per_channel(weight: np.ndarray, axis: int, vectors: list[np.ndarray]) -> bool:
+    """Whether `weight` is float and the BatchNorm parameters (and bias) folding into it are float vectors of one
+    value per channel of its `axis`."""
+    return (weight.dtype.kind == "f" and weight.ndim > axis
+            and all(v.dtype.kind == "f" and v.shape == (weight.shape[axis],) for v in vectors))
+
+
 def compact(piece: Piece) -> Piece:
     """Only the tensors the graph refers to, re-indexed in order of first use."""
     order: dict[int, int] = {}
@@ -119,10 +132,16 @@ def compact(piece: Piece) -> Piece:
     return Piece(piece.name, tensors, nodes, move(piece.inputs), move(piece.outputs))
 
 
-def inference_bytes(pieces: list[Piece]) -> bytes:
-    """The `.ms` of the pieces chained in order, identities dropped and BatchNorm folded."""
+def inference_piece(pieces: list[Piece]) -> Piece:
+    """The pieces chained in order, identities dropped and BatchNorm folded; tensors keep their indices (those
+    folding adds come after them). A training session's Eval mode runs it, so it computes what the export does."""
     piece = pieces[0]
     for nxt in pieces[1:]:
         piece = chain(piece, nxt)
-    piece = compact(fold_batchnorms(drop_identities(piece)))
+    return fold_batchnorms(drop_identities(piece))
+
+
+def inference_bytes(pieces: list[Piece]) -> bytes:
+    """The `.ms` of `inference_piece(pieces)`, only the tensors it refers to."""
+    piece = compact(inference_piece(pieces))
     return mspy.write(piece.name, piece.tensors, piece.nodes, piece.inputs, piece.outputs)

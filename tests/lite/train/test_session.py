@@ -23,6 +23,7 @@ from converter import convert, convert_for_training
 from converter.export import to_bytes
 from converter.ir import Graph, Node, SubGraph, Value
 from converter.train import TrainParams
+from lite.session import KernelCallBack
 from lite.train.session import named
 from tests.oracles.torch_reference import to_torch
 
@@ -211,6 +212,23 @@ def test_update_feature_maps_sets_weights_and_checks_them() -> None:
         session.UpdateFeatureMaps([("nope", np.zeros(C, np.float32))])
     with pytest.raises(lite.InputTensorError, match="expects shape"):
         session.UpdateFeatureMaps([("w", np.zeros(C + 1, np.float32))])
+
+
+def test_eval_follows_weights_set_while_in_eval_mode() -> None:
+    """Eval runs a plan of the weights as constants: a weight set by UpdateFeatureMaps, or written through the
+    tensor GetFeatureMaps gave, is read by the next run."""
+    session = open_session(tiny_model(), train=False)
+    x = tiny_batch()[0]
+    feed(session, x)
+    session.RunGraph()
+    w, b = weights(session)["w"], weights(session)["b"]
+    np.testing.assert_allclose(session.GetPredictions()[0].numpy(), x * w + b, rtol=1e-6)
+    session.UpdateFeatureMaps([("w", np.full(C, 2, np.float32))])
+    session.RunGraph()
+    np.testing.assert_allclose(session.GetPredictions()[0].numpy(), x * 2 + b, rtol=1e-6)
+    next(t for t in session.GetFeatureMaps() if t.tensor_name() == "b").MutableData()[...] = -1
+    session.RunGraph()
+    np.testing.assert_allclose(session.GetPredictions()[0].numpy(), x * 2 - 1, rtol=1e-6)
 
 
 def test_optimizer_params_hold_learning_rate_and_state() -> None:
@@ -444,12 +462,21 @@ def test_resnet18_checkpoint_resumes_exactly(tmp_path: Path) -> None:
     np.testing.assert_array_equal(eval_logits(resumed, x), eval_logits(straight, x))
 
 
-def test_resnet18_inference_export_folds_batchnorm_and_matches_eval(tmp_path: Path) -> None:
+def test_resnet18_inference_export_folds_batchnorm_and_gives_eval_bit_for_bit(tmp_path: Path) -> None:
+    """Eval runs the model the export writes (constant weights pick other kernels than variables, and BatchNorm
+    folding rounds): the exported model, in a session of the same context, gives Eval's logits exactly, and
+    Eval's callbacks see its nodes and tensors (the biases folding gave the convolutions among them)."""
     session = open_session(zoo_training("resnet18"))
     feed(session, *zoo_batch("resnet18"))
     session.RunGraph()
     x = zoo_batch("resnet18", seed=5)[0]
     expected = eval_logits(session, x)
+    seen: list[list[tuple[str, list[str]]]] = [[], []]
+
+    def record(k: int) -> KernelCallBack:
+        return lambda ins, outs, param: seen[k].append((param.node_name, [t.tensor_name() for t in ins + outs]))
+    session.Eval()
+    session.RunGraph(after=record(0))
     session.Export(tmp_path / "resnet18_inference.ms", lite.MT_INFERENCE)
     model = lite.Model.Load(tmp_path / "resnet18_inference.ms")
     ops = {n.op for n in model.nodes}
@@ -457,8 +484,9 @@ def test_resnet18_inference_export_folds_batchnorm_and_matches_eval(tmp_path: Pa
     plain = lite.LiteSession.CreateSession(lite.Context(thread_num=1))
     plain.CompileGraph(model)
     plain.GetInputs()[0].set_data(x)
-    plain.RunGraph()
-    assert_close(plain.GetOutputByTensorName("logits").numpy(), expected, 1e-5)
+    plain.RunGraph(after=record(1))
+    np.testing.assert_array_equal(plain.GetOutputByTensorName("logits").numpy(), expected)
+    assert seen[0] == seen[1] and any(name.endswith("/bias") for _, names in seen[0] for name in names)
 
 
 def test_virtual_batch_sets_the_batchnorm_momentum() -> None:
