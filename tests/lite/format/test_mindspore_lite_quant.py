@@ -16,6 +16,7 @@ import pytest
 import lite
 import models
 from lite.dtypes import DataType
+from lite.format.mindspore_lite import writer
 from tests.lite.format.test_mindspore_lite import assert_mutants_raise_only_lite_errors
 from tests.oracles import mindspore_lite as official
 
@@ -57,6 +58,19 @@ def test_official_int8_fixture_gives_the_official_outputs(name: str) -> None:
     assert int8_weights(model) >= 4
     ref = np.load(FIXTURES / f"{name}_int8.npz")
     assert_close(run_ours(model, ref["x"]), ref["official"].tobytes(), 1e-5)
+
+
+@pytest.mark.parametrize("name", ["tiny_yolo", "tiny_unet"])
+def test_official_int8_file_read_and_written_back_gives_unchanged_outputs(tmp_path: Path, name: str) -> None:
+    """Our reader and writer keep the official int8 graph: the official runtime gives the same output bytes."""
+    official.require()
+    source = FIXTURES / f"{name}_int8.ms"
+    model = lite.Model.Load(source)
+    again = tmp_path / "again.ms"
+    again.write_bytes(writer.write(model.name, model.tensors, model.nodes, model.inputs, model.outputs, [],
+                                   model.fmk_type))
+    x = np.load(FIXTURES / f"{name}_int8.npz")["x"]
+    assert official.run(again, x) == official.run(source, x)
 
 
 @pytest.mark.parametrize("name", ["tiny_yolo", "tiny_unet"])
