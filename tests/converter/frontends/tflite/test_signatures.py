@@ -138,22 +138,23 @@ def _shared_counter() -> bytes:
         g.op("ASSIGN_VARIABLE", [handle, g.const(np.array([1, 2], np.float32))], [])
         return [], []
     once = m.subgraph(init)
+
+    def read_count(g: WildModel) -> tuple[int, int]:
+        """CALL_ONCE of the initialisation, then 'count' read: its handle and the tensor read."""
+        g.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=once)
+        handle, value = g.typed([], "RESOURCE", "h"), g.tensor((2,), name="value")
+        g.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="count")
+        g.op("READ_VARIABLE", [handle], [value])
+        return handle, value
     x, total = m.tensor((2,), name="x"), m.tensor((2,), name="total")
-    m.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=once)
-    handle, old = m.typed([], "RESOURCE", "h"), m.tensor((2,), name="old")
-    m.op("VAR_HANDLE", [], [handle], "VarHandleOptions", SharedName="count")
-    m.op("READ_VARIABLE", [handle], [old])
+    handle, old = read_count(m)
     m.op("ADD", [old, x], [total], "AddOptions")
     m.op("ASSIGN_VARIABLE", [handle, total], [])
     scaled = {}
 
     def read(g: WildModel) -> tuple[list[int], list[int]]:
         k, out = g.tensor((1,), name="k"), g.tensor((2,), name="out")
-        g.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=once)
-        h, value = g.typed([], "RESOURCE", "h2"), g.tensor((2,), name="value")
-        g.op("VAR_HANDLE", [], [h], "VarHandleOptions", SharedName="count")
-        g.op("READ_VARIABLE", [h], [value])
-        g.op("MUL", [value, k], [out], "MulOptions")
+        g.op("MUL", [read_count(g)[1], k], [out], "MulOptions")
         scaled.update(k=k, out=out)
         return [k], [out]
     sub = m.subgraph(read)

@@ -52,13 +52,19 @@ def test_save_load_continue_equals_an_uninterrupted_run_and_litert(tmp_path, dat
         assert np.array_equal(a, e)
 
 
+def _streamed(chunks: int, steps: int) -> tuple[bytes, list[np.ndarray], lite.LiteSession]:
+    """The float streaming-mean model, `chunks` chunks of input, and a session that has run the first `steps`."""
+    data = streaming_mean()
+    inputs = _chunks(chunks, None)
+    session = _session(convert_tflite(data))
+    for x in inputs[:steps]:
+        _step(session, x)
+    return data, inputs, session
+
+
 def test_the_saved_state_is_what_continuing_needs():
     """Without the saved state the loaded session would start over: the 6th output would differ."""
-    data = streaming_mean()
-    chunks = _chunks(6, None)
-    session = _session(convert_tflite(data))
-    for x in chunks[:5]:
-        _step(session, x)
+    data, chunks, session = _streamed(6, 5)
     saved = session.ExportToBuf()
     names = [t.name for t in lite.Model.Import(saved).tensors]
     assert sum(n.endswith(STATE_SUFFIX) for n in names) == 1
@@ -67,11 +73,7 @@ def test_the_saved_state_is_what_continuing_needs():
 
 
 def test_reset_after_load_starts_from_the_initial_state():
-    data = streaming_mean()
-    chunks = _chunks(4, None)
-    session = _session(convert_tflite(data))
-    for x in chunks[:3]:
-        _step(session, x)
+    data, chunks, session = _streamed(4, 3)
     loaded = _session(session.ExportToBuf())
     loaded.ResetVariables()
     fresh = LiteRT(data)
