@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from lite.dtypes import DataType
-from lite.kernel import Kernel, TensorSpec, register
+from lite.kernel import TensorSpec, register
 from lite.kernels.int8.common import EXACT_F32, input_quant, output_quant
 from lite.kernels.layer_norm import LayerNormKernel
 from lite.status import NotSupportedError
