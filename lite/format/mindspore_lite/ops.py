@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from lite.compiler import check_memory
 from lite.dtypes import DataType, from_numpy
 from lite.kernels.int8.requantize import NNACL
 from lite.model import NodeDef, TensorDef
@@ -110,7 +111,8 @@ class Graph:
         return len(self.tensors) - 1
 
     def add_const(self, name: str, values: np.ndarray) -> int:
-        """A new const tensor of `values` and its index."""
+        """A new const tensor of `values` and its index (a copy: within the memory limit, whatever the file says)."""
+        check_memory(values.nbytes, f"const tensor '{name}'")
         data = np.ascontiguousarray(values)
         data.flags.writeable = False
         return self.add_tensor(name, from_numpy(data.dtype), data)
