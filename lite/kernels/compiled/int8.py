@@ -1,7 +1,7 @@
 """Compiled int8 kernels: the GEMM of Conv2D and FullConnection with the requantization fused (int8 rows [M, K]
 times a packed constant weight, written as int8 [M, N] with no float32 product in between; docs/quantization.md,
-"Arithmetic"), and one-pass forms of the Add/Mul table gather and of float32 -> integer quantization (either
-rounding).
+"Arithmetic"), and one-pass forms of the Add/Mul table gather, of float32 -> integer quantization (either
+rounding) and of 8-bit -> float32 dequantization.
 
 Products run in int32 accumulators, 4 bytes of k per lane. Where the host has AVX-512 VNNI and the weights fit
 int8, as uint8 x int8 quads: vpdpbusd sums four products into each lane (64 per instruction); int8 rows flip
@@ -292,3 +292,11 @@ def quantize_away(x, inverse, zero_point, lo, hi, out):  # pragma: no cover
         elif r > hi:
             r = hi
         out[i] = np.int32(r)
+
+
+@Compiled
+def dequantize(q, scale, zero_point, out):  # pragma: no cover
+    """out = (q - zp) * scale in float32 over flat integer q with one float32 scale and zero point:
+    `quant_cast.dequantize`'s float32 steps."""
+    for i in prange(len(out)):
+        out[i] = (np.float32(q[i]) - zero_point) * scale

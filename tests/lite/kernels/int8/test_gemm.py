@@ -189,6 +189,27 @@ def test_quantize_matches_onnx_reference(dtype: type, dst_t: int, kernels: str) 
 
 
 @pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("dtype, dst_t", [(np.int8, 32), (np.uint8, 37)])
+def test_casts_with_constant_one_element_scale_and_zero_point_inputs(dtype: type, dst_t: int, kernels: str) -> None:
+    """QuantDTypeCast's general form with constant one-element scale and zero point inputs (as the integer form of
+    an onnxruntime QDQ layer centres and requantizes, with scale 1) runs compiled: quantizing rounds ties to even
+    and saturates, dequantizing is (q - zp) * s (a power-of-two scale keeps both references exact)."""
+    rng = np.random.default_rng(31)
+    scale, zp = np.array(0.25, np.float32), np.array(7 if dtype == np.int8 else 130, dtype)
+    x = np.concatenate([rng.integers(-150, 150, 500) + 0.5, rng.uniform(-60, 60, 497)]).astype(np.float32)
+    x = (x * scale).reshape(1, 1, 997)
+    got, kernel = run_conv([(x, None), (scale, None), (zp, None)], dict(src_t=43, dst_t=dst_t), [], kernels,
+                           op="QuantDTypeCast")
+    assert kernel.compiled == (kernels == "compiled")
+    info = np.iinfo(dtype)
+    np.testing.assert_array_equal(got, np.clip(np.rint(x.astype(np.float64) / 0.25) + int(zp), info.min, info.max))
+    back, kernel = run_conv([(got, None), (scale, None), (zp, None)], dict(src_t=dst_t, dst_t=43), [], kernels,
+                            op="QuantDTypeCast")
+    assert kernel.compiled == (kernels == "compiled") and back.dtype == np.float32
+    np.testing.assert_array_equal(back, (got.astype(np.float64) - int(zp)) * 0.25)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
 def test_quantize_with_mindspore_lites_rounding_takes_ties_away_from_zero(kernels: str) -> None:
     """A node rounding as MindSpore Lite's kernels do: x * (1 / s) + zp rounded half away from zero (a power-of-two
     scale makes every step exact, so the reference is plain arithmetic), saturating; NaN becomes the low end."""
