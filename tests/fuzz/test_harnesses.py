@@ -18,7 +18,7 @@ from tests.fuzz import HARNESSES, contract
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
-RUNS = {"ms": 12000, "mindspore_lite": 15000, "mindir": 8000, "tflite": 30000, "onnx": 25000, "config": 12000,
+RUNS = {"ms": 12000, "mindspore_lite": 7000, "mindir": 8000, "tflite": 30000, "onnx": 25000, "config": 12000,
         "benchmark": 80000, "federated": 15000}    # ≈ 5-15 s each on an idle core
 HANG_S = 30.0                  # per input: only a hang, not a slow machine, exceeds it
 ARENA_BYTES = 64 << 20         # the runner's default runtime memory limit
