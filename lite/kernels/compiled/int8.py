@@ -266,23 +266,32 @@ def pair_table(a, b, table, out):  # pragma: no cover
 
 
 @Compiled
-def quantize(x, scale, zero_point, lo, hi, away, out):  # pragma: no cover
+def quantize(x, scale, zero_point, lo, hi, out):  # pragma: no cover
     """out = clamp(rint(x / scale) + zp, lo, hi) over flat float32 x with one float32 scale and zero point, in
-    `quant_cast.quantize`'s float32 steps (rint halves to even; NaN becomes lo, as fmax gives); with `away`,
-    `quant_cast.quantize_nnacl`'s: round(x * scale + zp) half away from zero, `scale` being the inverse."""
+    `quant_cast.quantize`'s float32 steps (rint halves to even; NaN becomes lo, as fmax gives)."""
     for i in prange(len(out)):
-        if away:
-            v = x[i] * scale + zero_point
-            q = np.floor(np.abs(v) + np.float32(0.5))
-            if v < 0:
-                q = -q
-        else:
-            q = np.rint(x[i] / scale) + zero_point
+        q = np.rint(x[i] / scale) + zero_point
         if not q >= lo:
             q = lo
         elif q > hi:
             q = hi
         out[i] = np.int32(q)
+
+
+@Compiled
+def quantize_away(x, inverse, zero_point, lo, hi, out):  # pragma: no cover
+    """out = clamp(round(x * inverse + zp), lo, hi), half away from zero, over flat float32 x with one float32
+    inverse scale and zero point: `quant_cast.quantize_nnacl`'s float32 steps (NaN becomes lo)."""
+    for i in prange(len(out)):
+        q = x[i] * inverse + zero_point
+        r = np.floor(np.abs(q) + np.float32(0.5))
+        if q < 0:
+            r = -r
+        if not r >= lo:
+            r = lo
+        elif r > hi:
+            r = hi
+        out[i] = np.int32(r)
 
 
 @Compiled

@@ -1,8 +1,8 @@
 """The compiled sibling of QuantDTypeCast with one scale and zero point (the tensor's params, or constant
 one-element inputs of the general form, as the integer form of an onnxruntime QDQ layer centres and requantizes
 with scale 1): quantizing float32 into 8- or 16-bit integers (whose bounds float32 holds exactly) is one
-threaded pass (`int8.quantize`, with either rounding), and so is dequantizing 8-bit integers to float32
-(`int8.dequantize`)."""
+threaded pass (`int8.quantize`, or `int8.quantize_away` with MindSpore Lite's rounding), and so is dequantizing
+8-bit integers to float32 (`int8.dequantize`)."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -45,6 +45,6 @@ class QuantDTypeCastCompiled(CompiledCall, QuantDTypeCastKernel):
         if not self.quantizing:
             return int8.dequantize.bind(len(out), x, scale, zero_point, out)
         lo, hi = (np.float32(v) for v in self.bounds)
-        away = self.node.rounding == NNACL
-        return int8.quantize.bind(len(out), x, np.float32(1) / scale if away else scale, zero_point, lo, hi, away,
-                                  out)
+        if self.node.rounding == NNACL:
+            return int8.quantize_away.bind(len(out), x, np.float32(1) / scale, zero_point, lo, hi, out)
+        return int8.quantize.bind(len(out), x, scale, zero_point, lo, hi, out)
