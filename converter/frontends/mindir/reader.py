@@ -2,6 +2,7 @@
 its attributes and Constant nodes as Python/numpy values."""
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -71,9 +72,12 @@ def tensor_array(tensor: pb.TensorProto, source: str) -> np.ndarray:
     elif tensor.HasField("raw_data"):
         raw = tensor.raw_data
     else:
-        typed = (tensor.float_data or tensor.int32_data or tensor.int64_data or tensor.double_data
-                 or tensor.uint64_data)
-        return np.array(typed, dtype).reshape(shape)
+        typed = np.array(tensor.float_data or tensor.int32_data or tensor.int64_data or tensor.double_data
+                         or tensor.uint64_data, dtype)
+        if min(shape, default=0) < 0 or typed.size != math.prod(shape):
+            raise GraphFileError(f"'{source}': tensor '{tensor.name}' holds {typed.size} values, its shape "
+                                 f"{list(shape)} needs {math.prod(shape)}")
+        return typed.reshape(shape)
     count = int(np.prod(shape, dtype=np.int64))
     if len(raw) != count * dtype.itemsize:
         raise GraphFileError(f"'{source}': tensor '{tensor.name}' holds {len(raw)} bytes, its shape {list(shape)} "
