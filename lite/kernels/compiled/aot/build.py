@@ -303,17 +303,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def background(out: Path, cc: str) -> int:
-    """The first-use build (`first_use.start` launched it, holding the lock for it): at the lowest priority; a
-    failure leaves its log in `first_use.FAILED`, and the cache keeps `first_use.KEEP` other libraries."""
-    import traceback
+    """The first-use build (`first_use.start` launched it, holding the lock for it), at the lowest priority; the
+    cache then keeps `first_use.KEEP` other libraries."""
     from lite.kernels.compiled.aot import first_use
     from lite.kernels.compiled.llvm import TARGET
     os.nice(19)
-    try:
-        print(f"wrote {build(out, TARGET, cc)}", flush=True)
-    except BaseException:              # noqa: B036 -- SystemExit and a failed link included: not retried
-        (out / first_use.FAILED).write_text(traceback.format_exc())
-        raise
+    print(f"wrote {build(out, TARGET, cc)}", flush=True)
     first_use.prune(out)
     return 0
 

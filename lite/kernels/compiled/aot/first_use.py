@@ -6,8 +6,8 @@ installs numba, in an isolated environment without it.
 The build runs only where it can (numba, llvmlite and a C compiler installed; `MSLITE_AOT_BUILD=0` turns it off),
 once per folder: it holds an exclusive lock on `build.lock` for its whole life (the kernel drops it when the
 process ends, however it ends), so a process starting meanwhile neither starts a second build nor waits
-(`wait` does, for tools and tests). A failed build leaves `build.failed` with its log and is not retried there;
-`python -m lite.kernels.compiled.aot.build` builds by hand.
+(`wait` does, for tools and tests). A build that ended without a library (its `build.log` says why) is not
+retried there; `python -m lite.kernels.compiled.aot.build` builds by hand.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 BUILD_ENV = "MSLITE_AOT_BUILD"   # "0": never build on first use
-LOCK, LOG, FAILED = "build.lock", "build.log", "build.failed"
+LOCK, LOG = "build.lock", "build.log"
 KEEP = 8                          # libraries of other kernel sources kept in the cache (the newest)
 
 
@@ -28,8 +28,8 @@ def unavailable() -> str | None:
     """Why this process cannot build the library, or None."""
     if os.environ.get(BUILD_ENV, "").strip() == "0":
         return f"{BUILD_ENV}=0"
-    if os.name != "posix":
-        return "the first-use build needs a POSIX system"
+    if os.name != "posix" or not sys.executable:
+        return "the first-use build needs a POSIX system and a Python executable"
     missing = [name for name in ("numba", "llvmlite") if importlib.util.find_spec(name) is None]
     if missing:
         return f"{' and '.join(missing)} not installed"
@@ -52,17 +52,18 @@ def _locked(path: Path) -> int | None:
 
 
 def start(folder: Path) -> str:
-    """Start the build of the library into `folder` unless it cannot run, runs already or failed there; returns
+    """Start the build of the library into `folder` unless it cannot run, runs already or ended there; returns
     what happened, for the reason the library is not in use."""
     reason = unavailable()
     if reason:
         return f"it is not built on first use: {reason}"
-    if (folder / FAILED).exists():
-        return f"its first-use build failed (see {folder / FAILED})"
     folder.mkdir(parents=True, exist_ok=True)
     fd = _locked(folder / LOCK)
     if fd is None:
         return f"it is being built in the background into {folder}"
+    if (folder / LOG).exists():
+        os.close(fd)
+        return f"its first-use build ended without a library (see {folder / LOG})"
     try:
         package_root = str(Path(__file__).resolve().parents[4])
         path = os.environ.get("PYTHONPATH")

@@ -183,7 +183,6 @@ def test_the_first_process_builds_the_library_for_the_next(built: Path, tmp_path
     assert "being built in the background" in first["describe"], first
     cache = Path(first["cache"])
     assert cache.parent.parent == tmp_path / "cache" / "mslite", cache
-    assert not (cache / "build.failed").exists(), (cache / "build.log").read_text()
     second = python(FIRST_USE.format(folder=str(built)), snapshot, **env)
     assert second["error"] < 1e-5 and not second["numba"], second
     assert "ahead of time" in second["describe"], second
@@ -197,6 +196,10 @@ def test_no_first_use_build_without_its_tools(tmp_path: Path) -> None:
     assert "llvmlite not installed" in told and not made
     told, made = python(code.format(tmp_path), MSLITE_AOT_BUILD="0")
     assert "MSLITE_AOT_BUILD=0" in told and not made
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "build.log").write_text("error: cc failed")      # a build that ended without a library
+    told, _ = python(code.format(tmp_path), MSLITE_AOT_BUILD="")
+    assert "ended without a library" in told, told
 
 
 def test_no_library_is_a_clear_error_and_auto_goes_on(tmp_path: Path) -> None:
