@@ -29,14 +29,15 @@ def tensor_header(index: int, t: Any) -> tuple[str, tuple[int, ...], np.dtype]:
     a known type whose numpy dtype needs `ml_dtypes` is NotSupportedError."""
     name = text(t.Name(), f"tensor_{index}")
     dims = tuple(int_vector(t, "Dims"))
-    if any(d < -1 for d in dims) or math.prod(d for d in dims if d > 0) > np.iinfo(np.int64).max:
-        raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")   # (past int64: no array shape)
     try:
-        return name, dims, dtypes.to_numpy(t.DataType())
+        dtype = dtypes.to_numpy(t.DataType())
     except LiteError as e:
         if dtypes.is_known(t.DataType()):
             raise NotSupportedError(f"tensor '{name}': {e.args[0]}") from None
         raise GraphFileError(f"tensor '{name}' has unknown data type {t.DataType()}") from None
+    if any(d < -1 for d in dims) or math.prod(d for d in dims if d > 0) * dtype.itemsize > np.iinfo(np.int64).max:
+        raise GraphFileError(f"tensor '{name}' has invalid dims {list(dims)}")   # (bytes past int64: no array)
+    return name, dims, dtype
 
 
 def packed_values(name: str, t: Any, dims: tuple[int, ...], dtype: np.dtype, quant: list[Any]) -> np.ndarray:
