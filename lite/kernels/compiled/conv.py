@@ -242,10 +242,11 @@ def depthwise_f32(x, w, bias, out, stride_h, stride_w, dil_h, dil_w, pad_top, pa
 
 
 @Compiled
-def depthwise_i8(x, w, zsum, zp, scale, offset, lo, top, out, stride_h, stride_w, dil_h, dil_w, pad_top,
-                 pad_left):  # pragma: no cover
+def depthwise_i8(x, w, zsum, zp, scale, offset, product32, shift, lo, top, out, stride_h, stride_w, dil_h, dil_w,
+                 pad_top, pad_left):  # pragma: no cover
     """acc[o] = sum over in-bounds taps of (x - zp) * w' + zsum[o] (zsum = zp * sum of all taps' w', the
-    padding's share), exact in int32; then `float_form`: clip(trunc(acc * scale + offset), 0, top) + lo."""
+    padding's share), exact in int32; then `float_form`: clip(trunc(acc * scale + offset), 0, top) + lo, or with
+    `product32` onnxruntime's `float32_form`: t = rint(float32(acc + offset) * float32(scale)) + shift."""
     n, h, wd, c = x.shape
     kh, kw, co = w.shape
     _, oh, ow, _ = out.shape
@@ -273,7 +274,10 @@ def depthwise_i8(x, w, zsum, zp, scale, offset, lo, top, out, stride_h, stride_w
                             acc[xo, o] += (np.int32(x[b, iy, ix, o // mult]) - zp) * w[i, j, o]
         for xo in range(ow):
             for o in range(co):
-                t = np.float64(acc[xo, o]) * scale[o] + offset[o]
+                if product32:
+                    t = np.float64(np.rint(np.float32(acc[xo, o] + offset[o]) * np.float32(scale[o]))) + shift
+                else:
+                    t = np.float64(acc[xo, o]) * scale[o] + offset[o]
                 if t < 0.0:
                     t = 0.0
                 elif t > top:

@@ -19,7 +19,8 @@ pairs |x| <= 128 and |w| < 2^15; for the quads x + 128 <= 255 plus the shift, `q
 The epilogue, in the same IR, is `float_form` (`Requantizer`) on a vector of lanes at a time: t = acc * scale +
 offset in float64 (separate multiply and add, as numpy rounds them), lowered by its column's step where below the
 threshold (MindSpore Lite's second rounding, `Branch`; a threshold of -inf otherwise), clipped to [0, top],
-truncated, plus `lo`, stored as int8. Rows are cut into chunks of whole tiles (and, for short M, the columns into
+truncated, plus `lo`, stored as int8; or, where `product32` is set, onnxruntime's rule (`float32_form`):
+t = rint(float32(acc + offset) * float32(scale)) + threshold (threshold = zp - lo), clipped, plus `lo`. Rows are cut into chunks of whole tiles (and, for short M, the columns into
 spans), one chunk per task;
 each task first copies its rows (widened to int16, or sign-flipped) into a buffer of its own, zero-filled past
 K. Rows past the last whole tile run one at a time (a one-row tile is load-bound at about the same cost per
@@ -33,6 +34,7 @@ import functools
 import numpy as np
 
 from lite.kernels.compiled import Compiled
+from lite.kernels.int8.requantize import ONNXRUNTIME
 from lite.kernels.compiled.llvm import (
     F64, I8, I16, I32, I64, LANES, VNNI, address, cgutils, intrinsic, ir, njit, prange, splat, types)
 from lite.memory_plan import aligned_copy
@@ -93,19 +95,19 @@ def _tile_kernel(height: int, partial: bool):
     """The register-tile intrinsic for `height` rows (MR, or 1 for the rows past the last whole tile); `partial`
     tiles store only their first `valid` columns (the last block of N), through a lane mask."""
     @intrinsic
-    def tile(typingctx, xs, row, weight, block, groups, shift, scale, offset, step, threshold, col, lo, top, out,
-             out_row, valid):
+    def tile(typingctx, xs, row, weight, block, groups, shift, scale, offset, step, threshold, product32, col, lo,
+             top, out, out_row, valid):
         """out[out_row + i, col + j] = epilogue(sum over the k-groups of xs[row + i] and block `block` of
         `weight`, minus shift) for i < height, j < NR (j < valid if partial), with `shift`/`scale`/`offset`/`step`
         read from column `col`."""
-        sig = types.void(xs, row, weight, block, groups, shift, scale, offset, step, threshold, col, lo, top, out,
-                         out_row, valid)
+        sig = types.void(xs, row, weight, block, groups, shift, scale, offset, step, threshold, product32, col, lo,
+                         top, out, out_row, valid)
         return sig, functools.partial(_tile_code, height, partial)
     return tile
 
 
 def _tile_code(height, partial, context, builder, signature, args):
-    xa, r, wa, b, p, ha, sa, oa, ea, threshold, c0, lo_v, top_v, da, dr, valid = args
+    xa, r, wa, b, p, ha, sa, oa, ea, threshold, product32, c0, lo_v, top_v, da, dr, valid = args
     kinds = signature.args
     const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     v8 = ir.VectorType(I32, LANES)
@@ -116,7 +118,7 @@ def _tile_code(height, partial, context, builder, signature, args):
     s_base, _ = address(context, builder, kinds[6], sa)
     o_base, _ = address(context, builder, kinds[7], oa)
     e_base, _ = address(context, builder, kinds[8], ea)
-    d_base, d_strides = address(context, builder, kinds[13], da)
+    d_base, d_strides = address(context, builder, kinds[14], da)
     d_stride = builder.extract_value(d_strides, 0)
     d_base = builder.add(d_base, builder.add(builder.mul(dr, d_stride), c0))
     zero, top8, lo8 = ir.Constant(d8, [0.0] * LANES), splat(builder, top_v, d8), splat(builder, lo_v, v8)
@@ -125,6 +127,30 @@ def _tile_code(height, partial, context, builder, signature, args):
     masked_store = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
         ir.VoidType(), [q8, q8.as_pointer(), I32, m8]), f"llvm.masked.store.v{LANES}i8.p0v{LANES}i8")
     lanes = ir.Constant(ir.VectorType(I64, LANES), list(range(LANES)))
+    f8 = ir.VectorType(ir.FloatType(), LANES)
+    rint = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f8, [f8]), f"llvm.rint.v{LANES}f32")
+
+    def fixed_point(acc, sv, ov, ev):                   # float_form
+        t = builder.fadd(builder.fmul(builder.sitofp(acc, d8), sv), ov)
+        return builder.select(builder.fcmp_ordered("<", t, below8), builder.fsub(t, ev), t)
+
+    def float32(acc, sv, ov, ev):                       # float32_form: ov the bias, below8 zp - lo
+        v = builder.fptrunc(builder.fadd(builder.sitofp(acc, d8), ov), f8)
+        return builder.fadd(builder.fpext(builder.call(rint, [builder.fmul(v, builder.fptrunc(sv, f8))]), d8), below8)
+
+    with builder.if_else(builder.icmp_signed("!=", product32, ir.Constant(product32.type, 0))) as (onnx, fixed):
+        for block, form in ((onnx, float32), (fixed, fixed_point)):
+            with block:
+                _epilogue(builder, form, accs, height, halves, partial, const, c0, s_base, o_base, e_base, h_base,
+                          d_base, d_stride, zero, top8, lo8, masked_store, lanes, valid)
+    return context.get_dummy_value()
+
+
+def _epilogue(builder, form, accs, height, halves, partial, const, c0, s_base, o_base, e_base, h_base, d_base,
+              d_stride, zero, top8, lo8, masked_store, lanes, valid) -> None:
+    """The stores of one register tile: t = form(acc - shift, scale, offset, step) clipped to [0, top],
+    truncated, plus lo."""
+    v8, d8, q8 = (ir.VectorType(t, LANES) for t in (I32, F64, I8))
     for h in range(halves):
         at = builder.mul(builder.add(c0, const(LANES * h)), const(8))
         sv = builder.load(builder.inttoptr(builder.add(s_base, at), d8.as_pointer()), align=8)
@@ -133,9 +159,7 @@ def _tile_code(height, partial, context, builder, signature, args):
         hv = builder.load(builder.inttoptr(builder.add(h_base, builder.mul(builder.add(c0, const(LANES * h)),
                                                                            const(4))), v8.as_pointer()), align=4)
         for i in range(height):
-            acc = builder.sub(builder.load(accs[i * halves + h]), hv)
-            t = builder.fadd(builder.fmul(builder.sitofp(acc, d8), sv), ov)
-            t = builder.select(builder.fcmp_ordered("<", t, below8), builder.fsub(t, ev), t)
+            t = form(builder.sub(builder.load(accs[i * halves + h]), hv), sv, ov, ev)
             t = builder.select(builder.fcmp_ordered("<", t, zero), zero, t)
             t = builder.select(builder.fcmp_ordered(">", t, top8), top8, t)
             q = builder.trunc(builder.add(builder.fptosi(t, v8), lo8), q8)
@@ -147,7 +171,6 @@ def _tile_code(height, partial, context, builder, signature, args):
                 builder.call(masked_store, [q, dst, ir.Constant(I32, 1), mask])
             else:
                 builder.store(q, dst, align=1)
-    return context.get_dummy_value()
 
 
 def _pair_product(builder):
@@ -174,10 +197,10 @@ _tile, _row, _tile_part, _row_part = (_tile_kernel(h, p) for p in (False, True) 
 
 
 @Compiled
-def gemm_requantize(x, weight, flip, shift, scale, offset, step, threshold, lo, top, out, chunk,
+def gemm_requantize(x, weight, flip, shift, scale, offset, step, threshold, product32, lo, top, out, chunk,
                     spans):  # pragma: no cover
     """out[m, n] = clip(trunc(t), 0, top) + lo, t = acc * scale[n] + offset[n] (less step[n] where below
-    `threshold`), acc = sum_k (x[m, k] ^ flip) w[k, n] - shift[n], for x [M, K], `weight` from `pack_weight`,
+    `threshold`; with `product32`, t = rint(float32(acc + offset[n]) * float32(scale[n])) + threshold), acc = sum_k (x[m, k] ^ flip) w[k, n] - shift[n], for x [M, K], `weight` from `pack_weight`,
     tasks of `chunk` rows times `spans` column spans."""
     rows, depth = x.shape
     blocks, groups, width = weight.shape
@@ -193,18 +216,18 @@ def gemm_requantize(x, weight, flip, shift, scale, offset, step, threshold, lo, 
             valid = min(NR, cols - n0)
             if valid == NR:
                 for t in range(whole):
-                    _tile(xs, t * MR, weight, b, groups, shift, scale, offset, step, threshold, n0, lo, top, out,
-                          m0 + t * MR, valid)
+                    _tile(xs, t * MR, weight, b, groups, shift, scale, offset, step, threshold, product32, n0, lo,
+                          top, out, m0 + t * MR, valid)
                 for i in range(whole * MR, count):
-                    _row(xs, i, weight, b, groups, shift, scale, offset, step, threshold, n0, lo, top, out, m0 + i,
-                         valid)
+                    _row(xs, i, weight, b, groups, shift, scale, offset, step, threshold, product32, n0, lo, top,
+                         out, m0 + i, valid)
             else:                                    # the last, partial column block
                 for t in range(whole):
-                    _tile_part(xs, t * MR, weight, b, groups, shift, scale, offset, step, threshold, n0, lo, top,
-                               out, m0 + t * MR, valid)
+                    _tile_part(xs, t * MR, weight, b, groups, shift, scale, offset, step, threshold, product32, n0,
+                               lo, top, out, m0 + t * MR, valid)
                 for i in range(whole * MR, count):
-                    _row_part(xs, i, weight, b, groups, shift, scale, offset, step, threshold, n0, lo, top, out,
-                              m0 + i, valid)
+                    _row_part(xs, i, weight, b, groups, shift, scale, offset, step, threshold, product32, n0, lo,
+                              top, out, m0 + i, valid)
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -242,19 +265,22 @@ def quads_fit(weight: np.ndarray) -> bool:
 def bind(lhs: np.ndarray, weight: np.ndarray, requantize, out: np.ndarray):
     """`gemm_requantize` prebound: out [M, N] = requantize(lhs [M, K] @ weight [K, N]) with `requantize`'s
     float form (a `Requantizer` with exact float parameters, per channel along N or one for all; with or
-    without MindSpore Lite's branch). With VNNI
+    without MindSpore Lite's branch), or onnxruntime's float32 rule. With VNNI
     and int8 weights the products run as uint8 quads: int8 rows flip their sign bit (x + 128), and the shift
     128 * (column sum of w) takes that back out, exactly, before the float epilogue."""
     rows, depth = lhs.shape
     scale, offset, lo, top = requantize.per_channel(out.shape[1])
     step, threshold = requantize.lowering(out.shape[1])
+    product32 = requantize.rounding == ONNXRUNTIME
+    if product32:
+        threshold = np.float64(requantize.zero_point - lo)
     chunk, spans = tasks(rows, out.shape[1])
     quads = quads_fit(weight)
     flip = -128 if quads and lhs.dtype == np.int8 else 0
     shift = -flip * weight.astype(np.int64).sum(axis=0)
     return gemm_requantize.bind(rows * depth * out.shape[1] // 4, lhs, pack_weight(weight, 4 if quads else 2),
                                 lhs.dtype.type(flip), pad_columns(shift.astype(np.int32)), pad_columns(scale),
-                                pad_columns(offset), pad_columns(step), threshold, np.int32(lo), top, out, chunk,
+                                pad_columns(offset), pad_columns(step), threshold, np.int32(product32), np.int32(lo), top, out, chunk,
                                 spans)
 
 

@@ -1,4 +1,5 @@
-"""The compiled sibling of int8 Conv2D, where `Requantizer`'s float form is one exact affine floor:
+"""The compiled sibling of int8 Conv2D, where `Requantizer`'s float form is one exact affine floor (or onnxruntime's
+float32 rule, which the generic depthwise kernel and the GEMM epilogue also run):
 - direct kernels (`conv`): int32 sums of centred products that skip the padding, requantized as they are
   written; register tiles on the input centred into float32 where those sums are exact in float32 (depthwise
   convs of whole vectors of channels, dense first layers), the generic depthwise kernel where int32 cannot
@@ -20,6 +21,7 @@ from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
 from lite.kernels.compiled.conv2d import dense_taps, depthwise_taps, tiled_dense, tiled_depthwise
 from lite.kernels.int8.common import int32_gemm_fits
 from lite.kernels.int8.conv2d import F32, MAX_ABS_X, Conv2DInt8Kernel
+from lite.kernels.int8.requantize import ONNXRUNTIME
 
 
 def exact_in_float32(centred: np.ndarray, zero_point: int) -> bool:
@@ -36,7 +38,8 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
         g, affine = self.geo, self.requantize.affine
         self.tiled = (affine and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g) or tiled_dense(g))
                       and exact_in_float32(self.centred, self.qx.zero_point))
-        self.compiled_direct = self.tiled or (affine and g.group > 1 and g.group == g.in_channels
+        product32 = self.requantize.rounding == ONNXRUNTIME       # which `depthwise_i8` runs too
+        self.compiled_direct = self.tiled or ((affine or product32) and g.group > 1 and g.group == g.in_channels
                                               and int(self.bounds.max()) < 1 << 30)  # int32 sums cannot overflow
         self.compiled_gemm = (self.requantize.exact and not self.tiled and g.group == 1
                               and int32_gemm_fits(self.centred, MAX_ABS_X))
@@ -66,11 +69,15 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
 
     def requantize_rows(self, acc: np.ndarray, out: np.ndarray, bound: Callable[[], None]) -> Callable[[], None]:
         """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout), where exact
-        (with MindSpore Lite's branch where it has one)."""
+        (with MindSpore Lite's branch where it has one, or onnxruntime's float32 rule)."""
         rq = self.requantize
         if not rq.exact:
             return bound
         scale, offset, lo, top = rq.per_channel(self.geo.out_channels)
+        if rq.rounding == ONNXRUNTIME:
+            from lite.kernels.compiled import int8_requantize
+            return int8_requantize.requantize_rows_float32.bind(acc.size, acc, scale, offset, np.int32(rq.zero_point),
+                                                                np.int32(lo), np.int32(rq.hi), out)
         if rq.below is not None:
             from lite.kernels.compiled import int8_requantize
             step = np.ascontiguousarray(np.broadcast_to(rq.below.step, scale.shape), np.float64)
@@ -103,7 +110,8 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
         weight = self.centred.reshape(g.out_channels, g.wh.kernel, g.ww.kernel, g.in_channels // g.group)
         taps = np.ascontiguousarray((dense_taps if g.group == 1 else depthwise_taps)(weight), np.int32)
         zsum = (zp * self.centred.sum(axis=1)).astype(np.int32)
-        scale, offset, lo, top = self.requantize.per_channel(self.geo.out_channels)
+        rq = self.requantize
+        scale, offset, lo, top = rq.per_channel(self.geo.out_channels)
         window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
         work = out.size * g.depth
         if self.tiled:
@@ -111,8 +119,9 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
                                              zsum.astype(F32), scale, offset, np.int32(lo), np.float64(top), out,
                                              *window)
         else:
-            self.call = conv.depthwise_i8.bind(work, x, taps, zsum, np.int32(zp), scale, offset, np.int32(lo), top,
-                                               out, *window)
+            self.call = conv.depthwise_i8.bind(work, x, taps, zsum, np.int32(zp), scale, offset,
+                                               np.int32(rq.rounding == ONNXRUNTIME), np.float64(rq.zero_point - lo),
+                                               np.int32(lo), top, out, *window)
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         if self.compiled_gemm:

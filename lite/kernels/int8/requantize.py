@@ -10,6 +10,12 @@ MindSpore Lite's kernels (nnacl) round twice, as gemmlowp does (`NNACL`): h = x 
 half up (SaturatingRoundingDoublingHighMul), then h / 2^max(-n, 0) rounded half away from zero
 (RoundingDivideByPOT). A model read from MindSpore Lite's own format carries that rule on its nodes
 (`NodeDef.rounding`); everything else runs TFLite's (`TFLITE`).
+
+onnxruntime's QLinearConv / QGemm (MLAS's requantization, `ONNXRUNTIME`) round once in float32 instead: the int32
+sum plus the int32 bias converted to float32, times the float32 multiplier float32(s_x) * float32(s_w) /
+float32(s_y) (formed in float32, in that order), clamped, rounded half to even, plus the zero point. Its float32
+product rounds near ties where the fixed-point rules do not, so no (M0, n) reproduces it; `Requantizer` runs it
+as it is (`float32_form`). The ONNX importer gives it to the int8 layers of a QDQ model.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ EXACT_F64 = 1 << 53     # float64 holds every integer up to here exactly
 CHUNK = 1 << 16         # elements requantized per step: the float64 work buffer stays in L2
 TILE = 1 << 13          # least elements per row of a chunk: numpy's ufunc buffer size (`Requantizer.bind`)
 F64, I16 = np.dtype(np.float64), np.dtype(np.int16)
-TFLITE, NNACL = "tflite", "nnacl"       # the requantization rules (module docstring)
+TFLITE, NNACL, ONNXRUNTIME = "tflite", "nnacl", "onnxruntime"     # the requantization rules (module docstring)
 
 
 def quantize_multiplier(real: float) -> tuple[int, int]:
@@ -45,7 +51,10 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
 
 def real_multiplier(s_x: float, s_w: np.ndarray | float, s_y: float, rounding: str = TFLITE) -> np.ndarray:
     """s_x * s_w / s_y, the multiplier of a product's accumulator, in float64; `NNACL` as MindSpore Lite's
-    kernels form it from float32 scales: the float32 product s_x * s_w, divided in float64."""
+    kernels form it from float32 scales: the float32 product s_x * s_w, divided in float64; `ONNXRUNTIME` all in
+    float32, as its QLinearConv forms it."""
+    if rounding == ONNXRUNTIME:
+        return (np.float32(s_x) * np.asarray(s_w, np.float32) / np.float32(s_y)).astype(F64)
     if rounding == NNACL:
         product = np.float32(s_x) * np.asarray(s_w, np.float32)
         return product.astype(F64) / F64.type(np.float32(s_y))
@@ -106,6 +115,20 @@ def float_form(acc: np.ndarray, scale: Any, offset: Any, lo: int, hi: int, wide:
     np.copyto(q, t, casting="unsafe")
     np.clip(q, I16.type(0), top, out=q)
     np.add(q, lo, out=out, casting="unsafe")
+
+
+def float32_form(acc: np.ndarray, multiplier: Any, bias: Any, lo: int, hi: int, zero_point: int, out: np.ndarray,
+                 t: np.ndarray, q: np.ndarray, below: None = None) -> None:
+    """`ONNXRUNTIME`: out = clip(rint(float32(acc + bias) * multiplier) + zp, lo, hi), the product and the
+    rounding (half to even) in float32; `t` (float64, contiguous) holds acc + bias exactly, then its first half
+    the float32 steps. `q` and `below` are unused (the arguments of `float_form`)."""
+    np.add(acc, bias, out=t)
+    t32 = t.reshape(-1).view(np.float32)[:t.size].reshape(t.shape)
+    np.multiply(t, np.asarray(multiplier, np.float32), out=t32, dtype=np.float32, casting="same_kind")
+    np.rint(t32, out=t32)
+    np.clip(t32, np.float32(lo - zero_point), np.float32(hi - zero_point), out=t32)
+    np.add(t32, np.float32(zero_point), out=t32)
+    np.copyto(out, t32, casting="unsafe")
 
 
 @dataclass
@@ -268,6 +291,9 @@ class Requantizer:
     `NNACL`'s two roundings are the same floor with 2^-(r+1) more in the offset where the first rounding's h is
     >= 0, and 2^-(r+1) less where it is negative (t below zp - lo + 1/2): `below`, a branch taken only where
     the clamp does not hide it (lo < zp).
+
+    `ONNXRUNTIME` keeps `real` (the float32 multiplier) as `scale` and the bias as `offset`, and runs
+    `float32_form`: exact in float64 up to the float32 steps, which are its rule.
     """
     m0: np.ndarray
     n: np.ndarray
@@ -293,6 +319,10 @@ class Requantizer:
         m0, n = quantize_multipliers(np.asarray(real, np.float64))
         bias = np.asarray(bias, np.int64)
         shape = np.broadcast_shapes(m0.shape, bias.shape)
+        if rounding == ONNXRUNTIME:
+            multiplier, offset = (np.broadcast_to(np.asarray(v, F64), shape).copy() for v in (real, bias))
+            return Requantizer(m0, n, int(zero_point), int(lo), int(hi), bias, multiplier, offset, True, False,
+                               rounding)
         flat = [np.broadcast_to(v, shape).ravel() for v in (m0, n, bias, np.asarray(acc_bound))]
         scale, offset, exact = channel_forms(*flat, zero_point, lo, hi, rounding)
         scale, offset, exact = scale.reshape(shape), offset.reshape(shape), bool(exact.all())
@@ -305,7 +335,7 @@ class Requantizer:
     def affine(self) -> bool:
         """Whether a run is one exact affine floor, clip(trunc(acc * scale + offset)) (`per_channel`), which the
         compiled kernels fuse."""
-        return self.exact and self.below is None
+        return self.exact and self.below is None and self.rounding != ONNXRUNTIME
 
     def lowering(self, channels: int) -> tuple[np.ndarray, np.float64]:
         """`below` as the compiled epilogues take it: (step as float64 [channels], threshold); zero steps under a
@@ -335,8 +365,18 @@ class Requantizer:
                                                  self.m0, self.n, self.rounding)
             np.clip(y + self.zero_point, self.lo, self.hi, out=out, casting="unsafe")
             return
-        float_form(acc, self.scale, self.offset, self.lo, self.hi, self.wide, out, np.empty(acc.shape),
-                   np.empty(acc.shape, I16), self.below)
+        self.form(acc, self.scale, self.offset, self.lo, self.hi, self.form_arg, out, np.empty(acc.shape),
+                  np.empty(acc.shape, I16), self.below)
+
+    @property
+    def form(self) -> Callable[..., None]:
+        """The run of an exact requantizer: `float_form`, or `float32_form` for `ONNXRUNTIME`."""
+        return float32_form if self.rounding == ONNXRUNTIME else float_form
+
+    @property
+    def form_arg(self) -> bool | int:
+        """The sixth argument of `form`: `wide` for `float_form`, the zero point for `float32_form`."""
+        return self.zero_point if self.rounding == ONNXRUNTIME else self.wide
 
     @staticmethod
     def work(shape: tuple[int, ...]) -> TensorSpec:
@@ -382,19 +422,20 @@ class Requantizer:
         for part, shape, (scale, offset, *step) in parts:
             a, o = acc[part].reshape(shape), out[part].reshape(shape)
             below = self.below and replace(self.below, step=step[0], mask=mask)
-            chunks.append((a, scale, offset, self.lo, self.hi, self.wide, o, t[:a.size].reshape(a.shape),
+            chunks.append((a, scale, offset, self.lo, self.hi, self.form_arg, o, t[:a.size].reshape(a.shape),
                            q[:a.size].reshape(a.shape), below))
-        return Chunks(chunks)
+        return Chunks(chunks, self.form)
 
 
 @dataclass
 class Chunks:
-    """`Requantizer.bind`: the `float_form` arguments of every chunk, made once so a run only computes."""
+    """`Requantizer.bind`: the `form` arguments of every chunk, made once so a run only computes."""
     args: list[tuple[Any, ...]]
+    form: Callable[..., None] = float_form
 
     def __call__(self) -> None:
         for args in self.args:
-            float_form(*args)
+            self.form(*args)
 
 
 # ---- reading quantization parameters ----------------------------------------------------------------------------
