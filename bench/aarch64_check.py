@@ -1,5 +1,6 @@
-"""The compiled kernels on aarch64, under user-mode emulation: MobileNetV2 and the text encoder run from an
-ahead-of-time library built for aarch64 (8-lane tiles: two NEON registers a vector), against the numpy kernels.
+"""The compiled kernels on aarch64, under user-mode emulation: MobileNetV2 and the text encoder, float and int8
+(MobileNetV2's static PTQ, the text encoder's DYNAMIC_QUANT), run from an ahead-of-time library built for aarch64
+(8-lane tiles: two NEON registers a vector), against the numpy kernels.
 
     ../shared/tools/aarch64-python setup DIR          # once: an aarch64 Python with numpy and numba in DIR
     python bench/aarch64_check.py DIR [--tool ../shared/tools/aarch64-python] [--cc aarch64-linux-gnu-gcc]
@@ -25,11 +26,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import harness  # noqa: E402
+from aot_signatures import dynamic_int8, static_int8  # noqa: E402
 from bench_startup import write_files  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL = REPO.parent / "shared" / "tools" / "aarch64-python"
 MODELS = ("mobilenet_v2", "text_encoder")
+INT8 = {"mobilenet_v2": static_int8, "text_encoder": dynamic_int8}      # each model's int8 form
 RESULTS = Path(__file__).resolve().parent / "results" / "aarch64.md"
 TOLERANCE = 1e-5        # of the output's magnitude: float32 rounding (fused multiply-adds against numpy's order)
 
@@ -90,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     models = args.dir / "models"
     models.mkdir(parents=True, exist_ok=True)
     files = [write_files(name, models) for name in MODELS]
+    for (ms, onnx_path, shape, kind), name in zip(list(files), MODELS):
+        import onnx
+        int8 = models / f"{name}_int8.ms"
+        int8.write_bytes(INT8[name](onnx.load(onnx_path)))
+        files.append((str(int8), onnx_path, shape, kind))
     source = snapshot(args.dir)
     start = time.perf_counter()
     made = emulated(args.tool, args.dir, source, "-m", "lite.kernels.compiled.aot.build", "--models",
