@@ -1,6 +1,6 @@
 """aarch64 as a checked target of the compiled kernels: `bench/aarch64_check.py` builds the ahead-of-time library
-for aarch64 under user-mode emulation and runs MobileNetV2 and the text encoder from it, in a process that must not
-import numba, within 1e-5 of the numpy kernels. Minutes under emulation, so opt-in: set MSLITE_AARCH64_DIR to a
+for aarch64 under user-mode emulation and runs MobileNetV2 and the text encoder from it, float and int8, in a process
+that must not import numba, within 1e-5 of the numpy kernels. Minutes under emulation, so opt-in: set MSLITE_AARCH64_DIR to a
 folder prepared by `../shared/tools/aarch64-python setup DIR`."""
 from __future__ import annotations
 
