@@ -107,7 +107,7 @@ class _Flat:
             self.bodies.append(SubGraphDef(name, [inner[i] for i in body.inputs], [inner[o] for o in body.outputs],
                                            nodes))
         return NodeDef(n.name, n.op, make_attrs(n.op, attrs), [index[i] if i else -1 for i in n.inputs],
-                       [index[o] for o in n.outputs], n.quant_type)
+                       [index[o] for o in n.outputs], n.quant_type, rounding=n.rounding)
 
 
 def to_bytes(graph: Graph, fmk_type: int = FMK_ONNX, save_type: str = DEFAULT_SAVE_TYPE) -> bytes:

@@ -53,6 +53,7 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict)
     bodies: list["Graph"] = field(default_factory=list)
     quant_type: int = 0          # fb.QuantType: DYNAMIC marks a node that quantizes its float input per run
+    rounding: str = "tflite"     # an int8 node's requantization rule (`NodeDef.rounding`)
 
 
 @dataclass

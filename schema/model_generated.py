@@ -710,6 +710,12 @@ class WeightQuantCompressType(object):
     BITPACKING = 4
 
 
+class Rounding(object):
+    TFLITE = 0
+    NNACL = 1
+    ONNXRUNTIME = 2
+
+
 class Activation(object):
     __slots__ = ['_tab']
 
@@ -18771,8 +18777,15 @@ class Node(object):
             return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
         return 0
 
+    # Node
+    def Rounding(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
 def NodeStart(builder):
-    builder.StartObject(6)
+    builder.StartObject(7)
 
 def NodeAddName(builder, name):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -18798,6 +18811,9 @@ def NodeStartOutputIndexVector(builder, numElems):
 def NodeAddQuantType(builder, quantType):
     builder.PrependInt8Slot(5, quantType, 0)
 
+def NodeAddRounding(builder, rounding):
+    builder.PrependInt8Slot(6, rounding, 0)
+
 def NodeEnd(builder):
     return builder.EndObject()
 
@@ -18818,6 +18834,7 @@ class NodeT(object):
         inputIndex = None,
         outputIndex = None,
         quantType = 0,
+        rounding = 0,
     ):
         self.name = name  # type: Optional[str]
         self.primitiveType = primitiveType  # type: int
@@ -18825,6 +18842,7 @@ class NodeT(object):
         self.inputIndex = inputIndex  # type: Optional[List[int]]
         self.outputIndex = outputIndex  # type: Optional[List[int]]
         self.quantType = quantType  # type: int
+        self.rounding = rounding  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -18865,6 +18883,7 @@ class NodeT(object):
             else:
                 self.outputIndex = node.OutputIndexAsNumpy()
         self.quantType = node.QuantType()
+        self.rounding = node.Rounding()
 
     # NodeT
     def Pack(self, builder):
@@ -18899,6 +18918,7 @@ class NodeT(object):
         if self.outputIndex is not None:
             NodeAddOutputIndex(builder, outputIndex)
         NodeAddQuantType(builder, self.quantType)
+        NodeAddRounding(builder, self.rounding)
         node = NodeEnd(builder)
         return node
 

@@ -722,6 +722,9 @@ def translate(tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inputs: Se
         if n.quant_type == ours.QuantType.WEIGHT:
             raise NotSupportedError(f"{n.op} node '{n.name}' is weight-quantized, which MindSpore Lite files of "
                                     f"ours do not carry yet")
+        if n.rounding == "onnxruntime":
+            raise _refuse(n, "onnxruntime's requantization (a float32 product rounded half to even; the official "
+                             "kernels round as nnacl does)")
         rule(g, n)
     for node in g.nodes:
         for i in node.inputs:

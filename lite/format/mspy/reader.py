@@ -14,6 +14,9 @@ from lite.traits import traits
 from schema import FMK_ONNX, NO_TENSOR, channel_quant, fb
 from schema import attrs as op_attrs
 
+# fb.Rounding by value: `NodeDef.rounding`'s names (lite/kernels/int8/requantize.py), lower case
+ROUNDINGS = {value: name.lower() for name, value in vars(fb.Rounding).items() if name.isupper()}
+
 _OP_NAMES = {code: name for name, code in vars(fb.Primitive).items() if not name.startswith("_") and code}
 
 
@@ -40,8 +43,12 @@ def read(buf: memoryview) -> Model:
         if op is None:
             raise GraphFileError(f"node '{name}' has no op")
         attrs = op_attrs.read(op, fb.PrimitiveCreator(node.PrimitiveType(), node.Primitive()))
+        rounding = ROUNDINGS.get(node.Rounding())
+        if rounding is None:
+            raise GraphFileError(f"node '{name}' has an unknown rounding {node.Rounding()}")
         nodes.append(NodeDef(name, op, attrs, indices(int_vector(node, "InputIndex"), f"node '{name}'", True),
-                             indices(int_vector(node, "OutputIndex"), f"node '{name}'"), node.QuantType()))
+                             indices(int_vector(node, "OutputIndex"), f"node '{name}'"), node.QuantType(),
+                             rounding=rounding))
     for t, params in implied_bias_params(nodes, tensors).items():
         if not tensors[t].quant_params:
             tensors[t].quant_params = params

@@ -90,6 +90,7 @@ def _node(builder: flatbuffers.Builder, n: NodeDef) -> int:
     fb.NodeAddInputIndex(builder, ins)
     fb.NodeAddOutputIndex(builder, outs)
     fb.NodeAddQuantType(builder, n.quant_type)
+    fb.NodeAddRounding(builder, getattr(fb.Rounding, n.rounding.upper()))        # not written when TFLITE
     return fb.NodeEnd(builder)
 
 

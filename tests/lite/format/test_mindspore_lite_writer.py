@@ -530,3 +530,26 @@ def test_mutated_int8_files_of_ours_raise_only_lite_errors() -> None:
     outcome = fuzz(_quantized(models.build("lenet5"), SHAPES["lenet5"], "MINDIR_LITE"), 100, seed=3)
     assert outcome.unexpected == []
     assert outcome.refused >= 20 and outcome.ran >= 20
+
+
+def test_a_layer_rounding_as_onnxruntime_is_refused_naming_it() -> None:
+    """A QDQ Conv imports as an int8 Conv2D that rounds as onnxruntime does; the official kernels would round
+    its ties as nnacl does, so the writer refuses it rather than change the model's integers."""
+    from onnx import TensorProto, numpy_helper
+    w = numpy_helper.from_array(np.arange(-27, 27, 2, dtype=np.int8).reshape(3, 1, 3, 3), "w_q")
+    consts = [w, numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+              numpy_helper.from_array(np.array(0, np.int8), "zp"),
+              numpy_helper.from_array(np.full(3, 0.01, np.float32), "w_s"),
+              numpy_helper.from_array(np.zeros(3, np.int8), "w_zp")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["x_q"]),
+             helper.make_node("DequantizeLinear", ["x_q", "s", "zp"], ["x_dq"]),
+             helper.make_node("DequantizeLinear", ["w_q", "w_s", "w_zp"], ["w_dq"], axis=0),
+             helper.make_node("Conv", ["x_dq", "w_dq"], ["y_f"], name="the_conv"),
+             helper.make_node("QuantizeLinear", ["y_f", "s", "zp"], ["y_q"]),
+             helper.make_node("DequantizeLinear", ["y_q", "s", "zp"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 3, 3])], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(NotSupportedError, match=r"Conv2D node .*onnxruntime's requantization"):
+        convert(model, save_type="MINDIR_LITE")
+    assert convert(model)                         # our own format keeps it

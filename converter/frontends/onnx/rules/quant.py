@@ -7,10 +7,10 @@ Mapping (docs/quantization.md):
   Gather of a quantized table), use QuantDTypeCast's general form: scale and zero point as inputs (reshaped to
   broadcast along `axis`). Constant inputs fold at import.
 - QDQ: QuantizeLinear(int8) of a float Conv / Gemm / MatMul whose input comes from a DequantizeLinear and whose
-  weight is a dequantized constant runs as onnxruntime runs it (its QDQ transformer makes a QLinearConv / QGemm
-  of it): the "integer float" form below on the centred int8 operands and the int32 bias, output params from
-  the QuantizeLinear. An int8 Conv2D / FullConnection would round as TFLite does, which onnxruntime's float32
-  product does not near ties (MobileNetV2: 0.20 of a 3.2 logit range apart after 52 layers; now equal).
+  weight is a dequantized constant becomes an int8 Conv2D / FullConnection: weight int8 per channel, the int32
+  bias, output params from the QuantizeLinear, and onnxruntime's requantization (`ONNXRUNTIME`: its float32
+  product rounds near ties where TFLite's fixed point does not; MobileNetV2 was 0.20 of a 3.2 logit range apart
+  after 52 layers with TFLite's, now equal).
 - QLinearConv / QLinearMatMul (whose params may be run-time inputs) and ConvInteger / MatMulInteger use the
   "integer float" form: operands dequantized with scale 1 (q - zp, exact integers in float32), a float Conv2D / MatMul (exact
   while |acc| < 2^24), then Cast to int32 (the *Integer ops) or QuantizeLinear with scale
@@ -30,6 +30,7 @@ from converter.frontends.onnx.rules.nn import _checked_group, _kernel_shape, _sp
 from converter.ir import Graph, Value
 from lite.dtypes import DataType, from_numpy, to_numpy
 from lite.kernels.int8.quant_cast import GENERAL_TYPES
+from lite.kernels.int8.requantize import ONNXRUNTIME
 from schema import fb
 
 INTEGER_TYPES = {np.dtype(np.int8): 8, np.dtype(np.uint8): 8, np.dtype(np.int16): 16}
@@ -252,11 +253,9 @@ def _bias_integers(ctx: ImportContext, bias: np.ndarray, bias_scale: np.ndarray)
 
 
 def fuse_qdq(ctx: ImportContext, y: str, params: list[Any]) -> bool:
-    """Rewrite DQ -> Conv / FullConnection -> Q (this QuantizeLinear) as onnxruntime runs it, whose QDQ
-    transformer makes a QLinearConv / QGemm of it: the int8 operands centred (exact integers in float32), the
-    layer on them (exact sums while |acc| < 2^24) plus the int32 bias, then requantized as `_requantize_float`
-    does (float32 multiplier x_s * w_s / y_s and product, rounding half to even). False when `y` is not such a
-    pattern."""
+    """Rewrite DQ -> Conv / FullConnection -> Q (this QuantizeLinear) as one int8 op that requantizes as
+    onnxruntime's QLinearConv / QGemm (its QDQ transformer makes one of it), `ONNXRUNTIME`: int8 weight per
+    channel, the int32 bias as the model stores it. False when `y` is not such a pattern."""
     back = _producer(ctx, y, "Transpose", NHWC_TO_NCHW)
     conv = back and _producer(ctx, back.inputs[0], "Conv2D")
     layer = conv or _producer(ctx, y, "FullConnection")
@@ -270,21 +269,16 @@ def fuse_qdq(ctx: ImportContext, y: str, params: list[Any]) -> bool:
     if not origin:
         return False
     q, w_scale, w_zp = origin
-    x_param = ctx.value(x).quant_params[0]
-    x_scale, w_scale = np.float32(x_param.scale), w_scale.astype(np.float32)
-    source = _emit_q(ctx, "Transpose", [x], [x_param], perm=list(NCHW_TO_NHWC)) if conv else x
-    one = ctx.add_const(np.ones((), np.float32), "one")
-    centred = _integers(ctx, source, ctx.add_const(np.array(x_param.zeroPoint, np.int8), "zero_point"))
-    weight = q.astype(np.float32) - w_zp.reshape([-1] + [1] * (q.ndim - 1)).astype(np.float32)
-    operands = [centred, ctx.add_const(weight, "weight")]
+    x_params = ctx.value(x).quant_params
+    consts = [_const_q(ctx, q, quant_params(w_scale, w_zp), "weight")]
     bias = ctx.const(layer.inputs[2]) if len(layer.inputs) > 2 and layer.inputs[2] else None
     if bias is not None:
-        operands.append(ctx.add_const(_bias_integers(ctx, bias, x_scale * w_scale).astype(np.float32), "bias"))
-    acc = ctx.emit1(layer.op, operands, **layer.attrs)
-    multiplier = ctx.add_const(x_scale * w_scale / np.float32(params[0].scale), "multiplier")
-    out = _quantized_value(ctx, np.dtype(np.int8), params, None if conv else ctx.outputs[0])
-    _general_cast(ctx, ctx.emit1("Mul", [acc, multiplier]), np.dtype(np.int8), one,
-                  ctx.add_const(np.array(params[0].zeroPoint, np.int8), "zero_point"), 1, out)
+        bias_scale = x_params[0].scale * w_scale.astype(np.float64)
+        consts.append(_const_q(ctx, _bias_integers(ctx, bias, bias_scale),
+                               quant_params(bias_scale, np.zeros_like(bias_scale, np.int64), 32), "bias"))
+    source = _emit_q(ctx, "Transpose", [x], x_params, perm=list(NCHW_TO_NHWC)) if conv else x
+    out = _emit_q(ctx, layer.op, [source, *consts], params, None if conv else ctx.outputs[0], **layer.attrs)
+    ctx.graph.producer(out).rounding = ONNXRUNTIME
     if conv:
         _emit_q(ctx, "Transpose", [out], params, ctx.outputs[0], perm=list(NHWC_TO_NCHW))
     return True

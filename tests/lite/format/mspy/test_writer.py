@@ -194,3 +194,29 @@ def test_bit_packed_weights_of_the_wrong_length_or_kind_are_refused() -> None:
     with pytest.raises(GraphFileError, match="tensor 'w' is bit-packed, but is not int8 of known dims with one num_bits below 8"):
         Model.Import(object_api_file(wide, implied_bias(x_param(), wide), packed,
                                      fb.WeightQuantCompressType.BITPACKING))
+
+
+@pytest.mark.parametrize("rounding", ["tflite", "nnacl", "onnxruntime"])
+def test_a_nodes_rounding_round_trips_and_the_default_is_not_written(rounding: str) -> None:
+    """`NodeDef.rounding` is stored per node; TFLite's, the default, writes no field, so files that have only it
+    keep their bytes (the same bytes as a node that never set it)."""
+    tensors, nodes = int8_conv(weight_params())
+    plain = write(tensors, nodes)
+    nodes[0].rounding = rounding
+    buf = write(tensors, nodes)
+    assert Model.Import(buf).nodes[0].rounding == rounding
+    assert (buf == plain) == (rounding == "tflite")
+    assert fb.MetaGraph.GetRootAs(buf, 0).Nodes(0).Rounding() == getattr(fb.Rounding, rounding.upper())
+
+
+def test_an_unknown_rounding_is_a_graph_file_error() -> None:
+    from lite.status import GraphFileError
+    tensors, nodes = int8_conv(weight_params())
+    nodes[0].rounding = "onnxruntime"
+    buf = bytearray(write(tensors, nodes))
+    node = fb.MetaGraph.GetRootAs(buf, 0).Nodes(0)
+    where = node._tab.Pos + node._tab.Offset(16)            # the Rounding field (the sixth): one byte
+    assert buf[where] == fb.Rounding.ONNXRUNTIME
+    buf[where] = 9
+    with pytest.raises(GraphFileError, match="unknown rounding 9"):
+        Model.Import(bytes(buf))

@@ -332,6 +332,14 @@ def test_int8_conv_matches_integer_reference_bit_for_bit(case: tuple, kernels: s
 
 
 @pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("case", int8_tests.ONNXRUNTIME_CONVS)
+def test_int8_conv_rounds_as_onnxruntime_on_both_paths(case: tuple, kernels: str) -> None:
+    """onnxruntime's rule in the GEMM epilogue (dense), the direct depthwise kernel and the numpy passes."""
+    with selection(kernels):
+        int8_tests.test_conv2d_rounds_as_onnxruntime(case)
+
+
+@pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("case", nn_tests.POOL_CASES)
 def test_pooling_matches_onnxruntime_on_both_paths(case: str, kernels: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:

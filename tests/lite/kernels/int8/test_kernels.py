@@ -3,6 +3,7 @@ QuantDTypeCast / int8 conv against float math."""
 from __future__ import annotations
 
 import math
+import struct
 from fractions import Fraction
 from typing import Any, Sequence
 
@@ -12,6 +13,7 @@ import pytest
 from lite.compiler import fold_or_infer
 from lite.kernel import TensorSpec
 from lite.model import NodeDef
+from lite.kernels.int8.requantize import ONNXRUNTIME
 from schema import attrs as op_attrs
 from schema import fb
 
@@ -93,9 +95,10 @@ def qparams(scales: Sequence[float], zero_points: Sequence[int], bits: int = 8) 
 
 
 def run_node(op: str, inputs: Sequence[tuple[np.ndarray, list[Any] | None]], out_params: list[Any],
-             **attrs: Any) -> np.ndarray:
+             rounding: str = "tflite", **attrs: Any) -> np.ndarray:
     """Run one node on constant inputs (compile-time evaluation: infer, bind, run) and return its output."""
-    node = NodeDef("node", op, op_attrs.build(op, attrs), list(range(len(inputs))), [len(inputs)])
+    node = NodeDef("node", op, op_attrs.build(op, attrs), list(range(len(inputs))), [len(inputs)],
+                   rounding=rounding)
     specs = [TensorSpec(a.shape, a.dtype, a, p) for a, p in inputs]
     outs, kernel = fold_or_infer(node, specs, [out_params])
     assert kernel is None
@@ -333,6 +336,50 @@ def ref_pool(x: np.ndarray, k: int, stride: int, pad: int, average: bool, includ
     return out
 
 
+def f32(v: float) -> float:
+    """v rounded to the nearest float32 (ties to even), as a Python float."""
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def ref_onnxruntime(acc: int, s_x: float, s_w: float, s_y: float, zp: int, lo: int, hi: int) -> int:
+    """MLAS's requantization in exactly rounded steps: the multiplier f32(f32(s_x * s_w) / s_y), the product
+    f32(f32(acc) * multiplier) (float32 products and quotients are exact or correctly rounded through a
+    double), rounded half to even (Python's round), plus zp, clamped."""
+    multiplier = f32(f32(f32(s_x) * f32(s_w)) / f32(s_y))
+    return min(max(round(Fraction(f32(f32(float(acc)) * multiplier))) + zp, lo), hi)
+
+
+# (N, H, W, C, O, K, stride, pad, group): dense 1x1 and 3x3 (the compiled GEMM), depthwise (the direct kernel),
+# grouped (the float32 GEMM and a requantization pass)
+ONNXRUNTIME_CONVS = [(1, 6, 7, 8, 20, 1, 1, 0, 1), (2, 6, 5, 6, 18, 3, 1, 1, 1), (1, 9, 8, 16, 16, 3, 2, 1, 16),
+                     (1, 5, 6, 8, 8, 3, 1, 1, 2)]
+
+
+@pytest.mark.parametrize("case", ONNXRUNTIME_CONVS)
+def test_conv2d_rounds_as_onnxruntime(case):
+    """`ONNXRUNTIME` against MLAS's steps computed exactly, with scales whose multipliers are powers of two
+    (ties on every 2^k-th sum, half to even) or round in float32; TFLite's rounding differs on some outputs."""
+    n, h, w, c, o, k, stride, pad, group = case
+    rng = np.random.default_rng(sum(case))
+    s_x, zp_x, s_y, zp_y = 0.0625, 3, 0.25, -5
+    s_w = np.where(np.arange(o) % 2, rng.uniform(0.001, 0.02, o), 2.0 ** -rng.integers(3, 8, o))
+    x = rng.integers(-128, 128, (n, h, w, c)).astype(np.int8)
+    wt = rng.integers(-127, 128, (o, k, k, c // group)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, o).astype(np.int32)
+    sum0 = ref_conv(x, wt, [0] * o, zp_x, stride, pad, group)[0][0][0][0]
+    bias[0] = 5 * int(s_y / (s_x * s_w[0])) // 2 - sum0       # the first output of channel 0 is 2.5: a tie
+    inputs = [(x, qparams([s_x], [zp_x])), (wt, qparams(s_w, [0] * o)), (bias, qparams(s_x * s_w, [0] * o))]
+    attrs = dict(kernel_h=k, kernel_w=k, stride_h=stride, stride_w=stride, pad_top=pad, pad_bottom=pad,
+                 pad_left=pad, pad_right=pad, group=group)
+    got = run_node("Conv2D", inputs, qparams([s_y], [zp_y]), ONNXRUNTIME, **attrs)
+    acc = np.array(ref_conv(x, wt, bias.tolist(), zp_x, stride, pad, group), object)
+    want = np.vectorize(lambda v, ch: ref_onnxruntime(int(v), s_x, float(s_w[ch]), s_y, zp_y, -128, 127))(
+        acc, np.arange(o))
+    np.testing.assert_array_equal(got, want.astype(np.int8))
+    assert got[0, 0, 0, 0] == 2 + zp_y and run_node("Conv2D", inputs, qparams([s_y], [zp_y]), **attrs)[
+        0, 0, 0, 0] == 3 + zp_y                                 # half to even; TFLite's half up
+
+
 def run_kernel(cls: type, op: str, inputs: Sequence[tuple[np.ndarray, list[Any] | None]], out_params: list[Any],
                **attrs: Any) -> np.ndarray:
     """Like run_node, with an explicit kernel class."""
@@ -435,9 +482,9 @@ def test_transpose_requantizes_when_params_differ():
 
 # ---- ONNX QDQ model -------------------------------------------------------------------------------------------
 def test_onnxruntime_qdq_model_computes_onnxruntimes_integers(tmp_path):
-    """A QDQ Conv / Gemm runs as onnxruntime's QLinearConv / QGemm computes it (exact integer sums, float32
-    multiplier and product, half to even), not as an int8 layer of TFLite's rounding, which its float32 product
-    rounds differently near ties: the logits are equal."""
+    """A QDQ Conv / Gemm becomes an int8 layer that requantizes as onnxruntime's QLinearConv / QGemm (float32
+    multiplier and product, half to even), not with TFLite's rounding, which its float32 product rounds
+    differently near ties: the logits are equal."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -462,7 +509,8 @@ def test_onnxruntime_qdq_model_computes_onnxruntimes_integers(tmp_path):
     model = onnx.load(int8_path)
     ms = Model.Import(convert(model))
     layers = [n for n in ms.nodes if n.op in ("Conv2D", "FullConnection")]
-    assert len(layers) == 3 and all(ms.tensors[n.inputs[1]].data_type == 43 for n in layers)     # integer form
+    assert len(layers) == 3 and all(ms.tensors[n.inputs[1]].data_type == 32 for n in layers)     # int8 weights
+    assert {n.rounding for n in layers} == {ONNXRUNTIME}
     feeds = {"input": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
     # onnxruntime 1.32 rewrites int8 QDQ pairs to uint8 (QDQS8ToU8Transformer); on this graph, where it now also
     # quantizes BatchNormalization's scale, that rewrite moves the logits by up to 10 quanta away from the graph's

@@ -124,3 +124,32 @@ def test_nnacl_rounding_matches_mindspore_lites_integer_formula(zero_point: int,
     np.testing.assert_array_equal(out, want)
     integer = multiply_by_quantized_multiplier(acc.astype(np.int64) + bias, m0, n, NNACL)
     np.testing.assert_array_equal(np.clip(integer + zero_point, lo, 127), want)
+
+
+def test_onnxruntime_rounding_matches_float32_steps_on_ties():
+    """`ONNXRUNTIME` (numpy, in one step and through its work buffer) against MLAS's float32 steps computed
+    exactly: sums next to every half-way point of each channel's multiplier, where the float32 product lands
+    on the tie (half to even) even when the exact product does not, and sums past 2^24 (rounded to float32)."""
+    from fractions import Fraction
+    from lite.kernels.int8.requantize import ONNXRUNTIME, Requantizer
+    from tests.lite.kernels.int8.test_kernels import f32
+    multipliers = np.array([2.0 ** -5, 0.3, 1 / 3, 0.0123, 7.1e-4], np.float32)
+    bias, zp, lo, hi = np.array([5, -7, 0, 1000, -1 << 20]), -3, -128, 127
+    columns = []
+    for m, b in zip(multipliers.astype(float), bias):
+        ties = [round((k + 0.5) / m) + d - b for k in range(-130, 130) for d in (-1, 0, 1)]
+        columns.append(ties + [(1 << 25) + 3 - b, -(1 << 25) - 1 - b])
+    acc = np.array(columns, np.int64).T
+    want = np.array([[min(max(round(Fraction(f32(f32(float(v + b)) * float(m)))) + zp, lo), hi)
+                      for v, m, b in zip(row, multipliers.astype(float), bias)] for row in acc.tolist()])
+    exact = np.array([[min(max(round(Fraction(int(v + b)) * Fraction(float(m))) + zp, lo), hi)
+                       for v, m, b in zip(row, multipliers.astype(float), bias)] for row in acc.tolist()])
+    assert (exact != want).any()                 # the float32 product's rounding decides some ties
+    rq = Requantizer.build(multipliers, zp, lo, hi, bias, rounding=ONNXRUNTIME)
+    out = np.empty(acc.shape, np.int8)
+    rq(acc.astype(np.float64), out)
+    np.testing.assert_array_equal(out, want)
+    work = np.empty(Requantizer.work(acc.shape).shape, np.uint8)
+    bound = np.zeros(acc.shape, np.int8)
+    rq.bind(acc.astype(np.float64), bound, work)()
+    np.testing.assert_array_equal(bound, want)
