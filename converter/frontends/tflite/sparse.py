@@ -43,7 +43,7 @@ def _walk(levels: list[Level], name: str, positions: int) -> list[np.ndarray]:
                 raise GraphFileError(f"sparse tensor '{name}': array_segments has {segments.size} entries")
             starts, ends = segments[parents], segments[parents + 1]
             counts = ends - starts
-            if np.any(counts < 0) or (counts.size and ends.max() > indices.size):
+            if np.any(counts < 0) or (counts.size and ends.max() > indices.size) or counts.sum() > positions:
                 raise GraphFileError(f"sparse tensor '{name}': array_segments do not fit array_indices")
             children = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
             coord = indices[children]
