@@ -20,7 +20,8 @@ The epilogue, in the same IR, is `float_form` (`Requantizer`) on a vector of lan
 offset in float64 (separate multiply and add, as numpy rounds them), lowered by its column's step where below the
 threshold (MindSpore Lite's second rounding, `Branch`; a threshold of -inf otherwise), clipped to [0, top],
 truncated, plus `lo`, stored as int8; or, where `product32` is set, onnxruntime's rule (`float32_form`):
-t = rint(float32(acc + offset) * float32(scale)) + threshold (threshold = zp - lo), clipped, plus `lo`. Rows are cut into chunks of whole tiles (and, for short M, the columns into
+t = rint(float32(acc) * float32(scale)) + threshold (the bias subtracted from the shift, so in acc; threshold
+zp - lo), clipped, plus `lo`. Rows are cut into chunks of whole tiles (and, for short M, the columns into
 spans), one chunk per task;
 each task first copies its rows (widened to int16, or sign-flipped) into a buffer of its own, zero-filled past
 K. Rows past the last whole tile run one at a time (a one-row tile is load-bound at about the same cost per
@@ -134,26 +135,28 @@ def _tile_code(height, partial, context, builder, signature, args):
         t = builder.fadd(builder.fmul(builder.sitofp(acc, d8), sv), ov)
         return builder.select(builder.fcmp_ordered("<", t, below8), builder.fsub(t, ev), t)
 
-    def float32(acc, sv, ov, ev):                       # float32_form: ov the bias, below8 zp - lo
-        v = builder.fptrunc(builder.fadd(builder.sitofp(acc, d8), ov), f8)
-        return builder.fadd(builder.fpext(builder.call(rint, [builder.fmul(v, builder.fptrunc(sv, f8))]), d8), below8)
+    def float32(acc, sv, ov, ev):                       # float32_form: the bias is in the shift, below8 zp - lo
+        return builder.fadd(builder.fpext(builder.call(rint, [builder.fmul(builder.sitofp(acc, f8), sv)]), d8),
+                            below8)
 
     with builder.if_else(builder.icmp_signed("!=", product32, ir.Constant(product32.type, 0))) as (onnx, fixed):
-        for block, form in ((onnx, float32), (fixed, fixed_point)):
+        for block, form, scales in ((onnx, float32, lambda sv: builder.fptrunc(sv, f8)),
+                                    (fixed, fixed_point, lambda sv: sv)):
             with block:
-                _epilogue(builder, form, accs, height, halves, partial, const, c0, s_base, o_base, e_base, h_base,
-                          d_base, d_stride, zero, top8, lo8, masked_store, lanes, valid)
+                _epilogue(builder, form, scales, accs, height, halves, partial, const, c0, s_base, o_base, e_base,
+                          h_base, d_base, d_stride, zero, top8, lo8, masked_store, lanes, valid)
     return context.get_dummy_value()
 
 
-def _epilogue(builder, form, accs, height, halves, partial, const, c0, s_base, o_base, e_base, h_base, d_base,
+def _epilogue(builder, form, scales, accs, height, halves, partial, const, c0, s_base, o_base, e_base, h_base, d_base,
               d_stride, zero, top8, lo8, masked_store, lanes, valid) -> None:
-    """The stores of one register tile: t = form(acc - shift, scale, offset, step) clipped to [0, top],
+    """The stores of one register tile: t = form(acc - shift, scales(scale), offset, step) clipped to [0, top],
     truncated, plus lo."""
     v8, d8, q8 = (ir.VectorType(t, LANES) for t in (I32, F64, I8))
     for h in range(halves):
         at = builder.mul(builder.add(c0, const(LANES * h)), const(8))
         sv = builder.load(builder.inttoptr(builder.add(s_base, at), d8.as_pointer()), align=8)
+        sv = scales(sv)
         ov = builder.load(builder.inttoptr(builder.add(o_base, at), d8.as_pointer()), align=8)
         ev = builder.load(builder.inttoptr(builder.add(e_base, at), d8.as_pointer()), align=8)
         hv = builder.load(builder.inttoptr(builder.add(h_base, builder.mul(builder.add(c0, const(LANES * h)),
@@ -200,8 +203,9 @@ _tile, _row, _tile_part, _row_part = (_tile_kernel(h, p) for p in (False, True) 
 def gemm_requantize(x, weight, flip, shift, scale, offset, step, threshold, product32, lo, top, out, chunk,
                     spans):  # pragma: no cover
     """out[m, n] = clip(trunc(t), 0, top) + lo, t = acc * scale[n] + offset[n] (less step[n] where below
-    `threshold`; with `product32`, t = rint(float32(acc + offset[n]) * float32(scale[n])) + threshold), acc = sum_k (x[m, k] ^ flip) w[k, n] - shift[n], for x [M, K], `weight` from `pack_weight`,
-    tasks of `chunk` rows times `spans` column spans."""
+    `threshold`; with `product32`, t = rint(float32(acc) * float32(scale[n])) + threshold),
+    acc = sum_k (x[m, k] ^ flip) w[k, n] - shift[n], for x [M, K], `weight` from `pack_weight`, tasks of `chunk`
+    rows times `spans` column spans."""
     rows, depth = x.shape
     blocks, groups, width = weight.shape
     cols = out.shape[1]
@@ -271,17 +275,18 @@ def bind(lhs: np.ndarray, weight: np.ndarray, requantize, out: np.ndarray):
     rows, depth = lhs.shape
     scale, offset, lo, top = requantize.per_channel(out.shape[1])
     step, threshold = requantize.lowering(out.shape[1])
-    product32 = requantize.rounding == ONNXRUNTIME
-    if product32:
-        threshold = np.float64(requantize.zero_point - lo)
     chunk, spans = tasks(rows, out.shape[1])
     quads = quads_fit(weight)
     flip = -128 if quads and lhs.dtype == np.int8 else 0
     shift = -flip * weight.astype(np.int64).sum(axis=0)
+    product32 = requantize.rounding == ONNXRUNTIME
+    if product32:              # the int32 bias joins the sums (wrapping as onnxruntime's int32 sum does)
+        threshold = np.float64(requantize.zero_point - lo)
+        shift = shift - offset.astype(np.int64)
     return gemm_requantize.bind(rows * depth * out.shape[1] // 4, lhs, pack_weight(weight, 4 if quads else 2),
                                 lhs.dtype.type(flip), pad_columns(shift.astype(np.int32)), pad_columns(scale),
-                                pad_columns(offset), pad_columns(step), threshold, np.int32(product32), np.int32(lo), top, out, chunk,
-                                spans)
+                                pad_columns(offset), pad_columns(step), threshold, np.int32(product32),
+                                np.int32(lo), top, out, chunk, spans)
 
 
 @Compiled
