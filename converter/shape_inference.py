@@ -72,7 +72,8 @@ def infer_node(graph: Graph, node: Node) -> bool:
     node keeps the output values its importer rule derived from its bodies (the runtime compiles the bodies)."""
     if node.bodies:
         return False
-    nd = NodeDef(node.name, node.op, make_attrs(node.op, node.attrs), [], node.outputs)
+    nd = NodeDef(node.name, node.op, make_attrs(node.op, node.attrs), [], node.outputs, node.quant_type,
+                 rounding=node.rounding)
     if any(graph.values[i].dynamic or is_symbolic_value(graph.values[i]) for i in node.inputs if i):
         mark_dynamic(graph, node)
         return False

@@ -47,7 +47,8 @@ def _permute_const(array: np.ndarray, perm: Perm) -> np.ndarray:
 
 def _rewrite(graph: Graph, node: Node, inputs: list[str], attrs: dict, out_perm: Perm) -> None:
     """Replace `node` by the same op on untransposed inputs followed by Transpose(out_perm) on each output."""
-    inner = Node(node.op, node.name, inputs, [graph.fresh(o + "_nhwc") for o in node.outputs], attrs)
+    inner = Node(node.op, node.name, inputs, [graph.fresh(o + "_nhwc") for o in node.outputs], attrs,
+                 quant_type=node.quant_type, rounding=node.rounding)
     for src, dst in zip(inner.outputs, node.outputs):    # same values, so the same quantization parameters
         old = graph.values[dst]
         graph.values[src] = Value(src, (), old.dtype, quant_params=list(old.quant_params))

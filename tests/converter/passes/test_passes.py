@@ -227,3 +227,18 @@ def test_a_residual_input_of_another_shape_is_refused_naming_the_node() -> None:
     conv.inputs[3] = graph.add_const(np.ones((1, 6, 6, 4), np.float32), "wrong_residual")
     with pytest.raises(lite.LiteError, match=f"Conv2D node '{conv.name}': residual input must be float32"):
         _session(graph)
+
+
+def test_to_nhwc_keeps_a_moved_nodes_quant_type_and_rounding() -> None:
+    """A node moved past a Transpose keeps its requantization rule and quant type (an int8 node of an
+    onnxruntime-quantized model must not fall back to TFLite's rounding)."""
+    from converter.ir import Graph, Node, Value
+    from converter.passes.to_nhwc import _rewrite
+    graph = Graph()
+    graph.values["x"] = Value("x", (1, 2, 3, 4), np.dtype(np.float32))
+    graph.values["y"] = Value("y", (1, 2, 3, 4), np.dtype(np.float32))
+    node = Node("Abs", "abs", ["x"], ["y"], quant_type=fb.QuantType.DYNAMIC, rounding="onnxruntime")
+    graph.nodes.append(node)
+    _rewrite(graph, node, ["x"], {}, (0, 1, 2, 3))
+    moved = next(n for n in graph.nodes if n.op == "Abs")
+    assert (moved.quant_type, moved.rounding) == (fb.QuantType.DYNAMIC, "onnxruntime")
