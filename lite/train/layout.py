@@ -63,6 +63,9 @@ def find_layout(model: Model) -> TrainLayout:
                 state.append(t)
                 owner[t] = w
     for node in model.subgraphs[GRADIENTS].nodes if GRADIENTS in model.subgraphs else ():
+        if any(k >= len(node.inputs) for k, _ in updated_state(node)):
+            raise GraphFileError(f"{node.op} node '{node.name}' has {len(node.inputs)} inputs: too few to hold "
+                                 f"its running statistics")
         stats += [node.inputs[k] for k, _ in updated_state(node)]
     layout = TrainLayout(weights, grads, state, owner, stats, lr)
     for t in layout.variables:
