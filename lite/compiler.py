@@ -87,9 +87,11 @@ def infer_node(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None
 def evaluate(kernel: Kernel, node: NodeDef, inputs: Sequence[TensorSpec | None],
              outs: list[TensorSpec]) -> list[TensorSpec]:
     """Run a node whose inputs are all known, now, and return its outputs with values."""
-    check_memory(sum(s.nbytes for s in outs), f"{node.op} node '{node.name}' folded into constants")
+    scratch_specs = kernel.scratch()
+    check_memory(sum(s.nbytes for s in (*outs, *scratch_specs)), f"{node.op} node '{node.name}' folded into "
+                 f"constants")
     arrays = [np.empty(s.shape, s.dtype) for s in outs]
-    scratch = [np.zeros(s.shape, s.dtype) for s in kernel.scratch()]
+    scratch = [np.zeros(s.shape, s.dtype) for s in scratch_specs]
     execute(kernel, node, [s.value if s is not None else None for s in inputs], arrays, scratch,
             " while folding constants", inputs)
     return [TensorSpec(s.shape, s.dtype, a, s.quant) for s, a in zip(outs, arrays)]
