@@ -13,6 +13,7 @@ import numpy as np
 
 from lite.kernel import TensorSpec
 from lite.rewrites import topological_order
+from lite.status import GraphFileError
 from schema import fb
 
 
@@ -154,7 +155,7 @@ class Graph:
         if len(order) != len(self.nodes):
             placed = set(order)
             stuck = next(n for k, n in enumerate(self.nodes) if k not in placed)
-            raise ValueError(f"graph has a cycle or a dangling input at node '{stuck.name}'")
+            raise GraphFileError(f"graph has a cycle or a dangling input at node '{stuck.name}'")
         return [self.nodes[k] for k in order]
 
     def sort(self) -> None:
