@@ -243,4 +243,4 @@ def grouped_columns(xp: np.ndarray, wh: Window, ww: Window, group: int, columns:
     the fp32 and int8 convolutions and the filter gradient."""
     win = patches(xp, wh, ww)                                                   # [N, OH, OW, KH, KW, C]
     win = win.reshape(*win.shape[:5], group, xp.shape[-1] // group)
-    return columns.reshape(group, *win.shape[:5], -1), np.moveaxis(win, 5, 0)
+    return columns.reshape(group, *win.shape[:5], win.shape[-1]), np.moveaxis(win, 5, 0)   # (no -1: N may be 0)
