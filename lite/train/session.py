@@ -34,7 +34,7 @@ from lite.kernel import selection
 from lite.model import Model, SubGraphDef, TensorDef
 from lite.atomic_file import write_atomic
 from lite.session import KernelCallBack, LiteSession, exclusive
-from lite.status import RET_OK, InputTensorError, NotSupportedError, OpExecuteError, ParamInvalidError
+from lite.status import RET_OK, GraphFileError, InputTensorError, NotSupportedError, OpExecuteError, ParamInvalidError
 from lite.tensor import MSTensor
 from lite.threads import compiled_first
 from lite.train.checkpoint import checkpoint_bytes, stored_step
@@ -181,6 +181,9 @@ class TrainSession(LiteSession):
             self._bind_tensor(i, array)
         for name, view in self._views.items():
             for t in view.outputs:
+                if plans[name].arrays[t] is None:
+                    raise GraphFileError(f"output '{self._model.tensors[t].name}' of the {name} graph has no value: "
+                                         f"nothing computes it")
                 self._bind_tensor(t, plans[name].arrays[t])
         self._plan = plans[GRADIENTS if self._train else EVAL]
 
