@@ -144,3 +144,31 @@ def test_every_opset_imports(op, opset):
     model = recurrent_model(op, "bidirectional", lens=True)
     model.opset_import[0].version = opset
     check(model, feeds(lens=[4, 5, 1]))
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_streaming_steps_feed_their_states_back(op, direction):
+    """A streaming model (Silero VAD's LSTM): one step a run with the states as graph inputs, the last states
+    fed back into the next run; every run reads its new X and states (the prebound run of a compiled loop)."""
+    rng = np.random.default_rng(2)
+    d = 2 if direction == "bidirectional" else 1
+    states = ["initial_h"] + (["initial_c"] if op == "LSTM" else [])
+    names = ["X", "W", "R", "B", ""] + states
+    weights = {"W": (d, GATES[op] * H, I), "R": (d, GATES[op] * H, H), "B": (d, 2 * GATES[op] * H)}
+    node = helper.make_node(op, names, ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else []), hidden_size=H,
+                            direction=direction)
+    graph = helper.make_graph(
+        [node], "stream", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+                           for n, s in [("X", [1, B, I])] + [(n, [d, B, H]) for n in states]],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output],
+        [numpy_helper.from_array((rng.standard_normal(s) * 0.5).astype(np.float32), n) for n, s in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    session = session_for(model)
+    carried = {n: np.zeros((d, B, H), np.float32) for n in states}
+    for _ in range(3):
+        inputs = {"X": rng.standard_normal((1, B, I)).astype(np.float32), **carried}
+        got, expected = run_lite(session, inputs), run_ort(model, inputs)
+        for name in expected:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-4, atol=1e-5, err_msg=name)
+        carried = {n: expected[o] for n, o in zip(states, ["Y_h", "Y_c"])}
