@@ -2,7 +2,8 @@
 
 Erf form (PyTorch's nn.GELU()): x * 0.5 * (1 + erf(x / sqrt(2))), the constant 0.5 on either factor or on the
 product; the 1 / sqrt(2) as a Div or a Mul. Tanh form (nn.GELU(approximate='tanh')):
-0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), x^3 as Pow(x, 3) or x * x * x.
+0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), 0.044715 * x^3 as any product of x, x, x
+and the constant (Pow(x, 3) for x^3), as PyTorch and jax2tf write it.
 Five to nine elementwise passes over the activation become one.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 
 from converter.ir import Graph, Node
-from converter.passes.match import is_scalar, only_reader, other_input, produced_by, scaled_by
+from converter.passes.match import is_scalar, only_reader, other_input, produced_by, scalar, scaled_by
 from schema import fb
 
 A = fb.ActivationType
@@ -28,24 +29,33 @@ def _erf_input(graph: Graph, erf: Node) -> str | None:
     return None
 
 
-def _is_cube(graph: Graph, node: Node | None, x: str) -> bool:
-    """Whether `node` computes x^3, as Pow(x, 3) or (x * x) * x."""
-    if node is None or x not in node.inputs:
-        return False
+def _power_of(graph: Graph, value: str, x: str, depth: int = 0) -> tuple[int, float] | None:
+    """(n, c) when `value` computes c * x^n as a tree of Muls of x, scalar constants and Pow(x, integer) in any
+    order (x * x * x * 0.044715, ((0.044715 * x) * x) * x, ...), else None."""
+    if value == x:
+        return 1, 1.0
+    c = scalar(graph, value)
+    if c is not None:
+        return 0, c
+    node = produced_by(graph, value, "Mul", "Pow")
+    if node is None or depth > 4:
+        return None
     if node.op == "Pow":
-        return node.inputs[0] == x and is_scalar(graph, node.inputs[1], 3.0)
-    square = produced_by(graph, other_input(node, x), "Mul")
-    return square is not None and square.inputs == [x, x]
+        n = scalar(graph, node.inputs[1])
+        return (int(n), 1.0) if node.inputs[0] == x and n is not None and n == int(n) else None
+    factors = [_power_of(graph, i, x, depth + 1) for i in node.inputs[:2]]
+    if None in factors:
+        return None
+    (n1, c1), (n2, c2) = factors
+    return n1 + n2, c1 * c2
 
 
 def _cube_sum(graph: Graph, value: str) -> str | None:
     """x when `value` = x + 0.044715 * x^3."""
     add = produced_by(graph, value, "Add")
     for x in add.inputs[:2] if add is not None else []:
-        scaled = produced_by(graph, other_input(add, x), "Mul")
-        if scaled is None or not is_scalar(graph, _const_of(graph, scaled), 0.044715):
-            continue
-        if _is_cube(graph, produced_by(graph, other_input(scaled, _const_of(graph, scaled)), "Pow", "Mul"), x):
+        term = _power_of(graph, other_input(add, x), x)
+        if term is not None and term[0] == 3 and abs(term[1] - 0.044715) <= 1e-4 * 0.044715:
             return x
     return None
 

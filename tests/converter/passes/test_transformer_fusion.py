@@ -211,3 +211,19 @@ def test_the_fused_dynamic_shape_bert_matches_onnxruntime_at_two_shapes(tiny_ber
         feeds = bert_feeds(batch, tokens)
         ours = run_lite(session, feeds)["y"]
         assert relative_to_range(ours, run_ort(tiny_bert, feeds)["y"]) <= 1e-5, (batch, tokens)
+
+
+def test_tanh_gelu_with_the_cube_scaled_first_fuses() -> None:
+    """jax2tf's order: 0.044715 * x, times x, times x; then x * (0.5 * (1 + tanh(...)))."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 7])
+    consts = {"c": 0.044715, "s": np.sqrt(2 / np.pi), "one": 1.0, "half": 0.5}
+    nodes = [helper.make_node("Mul", ["c", "x"], ["cx"]), helper.make_node("Mul", ["x", "cx"], ["cx2"]),
+             helper.make_node("Mul", ["x", "cx2"], ["cx3"]), helper.make_node("Add", ["x", "cx3"], ["inner"]),
+             helper.make_node("Mul", ["s", "inner"], ["scaled"]), helper.make_node("Tanh", ["scaled"], ["t"]),
+             helper.make_node("Add", ["one", "t"], ["gate"]), helper.make_node("Mul", ["half", "gate"], ["h"]),
+             helper.make_node("Mul", ["x", "h"], ["y"])]
+    graph = helper.make_graph(nodes, "gelu", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    assert ops(model) == {("Activation", A.GELU_TANH): 1}
+    assert_matches_ort(model, {"x": 3 * rng.standard_normal((2, 3, 7)).astype(np.float32)})
