@@ -3,7 +3,8 @@ hard-tanh, softplus, softsign, mish, celu, selu, thresholded relu, shrink) and P
 with a fused activation call on their output in place.
 
 Every activation is a few whole-array numpy passes written with `out=`: no `np.where` (a data-dependent select
-runs ~30x slower than `np.clip`) and `np.clip(x, 0, inf)` for relu (4x faster than `np.maximum(x, 0)`). The
+runs ~30x slower than a clip) and `x.clip(0, inf)` for relu (3x faster than `np.maximum(x, 0)` on 64k values).
+Clips call the array's method: `np.clip` dispatches to it through a wrapper that costs 1 us a call. The
 functions of two branches or a gate allocate a temporary or two of the input's size per call.
 """
 from __future__ import annotations
@@ -27,13 +28,13 @@ Activation = Callable[[np.ndarray, np.ndarray], None]
 
 
 def relu(x: np.ndarray, out: np.ndarray) -> None:
-    np.clip(x, 0.0, np.inf, out=out)
+    x.clip(0.0, np.inf, out=out)
 
 
 def sigmoid(x: np.ndarray, out: np.ndarray) -> None:
     """1 / (1 + exp(-x)), with the exponent clamped so it never overflows."""
     np.negative(x, out=out)
-    np.clip(out, -np.inf, -_SIGMOID_FLOOR, out=out)
+    out.clip(-np.inf, -_SIGMOID_FLOOR, out=out)
     np.exp(out, out=out)
     out += 1.0
     np.reciprocal(out, out=out)
@@ -43,13 +44,13 @@ def hard_sigmoid(x: np.ndarray, out: np.ndarray, alpha: float, beta: float) -> N
     """clip(alpha * x + beta, 0, 1)."""
     np.multiply(x, alpha, out=out)
     out += beta
-    np.clip(out, 0.0, 1.0, out=out)
+    out.clip(0.0, 1.0, out=out)
 
 
 def leaky_relu(x: np.ndarray, out: np.ndarray, slope: np.ndarray | float) -> None:
     """x for x >= 0, slope * x below, as max(x, 0) + slope * min(x, 0): no data-dependent select, and no
     cancellation (x + (slope - 1) * min(x, 0) loses ~6e-6 relative for slope 0.01)."""
-    negative = np.clip(x, -np.inf, 0.0)
+    negative = x.clip(-np.inf, 0.0)
     negative *= slope
     relu(x, out)
     out += negative
@@ -57,7 +58,7 @@ def leaky_relu(x: np.ndarray, out: np.ndarray, slope: np.ndarray | float) -> Non
 
 def elu(x: np.ndarray, out: np.ndarray, alpha: float) -> None:
     """x for x > 0, alpha * (exp(x) - 1) below."""
-    negative = np.clip(x, -np.inf, 0.0)
+    negative = x.clip(-np.inf, 0.0)
     np.expm1(negative, out=negative)
     negative *= alpha
     relu(x, out)
@@ -112,7 +113,7 @@ def mish(x: np.ndarray, out: np.ndarray) -> None:
 
 def celu(x: np.ndarray, out: np.ndarray, alpha: float) -> None:
     """max(x, 0) + min(alpha * (exp(x / alpha) - 1), 0)."""
-    negative = np.clip(x, -np.inf, 0.0)
+    negative = x.clip(-np.inf, 0.0)
     negative *= 1.0 / alpha
     np.expm1(negative, out=negative)
     negative *= alpha
@@ -152,8 +153,8 @@ def gated(gate: Activation) -> Activation:
 Params = tuple[float, float, float, float]     # alpha, beta, min_val, max_val
 _FACTORIES: dict[int, Callable[[Params], Activation]] = {
     A.RELU: lambda p: relu,
-    A.RELU6: lambda p: lambda x, out: np.clip(x, 0.0, 6.0, out=out),
-    A.HARD_TANH: lambda p: lambda x, out: np.clip(x, p[2], p[3], out=out),
+    A.RELU6: lambda p: lambda x, out: x.clip(0.0, 6.0, out=out),
+    A.HARD_TANH: lambda p: lambda x, out: x.clip(p[2], p[3], out=out),
     A.LEAKY_RELU: lambda p: lambda x, out: leaky_relu(x, out, p[0]),
     A.ELU: lambda p: lambda x, out: elu(x, out, p[0]),
     A.SIGMOID: lambda p: sigmoid,
