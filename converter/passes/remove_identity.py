@@ -1,14 +1,26 @@
 """remove_identity: drop nodes that return their input unchanged, as each op's `traits(op).noop` says (Identity,
 inference Dropout, no-op Cast, Reshape/Flatten/Squeeze to the same static shape, Transpose by the identity
-permutation)."""
+permutation, Slice keeping every element)."""
 from __future__ import annotations
+
+import numpy as np
 
 from converter.ir import Graph, Node
 from lite.rewrites import returns_input
 from lite.traits import SAME_SHAPE, traits
 
 
+def _is_full_slice(graph: Graph, node: Node) -> bool:
+    """A Slice keeping every element: equal static shapes and forward steps (a backward one reverses)."""
+    x, y = graph.values[node.inputs[0]], graph.values[node.outputs[0]]
+    steps = graph.const(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else np.ones(1)
+    return (not (x.dynamic or y.dynamic) and steps is not None and bool((steps > 0).all())
+            and all(d >= 0 for d in x.shape) and tuple(x.shape) == tuple(y.shape) and x.dtype == y.dtype)
+
+
 def _is_noop(graph: Graph, node: Node) -> bool:
+    if node.op == "Slice" and len(node.outputs) == 1:
+        return _is_full_slice(graph, node)
     if len(node.outputs) != 1 or not node.inputs or traits(node.op).noop is None:
         return False    # (also: an op whose first input is an omitted optional one, a Loop without a trip count)
     x, y = graph.values[node.inputs[0]], graph.values[node.outputs[0]]

@@ -167,7 +167,7 @@ def _merge_transposes(graph: Graph, node: Node) -> bool:
 
 def _as_reshape(graph: Graph, node: Node, perm: Perm) -> bool:
     """A transpose that keeps the order of all dims other than 1s is a (copy-free) reshape. The target shape
-    copies dims that stay in place (0) and infers the one moved dim (-1), so it survives a batch Resize."""
+    copies dims that stay in place (0) and infers the first moved dim (-1), so it survives a batch Resize."""
     x = graph.values[node.inputs[0]]
     if x.dynamic:           # its rank may be a guess: only a transpose knows how many dims it has
         return False
@@ -175,10 +175,37 @@ def _as_reshape(graph: Graph, node: Node, perm: Perm) -> bool:
     if moved != sorted(moved):
         return False
     shape = [0 if p == i else 1 if x.shape[p] == 1 else -1 for i, p in enumerate(perm)]
-    if shape.count(-1) > 1:
-        return False
+    if shape.count(-1) > 1:         # the first moved dim inferred, the others static
+        first = shape.index(-1)
+        shape = [x.shape[p] if d == -1 and i > first else d for i, (d, p) in enumerate(zip(shape, perm))]
     node.op, node.attrs = "Reshape", {}
     node.inputs = [node.inputs[0], graph.add_const(np.array(shape, np.int64), node.name + "/shape")]
+    return True
+
+
+def _push_squeeze(graph: Graph, node: Node) -> bool:
+    """Squeeze and Unsqueeze with constant axes, done on the untransposed input: its own size-1 dims dropped, or new
+    ones appended at its end, and the perm renumbered (a Conv1D exported as Unsqueeze, Conv, Squeeze)."""
+    t = _transpose_input(graph, node.inputs[0])
+    axes = graph.const(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else None
+    if (t is None or axes is None or graph.values[t[0]].dynamic
+            or any(len(graph.values[v].quant_params) > 1 for v in (t[0], *node.outputs))):
+        return False
+    source, perm = t
+    rank = len(perm)
+    if node.op == "Squeeze":
+        gone = {int(a) % rank for a in axes.ravel()}
+        dropped = sorted(perm[a] for a in gone)
+        out_perm = tuple(p - sum(d < p for d in dropped) for j, p in enumerate(perm) if j not in gone)
+        new_axes = dropped
+    else:
+        out_rank = rank + axes.size
+        added = sorted(int(a) % out_rank for a in axes.ravel())
+        kept = iter(perm)
+        out_perm = tuple(rank + added.index(j) if j in added else next(kept) for j in range(out_rank))
+        new_axes = list(range(rank, out_rank))
+    axes_name = graph.add_const(np.array(new_axes, np.int64), node.inputs[1] + "_nhwc")
+    _rewrite(graph, node, [source, axes_name], dict(node.attrs), out_perm)
     return True
 
 
@@ -194,6 +221,8 @@ def _push(graph: Graph, node: Node) -> bool:
     """Move the transposes before `node` past it (or merge them, for a Transpose); True when the graph changed."""
     if node.op == "Transpose":
         return _merge_transposes(graph, node)
+    if node.op in ("Squeeze", "Unsqueeze"):
+        return _push_squeeze(graph, node)
     push = PUSH.get(traits(node.op).layout.kind)
     return push is not None and push(graph, node)
 
