@@ -28,17 +28,20 @@ def _spatial_pads(graph: Graph, pad_node) -> tuple[int, int, int, int] | None:
 
 
 def fuse_pad(graph: Graph) -> None:
-    for conv in [n for n in graph.nodes if traits(n.op).absorbs_pad]:
-        pad_node = graph.producer(conv.inputs[0])
-        if (pad_node is None or pad_node.op != "Pad" or graph.uses(conv.inputs[0]) != 1
-                or conv.attrs.get("pad_mode", fb.PadMode.PAD) not in (fb.PadMode.PAD, fb.PadMode.VALID)):
-            continue
+    """Every reader of the Pad must absorb it (MediaPipe's pose detector feeds one Pad to two convs)."""
+    for pad_node in graph.op_nodes("Pad"):
+        readers = graph.consumers(pad_node.outputs[0])
         pads = _spatial_pads(graph, pad_node)
-        if pads is None:
+        if (pads is None or not readers or pad_node.outputs[0] in graph.outputs
+                or any(not traits(conv.op).absorbs_pad or conv.inputs.count(pad_node.outputs[0]) != 1
+                       or conv.inputs[0] != pad_node.outputs[0]
+                       or conv.attrs.get("pad_mode", fb.PadMode.PAD) not in (fb.PadMode.PAD, fb.PadMode.VALID)
+                       for conv in readers)):
             continue
-        if conv.attrs.get("pad_mode") == fb.PadMode.VALID:      # no padding of its own: the Pad's is all of it
-            conv.attrs.update(pad_mode=fb.PadMode.PAD, pad_top=0, pad_bottom=0, pad_left=0, pad_right=0)
-        for key, extra in zip(("pad_top", "pad_bottom", "pad_left", "pad_right"), pads):
-            conv.attrs[key] = conv.attrs.get(key, 0) + extra
-        conv.inputs[0] = pad_node.inputs[0]
+        for conv in readers:
+            if conv.attrs.get("pad_mode") == fb.PadMode.VALID:      # no padding of its own: the Pad's is all of it
+                conv.attrs.update(pad_mode=fb.PadMode.PAD, pad_top=0, pad_bottom=0, pad_left=0, pad_right=0)
+            for key, extra in zip(("pad_top", "pad_bottom", "pad_left", "pad_right"), pads):
+                conv.attrs[key] = conv.attrs.get(key, 0) + extra
+            conv.inputs[0] = pad_node.inputs[0]
     graph.prune()

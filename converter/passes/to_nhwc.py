@@ -154,6 +154,47 @@ def _push_per_axis_inputs(graph: Graph, node: Node) -> bool:
     return True
 
 
+def _block_move_nhwc(op: str, crd: bool, b: int, shape: tuple[int, ...]) -> tuple[list[int], Perm, list[int]]:
+    """DepthToSpace / SpaceToDepth of an NHWC tensor of `shape` as (split shape, perm, joined shape): each pixel's
+    channels move as whole runs (DCR mode: runs of C / b²; CRD: of single floats)."""
+    _, h, w, c = shape
+    if op == "DepthToSpace":
+        d = c // (b * b)
+        split = [0, h, w, d, b, b] if crd else [0, h, w, b, b, d]
+        return split, (0, 1, 4, 2, 5, 3) if crd else (0, 1, 3, 2, 4, 5), [0, h * b, w * b, d]
+    joined = [0, h // b, w // b, c * b * b]
+    return [0, h // b, b, w // b, b, c], (0, 1, 3, 5, 2, 4) if crd else (0, 1, 3, 2, 4, 5), joined
+
+
+def _push_block_move(graph: Graph, node: Node) -> bool:
+    """DepthToSpace and SpaceToDepth (NCHW ops) of an NHWC tensor seen through a Transpose: done in NHWC as
+    Reshape, Transpose, Reshape, one copy instead of three (MediaPipe's pose detector: 0.71 of 10.6 ms on one
+    thread went to those copies and the NCHW Pads between them)."""
+    t = _transpose_input(graph, node.inputs[0])
+    x = graph.values[t[0]] if t else None
+    if (x is None or t[1] != (0, 3, 1, 2) or x.dynamic or not x.static or x.rank != 4
+            or any(len(graph.values[v].quant_params) > 1 for v in (t[0], *node.outputs))):
+        return False
+    b = int(node.attrs.get("block_size", 0))
+    _, h, w, c = x.shape
+    if b < 1 or (c % (b * b) if node.op == "DepthToSpace" else h % b or w % b):
+        return False
+    split, perm, joined = _block_move_nhwc(node.op, node.attrs.get("mode") == fb.DepthToSpaceMode.CRD, b, x.shape)
+    source, out = t[0], graph.values[node.outputs[0]]
+    for op, attrs in (("Reshape", split), ("Transpose", perm), ("Reshape", joined)):
+        shape = [graph.add_const(np.array(attrs, np.int64), f"{node.name}/shape")] if op == "Reshape" else []
+        moved = Node(op, graph.fresh(f"{node.name}/nhwc_{op.lower()}"), [source, *shape],
+                     [graph.fresh(out.name + "_nhwc")], {"perm": list(perm)} if op == "Transpose" else {},
+                     quant_type=node.quant_type, rounding=node.rounding)
+        graph.values[moved.outputs[0]] = Value(moved.outputs[0], (), out.dtype, quant_params=list(out.quant_params))
+        graph.nodes.insert(graph.nodes.index(node), moved)
+        infer_node(graph, moved)
+        source = moved.outputs[0]
+    graph.values[source].format = fb.Format.NHWC
+    node.op, node.inputs, node.attrs = "Transpose", [source], {"perm": [0, 3, 1, 2]}
+    return True
+
+
 def _merge_transposes(graph: Graph, node: Node) -> bool:
     t = _transpose_input(graph, node.inputs[0])
     perm = tuple(int(p) for p in node.attrs["perm"])
@@ -223,6 +264,8 @@ def _push(graph: Graph, node: Node) -> bool:
         return _merge_transposes(graph, node)
     if node.op in ("Squeeze", "Unsqueeze"):
         return _push_squeeze(graph, node)
+    if node.op in ("DepthToSpace", "SpaceToDepth"):
+        return _push_block_move(graph, node)
     push = PUSH.get(traits(node.op).layout.kind)
     return push is not None and push(graph, node)
 
