@@ -18,6 +18,8 @@ class CompiledLoop(RecurrentKernel):
     change between runs (a training graph's), else once when bound: a streaming model runs a step or a few per
     call, where copying R^T took most of the call (Silero VAD's 128-unit LSTM: 256 KB a step)."""
 
+    streams = True      # whether `Streaming` may run the node (not the quantized loops: their runs wrap this one's)
+
     def fits(self) -> bool:
         """Whether the op's compiled loop runs this node (the default gates, no option it leaves out)."""
         raise NotImplementedError
@@ -47,7 +49,8 @@ class CompiledLoop(RecurrentKernel):
                 for d in range(self.D):
                     self.take_weights(d, inputs[2][d], b)
         lens = inputs[4] if len(inputs) > 4 else None
-        self.streaming = Streaming(self, inputs, outputs) if self.compiled and self.constant and lens is None else None
+        fast = self.streams and self.compiled and self.constant and lens is None
+        self.streaming = Streaming(self, inputs, outputs) if fast else None
 
     def run(self, inputs, outputs) -> None:
         if self.streaming is None:

@@ -18,6 +18,7 @@ class DynamicLoop(CompiledLoop):
     the scales are (`scales`), which bias the projection adds (`projection_bias`) and which each step adds
     (`step_bias`)."""
     scales: range
+    streams = False
 
     def projection_bias(self, b: np.ndarray | None) -> np.ndarray | None:
         return None

@@ -115,6 +115,7 @@ def gru_direction(pre, rt, r_scale, rb_h, init, states, mask, reverse, linear_be
 class Int8Loop:
     """Y's grid as the compiled loops take it, and the exactness bound of their float32 level sums (a mixin
     before the float compiled sibling, whose buffers hold R's levels here)."""
+    streams = False
 
     def grid(self) -> tuple:
         q = self.out_q[0]
