@@ -1,7 +1,7 @@
 """Whether the ahead-of-time library's `signatures.txt` covers every compiled-kernel call of the zoo and the wild
-bench: each model, float and quantized (static int8 PTQ, DYNAMIC_QUANT), runs once with numba's JIT at 1 and 2
-threads while its calls are recorded (`lite.kernels.compiled.aot.build.recorded`); the entries the file lacks are
-listed and the exit status is 1.
+bench: each model, float and quantized (static int8 PTQ, DYNAMIC_QUANT, onnxruntime's QDQ), runs once with
+numba's JIT at 1 and 2 threads while its calls are recorded (`lite.kernels.compiled.aot.build.recorded`); the
+entries the file lacks are listed and the exit status is 1.
 
     python bench/aot_signatures.py [--write] [--models mobilenet_v2,text_encoder,...]
 
@@ -26,6 +26,7 @@ CALIBRATION = 2
 FREE_DIM = 128       # a free image side (tiny_yolo's)
 INT8 = ("lenet5", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_lite0", "resnet18", "tiny_yolo")
 DYNAMIC = ("text_encoder", "kws_lstm", "kws_gru", "crnn")
+QDQ = ("mobilenet_v2", "resnet18")      # also as onnxruntime's quantize_static writes them (its own rounding)
 
 
 def zoo_model(name: str, input_size: int | None = None) -> Any:
@@ -58,6 +59,32 @@ def static_int8(model: Any) -> bytes:
     samples = [{name: rng.standard_normal(shape).astype(np.float32) for name, shape in given.items()}
                for _ in range(CALIBRATION)]
     return to_bytes(quantize(to_graph(model, given), QuantConfig(method="MAX_MIN"), samples))
+
+
+def onnxruntime_qdq(model: Any) -> bytes:
+    """onnxruntime's `quantize_static` QDQ form of `model` (int8, weights per channel), calibrated on random
+    floats, converted: its convolutions requantize by onnxruntime's rule, which has kernels of its own."""
+    import onnx
+    from onnxruntime import quantization
+
+    from converter import convert
+    given = shapes(model)
+    rng = np.random.default_rng(0)
+    samples = iter([{name: rng.standard_normal(shape).astype(np.float32) for name, shape in given.items()}
+                    for _ in range(CALIBRATION)])
+
+    class Samples(quantization.CalibrationDataReader):
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(samples, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source, target = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
+        onnx.save(model, source)
+        quantization.quantize_static(source, target, Samples(), per_channel=True,
+                                     quant_format=quantization.QuantFormat.QDQ,
+                                     activation_type=quantization.QuantType.QInt8,
+                                     weight_type=quantization.QuantType.QInt8)
+        return convert(onnx.load(target), given)
 
 
 def dynamic_int8(model: Any) -> bytes:
@@ -99,6 +126,8 @@ def files(names: list[str], folder: Path,
             add(f"{name}_int8", lambda: static_int8(model))
         if name in DYNAMIC:
             add(f"{name}_dynamic", lambda: dynamic_int8(model))
+        if name in QDQ:
+            add(f"{name}_qdq", lambda: onnxruntime_qdq(model))
     return paths, feeds, skipped
 
 

@@ -15,7 +15,8 @@ LLVM IR (`_tile_code`) since numba's loops kept the sums in memory: 2.0x the per
 depthwise layers on one core (17-20 against 7-9 GMAC/s). Float32 sums are fused multiply-adds, so they agree
 with the numpy kernel within float32 rounding. int8 runs the same tiles on its input rows centred (x - zp) into
 float32 (per output row, in cache), exact while every channel's sum of |x - zp| |w| stays below 2^24 (checked
-when it binds), and requantizes as `float_form` does: bit for bit the integer result, 1.3-2x the int32 kernel.
+when it binds), and requantizes as `float_form` does (given a float32 scale, as onnxruntime's `float32_form`,
+the bias then in the initial sums): bit for bit the integer result, 1.3-2x the int32 kernel.
 The generic kernels (`depthwise_f32`, `depthwise_i8`) take every other shape, each float32 sum in the numpy
 kernel's order.
 
@@ -40,12 +41,13 @@ def _vector(builder, address, vector):
     return builder.inttoptr(address, vector.as_pointer())
 
 
-def _tile_code(dense, int8, pixels, vectors, lanes, context, builder, signature, args):
+def _tile_code(dense, int8, product32, pixels, vectors, lanes, context, builder, signature, args):
     """out[o_at + p o_step + lanes v + l] = epilogue(acc) for p < pixels, v < vectors, lanes l, where acc =
     init[param + lanes v + l] + sum_t x[x_at + p x_step + tap_x[t] (+ lanes v + l unless dense)]
     w[tap_w[t] + lanes v + l] (float32, addresses in elements): depthwise reads a vector of channels per tap,
     dense one input value for all output channels. float32 out: epilogue clamp(acc, lo, hi). int8 out:
-    clip(trunc(acc scale + offset), 0, hi) + lo with per-channel float64 scale and offset."""
+    clip(trunc(t), 0, hi) + lo, t = acc scale + offset with per-channel float64 scale and offset, or with
+    `product32` (a float32 scale: onnxruntime's rule) t = rint(acc scale) + offset, the product in float32."""
     xa, x_at, x_step, wa, w_at, txa, twa, taps, ia, sa, fa, param, lo, hi, oa, o_at, o_step = args
     kinds = signature.args[:4] + signature.args[5:]
     vec, dvec = ir.VectorType(F32, lanes), ir.VectorType(F64, lanes)
@@ -78,15 +80,19 @@ def _tile_code(dense, int8, pixels, vectors, lanes, context, builder, signature,
     zero = ir.Constant(dvec if int8 else vec, [0.0] * lanes)
     low, high = (splat(builder, lo, i32s), splat(builder, hi, dvec)) if int8 else (splat(builder, lo, vec),
                                                                                    splat(builder, hi, vec))
+    rint = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec]), f"llvm.rint.v{lanes}f32")
     for v in range(vectors):
         if int8:
-            scale, offset = (load(builder.add(addr(k, a), builder.add(p8, const(8 * lanes * v))), dvec, 8)
-                             for k, a in ((8, sa), (9, fa)))
+            offset = load(builder.add(addr(9, fa), builder.add(p8, const(8 * lanes * v))), dvec, 8)
+            scale = (load(builder.add(addr(8, sa), builder.add(p4, const(4 * lanes * v))), vec, 4) if product32
+                     else load(builder.add(addr(8, sa), builder.add(p8, const(8 * lanes * v))), dvec, 8))
         for p in range(pixels):
             r = builder.load(accs[p * vectors + v])
             at = builder.add(builder.mul(const(p), o_step), const(lanes * v))
             if int8:
-                t = builder.fadd(builder.fmul(builder.fpext(r, dvec), scale), offset)
+                t = (builder.fpext(builder.call(rint, [builder.fmul(r, scale)]), dvec) if product32
+                     else builder.fmul(builder.fpext(r, dvec), scale))
+                t = builder.fadd(t, offset)
                 t = builder.select(builder.fcmp_ordered("<", t, zero), zero, t)
                 t = builder.select(builder.fcmp_ordered(">", t, high), high, t)
                 q = builder.trunc(builder.add(builder.fptosi(t, i32s), low), i8s)
@@ -102,11 +108,12 @@ def _tile_kernel(pixels: int, vectors: int, lanes: int):
     @intrinsic
     def tile(typingctx, x, x_at, x_step, w, w_at, tap_x, tap_w, taps, init, scale, offset, param, lo, hi, out,
              o_at, o_step):
-        """One register tile (`_tile_code`): dense when w is [KH, KW, C, O], requantized when `out` is int8
-        (float32 ignores scale and offset)."""
+        """One register tile (`_tile_code`): dense when w is [KH, KW, C, O], requantized when `out` is int8, by
+        onnxruntime's rule when `scale` is float32 (float32 ignores scale and offset)."""
         sig = types.void(x, x_at, x_step, w, w_at, tap_x, tap_w, taps, init, scale, offset, param, lo, hi, out,
                          o_at, o_step)
-        return sig, functools.partial(_tile_code, w.ndim == 4, out.dtype == types.int8, pixels, vectors, lanes)
+        return sig, functools.partial(_tile_code, w.ndim == 4, out.dtype == types.int8,
+                                      scale.dtype == types.float32, pixels, vectors, lanes)
     return tile
 
 

@@ -1,9 +1,9 @@
-"""The compiled sibling of int8 Conv2D, where `Requantizer`'s float form is one exact affine floor (or onnxruntime's
-float32 rule, which the generic depthwise kernel and the GEMM epilogue also run):
+"""The compiled sibling of int8 Conv2D, where `Requantizer`'s float form is one exact affine floor or onnxruntime's
+float32 rule (which every compiled path also runs):
 - direct kernels (`conv`): int32 sums of centred products that skip the padding, requantized as they are
   written; register tiles on the input centred into float32 where those sums are exact in float32 (depthwise
-  convs of whole vectors of channels, dense first layers), the generic depthwise kernel where int32 cannot
-  overflow;
+  convs of whole vectors of channels, dense first layers; onnxruntime's rule counts the bias in them), the
+  generic depthwise kernel where int32 cannot overflow;
 - dense convolutions (group 1): `int8.gemm_requantize`, int16-pair products into int32 accumulators, requantized
   in the GEMM's epilogue (with MindSpore Lite's branch where the model rounds as it does), reading the NHWC rows
   (1x1) or int8 im2col columns;
@@ -21,25 +21,35 @@ from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
 from lite.kernels.compiled.conv2d import dense_taps, depthwise_taps, tiled_dense, tiled_depthwise
 from lite.kernels.int8.common import int32_gemm_fits
 from lite.kernels.int8.conv2d import F32, MAX_ABS_X, Conv2DInt8Kernel
-from lite.kernels.int8.requantize import ONNXRUNTIME
+from lite.kernels.int8.requantize import ONNXRUNTIME, Requantizer
 
 
-def exact_in_float32(centred: np.ndarray, zero_point: int) -> bool:
-    """Whether every depthwise sum zsum + sum (x - zp) w' of these centred weights [O, K] is an integer below
-    2^24, so float32 holds it exactly (|x - zp| <= 255)."""
+def exact_in_float32(centred: np.ndarray, init: np.ndarray) -> bool:
+    """Whether every partial sum init + sum (x - zp) w' of these centred weights [O, K] from per-channel initial
+    values is an integer below 2^24, so float32 holds it exactly (|x - zp| <= 255)."""
     from lite.kernels.compiled.conv import EXACT_SUM
-    bound = 255 * np.abs(centred).sum(axis=1) + np.abs(zero_point * centred.sum(axis=1))
+    bound = 255 * np.abs(centred).sum(axis=1) + np.abs(init)
     return float(bound.max()) < EXACT_SUM
+
+
+def tile_epilogue(rq: Requantizer, zsum: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The register tiles' (init, scale, offset) per channel: zsum, and `float_form`'s scale and offset; for
+    onnxruntime's rule the sums start from zsum plus the folded bias (the model's int32 bias), then the float32
+    multiplier and the shift zp - lo after the rounding (`conv._tile_code`)."""
+    scale, offset, lo, _ = rq.per_channel(len(zsum))
+    if rq.rounding != ONNXRUNTIME:
+        return zsum.astype(np.float64), scale, offset
+    return zsum + offset, scale.astype(F32), np.full(len(zsum), float(rq.zero_point - lo))
 
 
 @register("Conv2D", DataType.INT8, quantized=True, backend="compiled")
 class Conv2DInt8Compiled(Conv2DInt8Kernel):
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
-        g, affine = self.geo, self.requantize.affine
-        self.tiled = (affine and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g) or tiled_dense(g))
-                      and exact_in_float32(self.centred, self.qx.zero_point))
-        product32 = self.requantize.rounding == ONNXRUNTIME       # which `depthwise_i8` runs too
-        self.compiled_direct = self.tiled or ((affine or product32) and g.group > 1 and g.group == g.in_channels
+        g, rq = self.geo, self.requantize
+        fused = rq.affine or rq.rounding == ONNXRUNTIME         # the forms the direct kernels run
+        self.tiled = (fused and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g) or tiled_dense(g))
+                      and exact_in_float32(self.centred, tile_epilogue(rq, self.zsum())[0]))
+        self.compiled_direct = self.tiled or (fused and g.group > 1 and g.group == g.in_channels
                                               and int(self.bounds.max()) < 1 << 30)  # int32 sums cannot overflow
         self.compiled_gemm = (self.requantize.exact and not self.tiled and g.group == 1
                               and int32_gemm_fits(self.centred, MAX_ABS_X))
@@ -101,6 +111,10 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
             lhs = work[0]
         self.call = int8.bind(lhs, self.centred.T, self.requantize, out.reshape(g.rows, g.out_channels))
 
+    def zsum(self) -> np.ndarray:
+        """The padding's share of each channel's centred sum, zp_x sum w' (`bind_direct`)."""
+        return self.qx.zero_point * self.centred.sum(axis=1)
+
     def bind_direct(self, x: np.ndarray, out: np.ndarray) -> None:
         """The direct kernels: int32 sums of centred products, skipping the padding (its share, the zero point
         times the taps, is the constant `zsum`), requantized as they are written; as register tiles (on the
@@ -109,16 +123,17 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
         g, zp = self.geo, self.qx.zero_point
         weight = self.centred.reshape(g.out_channels, g.wh.kernel, g.ww.kernel, g.in_channels // g.group)
         taps = np.ascontiguousarray((dense_taps if g.group == 1 else depthwise_taps)(weight), np.int32)
-        zsum = (zp * self.centred.sum(axis=1)).astype(np.int32)
         rq = self.requantize
         scale, offset, lo, top = rq.per_channel(self.geo.out_channels)
         window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
         work = out.size * g.depth
         if self.tiled:
+            init, scale, offset = tile_epilogue(rq, self.zsum())
             self.call = conv.conv_tiled.bind(work, x, True, np.zeros(1, F32), np.int32(zp), taps.astype(F32),
-                                             zsum.astype(F32), scale, offset, np.int32(lo), np.float64(top), out,
+                                             init.astype(F32), scale, offset, np.int32(lo), np.float64(top), out,
                                              *window)
         else:
+            zsum = self.zsum().astype(np.int32)
             self.call = conv.depthwise_i8.bind(work, x, taps, zsum, np.int32(zp), scale, offset,
                                                np.int32(rq.rounding == ONNXRUNTIME), np.float64(rq.zero_point - lo),
                                                np.int32(lo), top, out, *window)

@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import aot_signatures  # noqa: E402
 
 # One model per compiled-kernel family: CNN (conv tiles, Winograd, depthwise, GEMM, pooling), int8 CNN (conv, FC,
-# requantize, pooling, quant cast, arithmetic), transformer (LayerNorm, GELU, softmax, attention GEMMs) and its
+# requantize, pooling, quant cast, arithmetic; onnxruntime's QDQ form and its rounding), transformer (LayerNorm, GELU, softmax, attention GEMMs) and its
 # dynamic int8 GEMM, recurrent float and dynamic int8.
 MODELS = ["mobilenet_v2", "lenet5", "tiny_yolo", "text_encoder", "kws_gru"]
 INPUT_SIZE = 96        # of the classifiers, for speed (`bench/aot_signatures.py` checks the zoo at full size)
@@ -27,7 +27,7 @@ INPUT_SIZE = 96        # of the classifiers, for speed (`bench/aot_signatures.py
 def test_every_call_of_the_zoo_models_has_its_signature(tmp_path: Path) -> None:
     from lite.kernels.compiled.aot import build
     paths, feeds, _ = aot_signatures.files(MODELS, tmp_path, INPUT_SIZE)
-    assert len(paths) == 10, paths                 # each float, and each int8 form the bench makes of it
+    assert len(paths) == 11, paths                 # each float, and each int8 form the bench makes of it
     lacking = build.missing(build.recorded(paths, feeds))
     assert not lacking, ("entries missing from signatures.txt (add them with `python bench/aot_signatures.py "
                          "--write`):\n" + "\n".join(lacking))

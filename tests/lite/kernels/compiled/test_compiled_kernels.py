@@ -339,6 +339,22 @@ def test_int8_conv_rounds_as_onnxruntime_on_both_paths(case: tuple, kernels: str
         int8_tests.test_conv2d_rounds_as_onnxruntime(case)
 
 
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+def test_int8_register_tiles_round_as_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The depthwise (16 and 32 + 8 channels) and stem-like cases of onnxruntime's rule run as register tiles
+    (float32 multiplier, the bias in the initial sums), not the generic kernels, and round as MLAS does."""
+    from lite.kernels.compiled.int8_conv2d import Conv2DInt8Compiled
+    from lite.kernels.int8.requantize import ONNXRUNTIME
+    tiled, bind = [], Conv2DInt8Compiled.bind_direct
+    monkeypatch.setattr(Conv2DInt8Compiled, "bind_direct", lambda self, *a: (
+        tiled.append(self.tiled) if self.node.rounding == ONNXRUNTIME else None, bind(self, *a)))
+    cases = [c for c in int8_tests.ONNXRUNTIME_CONVS if c[3] % 8 == 0 and c[8] == c[3] or c[3] <= 4 and c[8] == 1]
+    with selection("compiled"):
+        for case in cases:
+            int8_tests.test_conv2d_rounds_as_onnxruntime(case)
+    assert len(cases) == 3 and tiled == [True] * 3
+
+
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("case", nn_tests.POOL_CASES)
 def test_pooling_matches_onnxruntime_on_both_paths(case: str, kernels: str,

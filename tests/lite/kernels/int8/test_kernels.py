@@ -352,7 +352,7 @@ def ref_onnxruntime(acc: int, s_x: float, s_w: float, s_y: float, zp: int, lo: i
 # (N, H, W, C, O, K, stride, pad, group): dense 1x1 and 3x3 (the compiled GEMM), depthwise (the direct kernel),
 # grouped (the float32 GEMM and a requantization pass)
 ONNXRUNTIME_CONVS = [(1, 6, 7, 8, 20, 1, 1, 0, 1), (2, 6, 5, 6, 18, 3, 1, 1, 1), (1, 9, 8, 16, 16, 3, 2, 1, 16),
-                     (1, 5, 6, 8, 8, 3, 1, 1, 2)]
+                     (1, 5, 6, 8, 8, 3, 1, 1, 2), (2, 9, 10, 3, 24, 3, 2, 1, 1), (1, 7, 6, 40, 40, 3, 1, 1, 40)]
 
 
 @pytest.mark.parametrize("case", ONNXRUNTIME_CONVS)
