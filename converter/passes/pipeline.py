@@ -5,6 +5,7 @@ from functools import partial
 from typing import Callable, Iterable
 
 from converter.ir import Graph
+from converter.passes.conv_before_resize import conv_before_resize
 from converter.passes.fold_constants import fold_constants
 from converter.passes.fuse_activation import fuse_activation, split_activation
 from converter.passes.fuse_affine import fuse_affine
@@ -12,6 +13,7 @@ from converter.passes.fuse_attention import fuse_attention
 from converter.passes.fuse_batchnorm import fuse_batchnorm
 from converter.passes.fuse_gelu import fuse_gelu
 from converter.passes.fuse_layer_norm import fuse_layer_norm
+from converter.passes.fuse_one_hot import fuse_one_hot
 from converter.passes.fuse_pad import fuse_pad
 from converter.passes.fuse_prelu import fuse_prelu
 from converter.passes.fuse_residual import fuse_residual
@@ -28,7 +30,9 @@ PASSES: dict[str, Callable[[Graph], None]] = {
     "fuse_pad": fuse_pad,
     "fuse_batchnorm": fuse_batchnorm,
     "fuse_affine": fuse_affine,
+    "fuse_one_hot": fuse_one_hot,
     "fuse_activation": fuse_activation,
+    "conv_before_resize": conv_before_resize,
     "fuse_residual": fuse_residual,
     "fuse_prelu": fuse_prelu,
 }
@@ -38,8 +42,8 @@ PASSES: dict[str, Callable[[Graph], None]] = {
 # BatchNorm folded into a weight, and every op keeps its gradient rule), activations fused by the source model
 # (TFLite's) split off; remove_identity keeps train-mode ops.
 FOR_TRAINING: dict[str, Callable[[Graph], None] | None] = {
-    **dict.fromkeys(("fuse_layer_norm", "fuse_gelu", "fuse_attention", "fuse_pad", "fuse_batchnorm", "fuse_affine",
-                     "fuse_residual", "fuse_prelu")),
+    **dict.fromkeys(("fuse_layer_norm", "fuse_gelu", "fuse_attention", "fuse_one_hot", "fuse_pad", "fuse_batchnorm",
+                     "fuse_affine", "conv_before_resize", "fuse_residual", "fuse_prelu")),
     "fuse_activation": split_activation,
     "remove_identity": partial(remove_identity, training=True),
 }
