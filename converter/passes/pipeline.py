@@ -5,7 +5,6 @@ from functools import partial
 from typing import Callable, Iterable
 
 from converter.ir import Graph
-from converter.passes.conv_before_resize import conv_before_resize
 from converter.passes.fold_constants import fold_constants
 from converter.passes.fuse_activation import fuse_activation, split_activation
 from converter.passes.fuse_affine import fuse_affine
@@ -32,7 +31,6 @@ PASSES: dict[str, Callable[[Graph], None]] = {
     "fuse_affine": fuse_affine,
     "fuse_one_hot": fuse_one_hot,
     "fuse_activation": fuse_activation,
-    "conv_before_resize": conv_before_resize,
     "fuse_residual": fuse_residual,
     "fuse_prelu": fuse_prelu,
 }
@@ -43,7 +41,7 @@ PASSES: dict[str, Callable[[Graph], None]] = {
 # (TFLite's) split off; remove_identity keeps train-mode ops.
 FOR_TRAINING: dict[str, Callable[[Graph], None] | None] = {
     **dict.fromkeys(("fuse_layer_norm", "fuse_gelu", "fuse_attention", "fuse_one_hot", "fuse_pad", "fuse_batchnorm",
-                     "fuse_affine", "conv_before_resize", "fuse_residual", "fuse_prelu")),
+                     "fuse_affine", "fuse_residual", "fuse_prelu")),
     "fuse_activation": split_activation,
     "remove_identity": partial(remove_identity, training=True),
 }
