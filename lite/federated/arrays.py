@@ -45,7 +45,8 @@ def view(array: Array) -> np.ndarray:
         if read_header is None:
             raise ValueError("unknown .npy version")
         shape, fortran, dtype = read_header(stream)
-    except (ValueError, SyntaxError, tokenize.TokenError) as e:      # numpy parses the header as Python tokens
+    except (ValueError, SyntaxError, tokenize.TokenError, TypeError) as e:
+        # numpy parses the header as Python tokens, and sorts a wrong dict's keys (bytes beside str: TypeError)
         raise InputTensorError(f"array bytes are not a .npy array: {e}") from e
     if dtype.kind not in "biufc" or fortran:       # objects, records, strings, datetimes: no weights
         raise InputTensorError(f"array of dtype {dtype} (fortran order {fortran}) is not a plain numeric array")
