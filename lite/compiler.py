@@ -192,9 +192,11 @@ class ExecutionPlan:
 
     @functools.cached_property
     def calls(self) -> list[tuple[int, Callable[..., None], list[np.ndarray | None], list[np.ndarray]]]:
-        """What a run without callbacks calls: (step index, the kernel's bound `run`, its inputs, its outputs) for
-        every step but the idle ones (a reshape into its input's memory): no attribute lookups per node."""
-        return [(k, s.kernel.run, s.inputs, s.outputs) for k, s in enumerate(self.steps) if not s.kernel.idle()]
+        """What a run without callbacks calls: (step index, f, a, b) for f(a, b), the kernel's `plain_call` (its
+        bound `run` on its inputs and outputs, or the one numpy call that run makes), for every step but the idle
+        ones (a reshape into its input's memory): no attribute lookups per node."""
+        return [(k, *s.kernel.plain_call(s.inputs, s.outputs)) for k, s in enumerate(self.steps)
+                if not s.kernel.idle()]
 
 
 def compile_graph(model: Model, input_shapes: dict[int, tuple[int, ...]], part: SubGraphDef | None = None,

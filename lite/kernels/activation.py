@@ -223,6 +223,9 @@ class ActivationKernel(Kernel):
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.fn(inputs[0], outputs[0])
 
+    def direct(self, inputs, outputs):
+        return self.fn, inputs[0], outputs[0]
+
 
 @register("PReLU", *FLOAT_TYPES)
 class PReLUKernel(Kernel):

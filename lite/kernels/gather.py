@@ -50,6 +50,12 @@ class GatherKernel(Kernel):
                 raise self.error(f"index {bad} is out of range for axis {axis} of size {dim}")
         return [TensorSpec(data.shape[:axis] + indices.shape + data.shape[axis + 1:], data.dtype)]
 
+    def direct(self, inputs, outputs):
+        """One constant index: a copy of the slice it selects."""
+        if self.indices is None or self.indices.ndim:
+            return None
+        return np.copyto, outputs[0], inputs[0][(slice(None),) * self.axis + (int(self.indices),)]
+
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         if self.indices is not None:
             np.take(inputs[0], self.indices, axis=self.axis, out=outputs[0], mode="clip")

@@ -56,6 +56,10 @@ class NewShapeKernel(Kernel):
         if self.copy:
             np.copyto(outputs[0], inputs[0].reshape(outputs[0].shape))
 
+    def direct(self, inputs, outputs):
+        source = inputs[0].reshape(outputs[0].shape)
+        return (np.copyto, outputs[0], source) if np.shares_memory(source, inputs[0]) else None
+
 
 declare("Reshape", "Flatten", "Squeeze", "Unsqueeze", noop=SAME_SHAPE, same_quant=True)
 

@@ -94,6 +94,9 @@ class UnaryKernel(Kernel):
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         self.fn(inputs[0], outputs[0])
 
+    def direct(self, inputs, outputs):
+        return self.fn, inputs[0], outputs[0]
+
 
 declare("Sqrt", "Exp", "Log", "Erf", "Neg", "Abs", layout=Layout(ELEMENTWISE))
 

@@ -51,3 +51,60 @@ def test_a_reshape_that_copies_runs() -> None:
     plan = session._plan
     assert "Reshape" in [plan.steps[k].node.op for k, *_ in plan.calls]
     _check(model, session)
+
+
+def test_one_call_kernels_run_as_that_call_on_every_run() -> None:
+    """Slice, Gather of one index, Transpose, a copying Unsqueeze, Sqrt and Relu run as their single numpy call
+    on views fixed at bind (no kernel method around it); each run reads its new input through those views."""
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["sliced"]),
+             helper.make_node("Gather", ["sliced", "index"], ["row"], axis=1),
+             helper.make_node("Transpose", ["sliced"], ["moved"], perm=[1, 0, 2]),
+             helper.make_node("Unsqueeze", ["x", "axis0"], ["lifted"]),
+             helper.make_node("Abs", ["row"], ["positive"]),
+             helper.make_node("Sqrt", ["positive"], ["root"]),
+             helper.make_node("Relu", ["moved"], ["relu"])]
+    consts = {"starts": [1], "ends": [3], "axes": [1], "index": 1, "axis0": [0]}
+    outputs = ["root", "relu", "lifted"]
+    graph = helper.make_graph(nodes, "direct", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 3])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+                              [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    session = _session(model)
+    plan = session._plan
+    direct = {plan.steps[k].node.op for k, call, *_ in plan.calls if getattr(call, "__self__", None)
+              is not plan.steps[k].kernel}
+    assert {"Slice", "Gather", "Transpose", "Unsqueeze", "Abs", "Sqrt", "Activation"} <= direct
+    rng = np.random.default_rng(3)
+    for _ in range(2):
+        x = rng.standard_normal((2, 4, 3)).astype(np.float32)
+        got, want = run_lite(session, {"x": x}), run_ort(model, {"x": x})
+        for name, expected in want.items():
+            np.testing.assert_allclose(got[name], expected, rtol=1e-6, err_msg=name)
+
+
+def test_a_subclass_that_runs_otherwise_keeps_its_run() -> None:
+    """`direct` stands for the `run` of the class defining both: a subclass overriding `run` alone is called
+    through its own `run`."""
+    from lite.kernel import Kernel
+    from lite.model import NodeDef
+
+    class Copy(Kernel):
+        def infer(self, inputs):
+            return list(inputs)
+
+        def run(self, inputs, outputs):
+            np.copyto(outputs[0], inputs[0])
+
+        def direct(self, inputs, outputs):
+            return np.copyto, outputs[0], inputs[0]
+
+    class Negate(Copy):
+        def run(self, inputs, outputs):
+            np.negative(inputs[0], out=outputs[0])
+
+    node = NodeDef("n", "Copy", None, [0], [1])
+    x, out = np.ones(3, np.float32), np.zeros(3, np.float32)
+    assert Copy(node).plain_call([x], [out])[0] is np.copyto
+    call, a, b = Negate(node).plain_call([x], [out])
+    call(a, b)
+    np.testing.assert_array_equal(out, -x)

@@ -205,6 +205,10 @@ class CompiledCall:
         else:
             super().run(inputs, outputs)                                             # type: ignore[misc]
 
+    def direct(self, inputs: Any, outputs: Any) -> Any:
+        """Not compiled: the numpy kernel's own one call, if its run is one."""
+        return None if self.compiled else self.plain_call(inputs, outputs, CompiledCall)  # type: ignore[attr-defined]
+
 
 class Compiled:
     """A kernel function (written with `prange` over its independent work) in a serial and a threaded form,
