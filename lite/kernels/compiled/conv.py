@@ -426,12 +426,13 @@ def global_pool_f32(x, out, average, lo, hi):  # pragma: no cover
         for o in range(c1 - c0):
             acc[o] = 0.0 if average else -np.inf
         for i in range(p):
+            row = x[b, i, c0:c1]         # a view: the loops below vectorise (indexing x, the max did not)
             if average:
                 for o in range(c1 - c0):
-                    acc[o] += x[b, i, c0 + o]
+                    acc[o] += row[o]
             else:
                 for o in range(c1 - c0):
-                    v = x[b, i, c0 + o]
+                    v = row[o]
                     if v > acc[o] or v != v:
                         acc[o] = v
         for o in range(c1 - c0):
