@@ -66,8 +66,8 @@ def window_offsets(g: Geometry, source: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def tiled_depthwise(g: Geometry) -> bool:
-    """Whether the register-tile kernel takes this depthwise conv: one output channel per input channel, a
-    whole number of 8-lane vectors of them."""
+    """Whether the int8 register-tile kernel takes this depthwise conv: one output channel per input channel, a
+    whole number of 8-lane vectors of them (float tiles take any number)."""
     return g.out_channels == g.in_channels and g.in_channels % 8 == 0
 
 
@@ -109,7 +109,7 @@ class DirectCompiled:
         lo, hi = (np.float32(b) for b in (bounds or clamp_bounds(0)))
         window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
         work = out.size * g.depth
-        tiled = g.group == 1 or tiled_depthwise(g)
+        tiled = g.group == 1 or g.out_channels == g.in_channels    # float tiles take any number of channels
         if tiled:
             unused = np.zeros(1)
             call = conv.conv_tiled.bind(work, x, False, x, np.int32(0), taps, bias, unused, unused, lo, hi, out,

@@ -78,6 +78,7 @@ CONV_CASES = {
     "depthwise_24ch_dilated_strided": ((2, 24, 9, 19), (24, 1, 3, 3), dict(group=24, dilations=[1, 2], strides=[1, 2],
                                                                           pads=[0, 2, 1, 1])),
     "depthwise_kernel_wider_than_input": ((1, 8, 5, 3), (8, 1, 5, 5), dict(group=8, pads=[2, 2, 2, 2])),
+    "depthwise_63ch_strided": ((1, 63, 9, 11), (63, 1, 3, 3), dict(group=63, strides=[2, 1], pads=[1, 1, 1, 1])),
     "dense_first_layer_stride2": ((2, 3, 17, 15), (16, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
     "dense_first_layer_dilated": ((1, 4, 12, 13), (24, 4, 3, 5), dict(dilations=[2, 1], pads=[2, 2, 1, 0])),
     "pointwise": ((2, 8, 6, 5), (16, 8, 1, 1), {}),

@@ -149,13 +149,13 @@ def test_compiled_and_numpy_conv_agree_within_rounding(case: str) -> None:
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 @pytest.mark.parametrize("case, tiled", [("depthwise", True), ("depthwise_24ch_dilated_strided", True),
                                          ("dense_first_layer_stride2", True), ("dense_first_layer_dilated", None),
-                                         ("depthwise_stride2", False), ("depthwise_multiplier2", False),
-                                         ("pads", None)])
-def test_register_tiles_take_depthwise_and_first_layer_convs_with_whole_vectors_of_channels(case: str,
-                                                                                          tiled: bool | None) -> None:
-    """Depthwise (multiplier 1) and dense convs of few input channels with output channels a multiple of 8 run
-    as register tiles; other depthwise convs on the generic kernel; other dense convs (None) on the GEMM, also
-    those of few channels whose kernel rows reach GATHER_RUN floats (4 channels x 5 columns: read in place)."""
+                                         ("depthwise_stride2", True), ("depthwise_63ch_strided", True),
+                                         ("depthwise_multiplier2", False), ("pads", None)])
+def test_register_tiles_take_depthwise_and_first_layer_convs(case: str, tiled: bool | None) -> None:
+    """Depthwise convs of multiplier 1 (any number of channels: 6 = 4 + 2, 63 = 32 + 16 + 8 + 4 + 2 + 1 on
+    AVX-512) and dense convs of few input channels with output channels a multiple of 8 run as register tiles;
+    other depthwise convs on the generic kernel; other dense convs (None) on the GEMM, also those of few channels
+    whose kernel rows reach GATHER_RUN floats (4 channels x 5 columns: read in place)."""
     model, _ = conv_relu6(case)
     [conv] = [step.kernel for step in session(model, "compiled")._plan.steps if step.node.op == "Conv2D"]
     assert getattr(conv.compute, "tiled", None) is tiled
