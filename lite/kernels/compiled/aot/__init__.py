@@ -9,10 +9,10 @@ and strides (bytes) and each scalar's bits, packed once when the kernel binds.
 
 The library is built from the signatures in `signatures.txt` for the host's instruction-set level (`llvm.TARGET`)
 by `python -m lite.kernels.compiled.aot.build` (numba, llvmlite and a C compiler; see docs/deployment.md), or on
-first use: a process that finds none starts that build in the background (`first_use`) and the next process
-loads it. It is looked for in `MSLITE_AOT_DIR`, then beside this module (`lib/`, shipped with an application),
-then in the user's cache, one folder per kernel sources (`cache_dir`). A signature it lacks runs on numba's JIT
-when numba is installed, else that node runs its numpy kernel (`lite.kernel.CallUnavailable`).
+first use: a process that finds none starts that build in the background when it exits (`first_use`) and the
+processes after it load it. It is looked for in `MSLITE_AOT_DIR`, then beside this module (`lib/`, shipped with an
+application), then in the user's cache, one folder per kernel sources (`cache_dir`). A signature it lacks runs
+on numba's JIT when numba is installed, else that node runs its numpy kernel (`lite.kernel.CallUnavailable`).
 
 Threads: the library's own pool of POSIX threads (`runtime.c`, no OpenMP runtime needed), bounded per
 launching thread as numba's pool is (`lite.threads`).
@@ -178,7 +178,7 @@ def _load() -> Library | None:
             from lite.kernels.compiled.aot import first_use
             built = (cache_dir() / f"lib{name}.so").is_file()
             _error = "; ".join(refused + ([] if built else [f"no lib{name}.so for these kernel sources yet: "
-                                                            f"{first_use.start(cache_dir())} (or build it with "
+                                                            f"{first_use.at_exit(cache_dir())} (or build it with "
                                                             f"`{BUILD_COMMAND}`)"]))
         _seconds += time.perf_counter() - start
         if _library is not None:

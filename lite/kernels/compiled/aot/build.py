@@ -2,7 +2,7 @@
 
     python -m lite.kernels.compiled.aot.build [--out DIR] [--cc CC] [--object-only]
 
-(a process that finds no library starts this build itself, in the background: `first_use`).
+(a process that finds no library starts this build itself when it exits, in the background: `first_use`).
 
 numba compiles every entry of `signatures.txt` (serial or threaded form, argument types) for the host's CPU level
 (`llvm.TARGET`; `MSLITE_CPU_TARGET=x86_64-v3` builds a lower one's);
@@ -303,11 +303,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def background(out: Path, cc: str) -> int:
-    """The first-use build (`first_use.start` launched it, holding the lock for it), at the lowest priority; the
-    cache then keeps `first_use.KEEP` other libraries."""
+    """The first-use build (`first_use.start` launched it, holding the lock for it), at the lowest priority
+    (`first_use.lowest_priority`); the cache then keeps `first_use.KEEP` other libraries."""
     from lite.kernels.compiled.aot import first_use
     from lite.kernels.compiled.llvm import TARGET
-    os.nice(19)
+    first_use.lowest_priority()
     print(f"wrote {build(out, TARGET, cc)}", flush=True)
     first_use.prune(out)
     return 0
