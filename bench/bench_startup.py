@@ -85,13 +85,13 @@ READY = """
 from lite.kernels.compiled import aot
 from lite.kernels.compiled.aot import first_use
 if "ahead of time" not in aot.describe():
-    print("waiting for the ahead-of-time library:", aot.describe(), flush=True)
+    print("waiting for the ahead-of-time library:", first_use.start(aot.cache_dir()), flush=True)
     first_use.wait(aot.cache_dir())
 """
 
 
 def library_ready() -> None:
-    """Have the ahead-of-time library of these kernel sources: look for it, which starts its first-use build when
+    """Have the ahead-of-time library of these kernel sources: look for it, start its first-use build now when
     there is none, and wait for that build (in another process: this one describes the library in the report)."""
     subprocess.run([sys.executable, "-c", READY], check=True, cwd=Path(__file__).resolve().parents[1])
 
