@@ -129,19 +129,27 @@ def test_qoperator_mobilenet_v2_matches_onnxruntime_exactly(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, form", [("mobilenet_v2", "qdq"), ("mobilenet_v2", "dynamic"),
-                                        ("resnet18", "dynamic"), ("resnet18", "qoperator")])
-def test_deep_quantized_cnn_matches_onnxruntime(name, form, tmp_path):
-    """52 (MobileNetV2) and 20 (ResNet-18) quantized convolutions in a row: each QDQ Conv runs as onnxruntime's
-    QLinearConv (integer sums, float32 multiplier and product, half to even), the BatchNorms between the Q / DQ
-    pairs fold in float32 as onnxruntime folds them, and the integer convolutions take no Winograd transform,
-    so one rounding step apart early would show as several quanta at the logits (0.20 and 0.14 before on
-    MobileNetV2 QDQ and dynamic). Measured: equal logits in all four (ResNet-18 dynamic 4.8e-7 apart)."""
+@pytest.mark.parametrize("name, form, quanta", [("mobilenet_v2", "qdq", 1), ("mobilenet_v2", "dynamic", 1),
+                                                ("resnet18", "dynamic", 1), ("resnet18", "qoperator", 1),
+                                                ("resnet18", "qdq", 2), ("resnet50", "qdq", 14)])
+def test_deep_quantized_cnn_matches_onnxruntime(name, form, quanta, tmp_path):
+    """52 (MobileNetV2), 20 (ResNet-18) and 53 (ResNet-50) quantized convolutions in a row: each QDQ Conv runs as
+    onnxruntime's QLinearConv (integer sums, float32 multiplier and product, half to even), the BatchNorms between
+    the Q / DQ pairs fold in float32 as onnxruntime folds them, and the integer convolutions take no Winograd
+    transform, so one rounding step apart early would show as several quanta at the logits (0.20 and 0.14 before
+    on MobileNetV2 QDQ and dynamic). Measured: equal logits in the first four (ResNet-18 dynamic 4.8e-7 apart).
+
+    The QDQ ResNets are not within one quantum (docs/quantization.md): onnxruntime fuses only the convolutions
+    whose input no residual Add also reads and runs the others as float32 GEMMs, whose summation order decides
+    the values near a rounding tie; measured 2 quanta (ResNet-18) and 14 (ResNet-50) from its default session,
+    whose own optimization levels lie 10 quanta apart on ResNet-50."""
     model = quantized(models.build(name), form, tmp_path)
     feeds = _feeds(model, np.random.default_rng(5))
     want, got = run_ort(model, feeds)["logits"], run_lite(session_for(model), feeds)["logits"]
     quantum = output_quantum(model, "logits")
-    assert np.abs(got - want).max() <= (quantum if quantum else 1e-6 * np.ptp(want))
+    slack = 4 * float(np.spacing(np.float32(np.abs(want).max())))      # the two dequantized values' rounding
+    bound = quanta * quantum + slack if quantum else 1e-6 * np.ptp(want)
+    assert np.abs(got - want).max() <= bound
 
 
 @pytest.mark.parametrize("form", FORMS)
