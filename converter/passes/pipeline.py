@@ -5,6 +5,7 @@ from functools import partial
 from typing import Callable, Iterable
 
 from converter.ir import Graph
+from converter.passes.conv_before_resize import conv_before_resize
 from converter.passes.fold_constants import fold_constants
 from converter.passes.fuse_activation import fuse_activation, split_activation
 from converter.passes.fuse_affine import fuse_affine
@@ -17,6 +18,7 @@ from converter.passes.fuse_pad import fuse_pad
 from converter.passes.fuse_prelu import fuse_prelu
 from converter.passes.fuse_residual import fuse_residual
 from converter.passes.remove_identity import remove_identity
+from converter.passes.sink_squeeze import sink_squeeze
 from converter.passes.to_nhwc import to_nhwc
 
 PASSES: dict[str, Callable[[Graph], None]] = {
@@ -26,11 +28,13 @@ PASSES: dict[str, Callable[[Graph], None]] = {
     "fuse_gelu": fuse_gelu,
     "fuse_attention": fuse_attention,
     "to_nhwc": to_nhwc,
+    "sink_squeeze": sink_squeeze,
     "fuse_pad": fuse_pad,
     "fuse_batchnorm": fuse_batchnorm,
     "fuse_affine": fuse_affine,
     "fuse_one_hot": fuse_one_hot,
     "fuse_activation": fuse_activation,
+    "conv_before_resize": conv_before_resize,
     "fuse_residual": fuse_residual,
     "fuse_prelu": fuse_prelu,
 }
@@ -41,7 +45,7 @@ PASSES: dict[str, Callable[[Graph], None]] = {
 # (TFLite's) split off; remove_identity keeps train-mode ops.
 FOR_TRAINING: dict[str, Callable[[Graph], None] | None] = {
     **dict.fromkeys(("fuse_layer_norm", "fuse_gelu", "fuse_attention", "fuse_one_hot", "fuse_pad", "fuse_batchnorm",
-                     "fuse_affine", "fuse_residual", "fuse_prelu")),
+                     "fuse_affine", "conv_before_resize", "fuse_residual", "fuse_prelu")),
     "fuse_activation": split_activation,
     "remove_identity": partial(remove_identity, training=True),
 }

@@ -1,6 +1,7 @@
-"""A Conv1D exported as Unsqueeze -> Conv -> Squeeze (tf2onnx, jax2tf) keeps NHWC from the conv to its global max
-pool: to_nhwc moves its transposes through Squeeze and Unsqueeze and remove_identity drops the full Slices between
-them, so no Transpose is left; the converted model matches onnxruntime."""
+"""A Conv1D exported as Unsqueeze -> Conv -> Squeeze -> Add(bias) (tf2onnx, jax2tf) keeps NHWC from the conv to its
+global max pool: to_nhwc moves its transposes through Squeeze and Unsqueeze, remove_identity drops the full Slices
+between them, so no Transpose is left, and sink_squeeze lets the bias fold into the conv; the converted models match
+onnxruntime."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,7 +44,21 @@ def test_conv1d_keeps_nhwc_and_matches_onnxruntime(step: int) -> None:
     ops = [n.op for n in to_graph(model).nodes]
     assert ops.count("Slice") == (step < 0)                  # a reversing Slice is not an identity
     if step > 0:
-        assert "Transpose" not in ops, ops
+        assert "Transpose" not in ops and "Add" not in ops, ops
     x = rng.standard_normal((2, 12, 4)).astype(np.float32)
     ours = run_lite(session_for(model), {"x": x})["y"]
     assert relative_to_range(ours, run_ort(model, {"x": x})["y"]) <= 1e-5
+
+
+@pytest.mark.parametrize("op", ["Sub", "Div"])
+def test_a_constant_first_operand_keeps_its_place_below_the_squeeze(op: str) -> None:
+    """c - Squeeze(x) and c / Squeeze(x): the op moves above the Squeeze with c widened, c still first."""
+    consts = {"axes": np.array([1], np.int64), "c": rng.uniform(1, 2, (3, 1)).astype(np.float32)}
+    nodes = [helper.make_node("Squeeze", ["x", "axes"], ["s"]), helper.make_node(op, ["c", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "sink", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    assert [n.op for n in to_graph(model).nodes] == [op, "Squeeze"]
+    x = rng.uniform(1, 2, (3, 1, 4)).astype(np.float32)
+    np.testing.assert_array_equal(run_lite(session_for(model), {"x": x})["y"], run_ort(model, {"x": x})["y"])
