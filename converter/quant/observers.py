@@ -19,6 +19,7 @@ BINS = 2048
 OUTLIER_PERCENT = 0.01        # REMOVAL_OUTLIER: the lowest and highest 0.01 % of the values are dropped
 PERCENTILE = 99.99            # PERCENTILE: of |x| over the whole calibration set
 KL_MAX_CLIPPED = 0.05         # KL: at most this fraction of the non-zero values lies beyond the threshold
+KL_TIE = 1e-12               # KL: divergences this close are equal (the search keeps the first threshold)
 
 
 class Observer:
@@ -106,46 +107,42 @@ class ClipObserver(HistogramObserver, ABC):
         return max(lo, -t), min(hi, t)
 
 
-def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
-    """KL(p || q) of two unnormalised histograms, over the bins where p > 0 (q > 0 there by construction)."""
-    p = p / p.sum()
-    q = q / q.sum()
-    mask = p > 0
-    return float(np.sum(p[mask] * np.log(p[mask] / q[mask])))
-
-
-def expand_merged(p: np.ndarray, levels: int) -> np.ndarray:
-    """TensorRT's candidate Q: merge `p` into `levels` groups, then spread each group's total evenly over the
-    group's non-empty bins (empty bins stay empty)."""
-    edges = (np.arange(levels + 1) * len(p)) // levels
-    nonzero = p > 0
-    group = np.repeat(np.arange(levels), np.diff(edges))
-    totals = np.bincount(group, weights=p, minlength=levels)
-    counts = np.bincount(group, weights=nonzero, minlength=levels)
-    per_bin = np.divide(totals, counts, out=np.zeros(levels), where=counts > 0)
-    return np.where(nonzero, per_bin[group], 0.0)
+def _xlog(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a log b, and 0 where a is 0 (whatever b is there)."""
+    return np.where(a > 0, a * np.log(np.where(a > 0, b, 1.0)), 0.0)
 
 
 def kl_threshold(hist: np.ndarray, width: float, levels: int) -> float:
     """TensorRT's calibration: the clip threshold (bin edge) whose `levels`-level quantization of the clipped
-    distribution has the least KL divergence from it. Outliers beyond the threshold fold into the last bin."""
-    hist = hist.astype(np.float64)
-    best, best_i = np.inf, len(hist)
-    tail = np.cumsum(hist[::-1])[::-1]          # tail[i] = sum(hist[i:])
-    for i in range(levels, len(hist) + 1):
-        p = hist[:i].copy()
-        if i < len(hist):
-            p[-1] += tail[i]
-        if not p.any():
-            continue
-        q = expand_merged(hist[:i], levels)
-        if not q.any():
-            continue
-        q[(p > 0) & (q == 0)] = 1e-12
-        kl = kl_divergence(p, q)
-        if kl < best:
-            best, best_i = kl, i
-    return best_i * width
+    distribution has the least KL divergence from it. Outliers beyond the threshold fold into the last bin.
+    Every candidate at once, from prefix sums: with P the histogram's total and Q the kept bins' total, KL =
+    (sum p log p - sum p log q) / P - log P + log Q, and each merged group spreads its total T over its N
+    non-empty bins, so sum p log q is a sum over the groups of T log(T / N) (the last bin's share of the tail
+    apart)."""
+    h = hist.astype(np.float64)
+    n = len(h)
+    total = np.concatenate([[0.0], np.cumsum(h)])                     # total[k] = sum(h[:k])
+    nonzero = np.concatenate([[0], np.cumsum(h > 0)])
+    xlogx = np.concatenate([[0.0], np.cumsum(_xlog(h, h))])
+    i = np.arange(levels, n + 1)                                       # candidates: the first i bins kept
+    tail = total[n] - total[i]                                         # folded into bin i - 1
+    last = h[i - 1]
+    edges = (np.arange(levels + 1)[None, :] * i[:, None]) // levels    # [candidates, levels + 1]
+    t, count = np.diff(total[edges], axis=1), np.diff(nonzero[edges], axis=1)
+    spread = _xlog(t, t / np.maximum(count, 1)).sum(axis=1)
+    fudge = (last == 0) & (tail > 0)                                   # the tail lands in an empty bin: q = 1e-12
+    q_last = np.where(fudge, 1e-12, t[:, -1] / np.maximum(count[:, -1], 1))
+    p_last = last + tail
+    p_log_p = xlogx[i - 1] + _xlog(p_last, p_last)
+    p_log_q = spread + _xlog(tail, q_last)
+    kept = total[i] + np.where(fudge, 1e-12, 0.0)
+    kl = np.full(len(i), np.inf)
+    ok = total[i] > 0
+    kl[ok] = (p_log_p[ok] - p_log_q[ok]) / total[n] - np.log(total[n]) + np.log(kept[ok])
+    if not ok.any():
+        return n * width
+    best = np.flatnonzero(kl <= kl.min() + KL_TIE)[0]
+    return float(i[best]) * width
 
 
 def mass_threshold(hist: np.ndarray, width: float, fraction: float) -> float:
