@@ -145,7 +145,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "grad.unary_math_grad": ("UnaryMathGrad",),
     "grad.where_grad": ("WhereGrad",),
     # the compiled backend's siblings (numba; started only when a session chooses one)
-    "compiled.activation": ("Activation",),
+    "compiled.activation": ("Activation", "PReLU"),
     "compiled.activation_grad": ("ActivationGrad",),
     "compiled.attention": ("Attention",),
     "compiled.batchnorm_grad": ("BatchNormGrad",),

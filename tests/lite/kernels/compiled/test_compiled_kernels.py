@@ -137,6 +137,30 @@ def test_compiled_epilogue_over_rows_of_pixels_reads_the_bias_at_every_run(pixel
         np.testing.assert_array_equal(out, np.clip(want, 0, 6) if kind == A.RELU6 else want)
 
 
+@pytest.mark.parametrize("kernels", PATHS)
+@pytest.mark.parametrize("op, slope", [("Relu", None), ("Clip", None), ("PRelu", (6,)), ("PRelu", (1,))])
+@pytest.mark.parametrize("overwrites", [False, True])
+def test_clamps_and_prelu_match_onnxruntime_in_place_or_not(op: str, slope: tuple | None, overwrites: bool,
+                                                            kernels: str) -> None:
+    """x (or -x, whose memory the op may take) -> op -> y; the compiled path takes clamps and a slope of one value
+    per last-axis channel."""
+    feeds = {"x": _array((2, 4, 5, 6)) * 8}
+    consts = {"lo": np.float32(0), "hi": np.float32(6)} if op == "Clip" else {}
+    if slope:
+        consts["slope"] = np.abs(_array(slope))
+    source = "s" if overwrites else "x"
+    nodes = [helper.make_node("Neg", ["x"], ["s"])] * overwrites + [
+        helper.make_node(op, [source, *consts], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 4, 5, 6])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    sess = session(model, kernels)
+    [kernel] = [step.kernel for step in sess._plan.steps if step.node.op in ("Activation", "PReLU")]
+    assert kernel.compiled == (kernels == "compiled")
+    np.testing.assert_allclose(run_lite(sess, feeds)["y"], run_ort(model, feeds)["y"], rtol=1e-6)
+
+
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 @pytest.mark.parametrize("case", DIRECT)
 def test_compiled_and_numpy_conv_agree_within_rounding(case: str) -> None:
