@@ -31,6 +31,15 @@ class CompiledLoop(RecurrentKernel):
     def refresh(self, d: int, b: np.ndarray | None) -> None:
         """Copy what else the compiled loop reads from this run's inputs (GRU: Rb_h)."""
 
+    def grid(self) -> tuple:
+        """(quantized, scale, zero, lo, hi): the int8 grid the loop rounds h to; none for float weights."""
+        f32 = np.float32
+        return np.bool_(False), f32(1), f32(0), f32(-np.inf), f32(np.inf)
+
+    def row_scales(self) -> np.ndarray:
+        """[G*H]: what the loop scales the recurrent term by, per gate column (1 for float weights)."""
+        return np.ones(self.gates * self.H, np.float32)
+
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
         super().select(inputs)
         self.constant = all(s is None or s.value is not None for s in inputs[2:4])   # R and B stored in the model
@@ -43,6 +52,7 @@ class CompiledLoop(RecurrentKernel):
             self.rt = np.zeros((self.D, self.H, self.gates * self.H), f32)
             self.init = np.zeros((self.D, self.B, self.states * self.H), f32)
             self.live = np.ones((self.T, self.B), np.bool_)
+            self.r_scale_loop = self.row_scales()
             self.cells = [self.cell(d) for d in range(self.D)]
             if self.constant:
                 b = inputs[3] if len(inputs) > 3 else None

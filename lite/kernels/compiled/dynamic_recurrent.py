@@ -12,6 +12,7 @@ from lite.kernels.compiled import Compiled
 from lite.kernels.compiled.dynamic_gemm import LEVELS, _row, _row_part
 from lite.kernels.compiled.int8 import NR
 from lite.kernels.compiled.llvm import njit
+from lite.kernels.compiled.recurrent import gru_cell, gru_gates, gru_reset_after, lstm_cell, times
 
 
 @njit(nogil=True, cache=True)
@@ -55,32 +56,19 @@ def lstm_direction(pre, weight, col_sum, col_scale, bias, init, states, mask, re
     states [T, B, 2H] gets h and c of every step; mask [T, B]; xs [B, >= H], zero, row_scale [B], rec [B, 4H]:
     work."""
     t_len, b_len, g4 = pre.shape
-    n = g4 // 4
-    half = np.float32(0.5)
     no_bias = np.zeros_like(bias)
+    one, none = np.float32(1.0), np.float32(0.0)
     for step in range(t_len):
-        t = t_len - 1 - step if reverse else step
-        before = t + 1 if reverse else t - 1
-        quantized_product(init, states, step, before, n, weight, col_sum, col_scale, no_bias, xs, zero, row_scale,
-                          rec)
+        t, before = times(step, t_len, reverse)
+        quantized_product(init, states, step, before, g4 // 4, weight, col_sum, col_scale, no_bias, xs, zero,
+                          row_scale, rec)
         for b in range(b_len):
             prev = init[b] if step == 0 else states[before, b]
             p = pre[t, b]
             for j in range(g4):
                 p[j] += rec[b, j]
                 p[j] += bias[j]
-            cur = states[t, b]
-            if mask[t, b]:
-                for j in range(n):
-                    i_gate = half * np.tanh(half * p[j]) + half
-                    o_gate = half * np.tanh(half * p[n + j]) + half
-                    f_gate = half * np.tanh(half * p[2 * n + j]) + half
-                    c = f_gate * prev[n + j] + i_gate * np.tanh(p[3 * n + j])
-                    cur[n + j] = c
-                    cur[j] = o_gate * np.tanh(c)
-            else:
-                for j in range(2 * n):
-                    cur[j] = prev[j]
+            lstm_cell(p, prev, states[t, b], mask[t, b], False, one, none, none, none)
 
 
 @Compiled
@@ -91,22 +79,16 @@ def gru_direction(pre, weight, col_sum, col_scale, rb_h, init, states, mask, rev
     states [T, B, H]; the rest as for the LSTM."""
     t_len, b_len, g3 = pre.shape
     n = g3 // 3
-    half = np.float32(0.5)
     no_bias = np.zeros(col_scale.shape, np.float32)
+    act = np.empty(2 * n, np.float32)       # z, r
+    one, none = np.float32(1.0), np.float32(0.0)
     for step in range(t_len):
-        t = t_len - 1 - step if reverse else step
-        before = t + 1 if reverse else t - 1
+        t, before = times(step, t_len, reverse)
         quantized_product(init, states, step, before, n, weight, col_sum, col_scale, no_bias, xs, zero, row_scale,
                           rec)
         for b in range(b_len):
             prev = init[b] if step == 0 else states[before, b]
             p = pre[t, b]
-            cur = states[t, b]
-            for j in range(n):
-                p[j] += rec[b, j]
-                p[n + j] += rec[b, n + j]
-                z_gate = half * np.tanh(half * p[j]) + half
-                r_gate = half * np.tanh(half * p[n + j]) + half
-                p[2 * n + j] += r_gate * (rec[b, 2 * n + j] + rb_h[j])
-                cand = np.tanh(p[2 * n + j])
-                cur[j] = (prev[j] - cand) * z_gate + cand if mask[t, b] else prev[j]
+            gru_gates(p, rec[b], act)
+            gru_reset_after(p, act, rec[b], rb_h)
+            gru_cell(p, act, prev, states[t, b], mask[t, b], False, one, none, none, none)

@@ -22,9 +22,10 @@ class GRUCompiled(CompiledLoop, GRUKernel):
 
     def cell(self, d: int):
         from lite.kernels.compiled import recurrent
-        return recurrent.gru_direction.bind(0, self.gates_buf[:, :, d], self.rt[d], self.rb_h[d], self.init[d],
-                                            self.states_buf[:, :, d], self.live, np.bool_(self.reverse(d)),
-                                            np.bool_(self.attrs.linear_before_reset))
+        return recurrent.gru_direction.bind(0, self.gates_buf[:, :, d], self.rt[d], self.r_scale_loop, self.rb_h[d],
+                                            self.init[d], self.states_buf[:, :, d], self.live,
+                                            np.bool_(self.reverse(d)), np.bool_(self.attrs.linear_before_reset),
+                                            *self.grid())
 
     def refresh(self, d: int, b: np.ndarray | None) -> None:
         self.rb_h[d] = b[d, 5 * self.H:] if b is not None and self.attrs.linear_before_reset else 0

@@ -23,5 +23,6 @@ class LSTMCompiled(CompiledLoop, LSTMKernel):
 
     def cell(self, d: int):
         from lite.kernels.compiled import recurrent
-        return recurrent.lstm_direction.bind(0, self.gates_buf[:, :, d], self.rt[d], self.init[d],
-                                             self.states_buf[:, :, d], self.live, np.bool_(self.reverse(d)))
+        return recurrent.lstm_direction.bind(0, self.gates_buf[:, :, d], self.rt[d], self.r_scale_loop, self.init[d],
+                                             self.states_buf[:, :, d], self.live, np.bool_(self.reverse(d)),
+                                             *self.grid())
