@@ -70,7 +70,9 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
         equalize_for_quantization(graph, samples)
     float_graph = copy.deepcopy(split_activations(graph))
     floors: dict[str, float] = {}
-    observers = calibrate(float_graph, samples, methods.method or RANGE_CHOICES[0], config.activation_bits, floors)
+    reference: list[dict] = []                  # the float outputs of every sample, from the calibration run
+    observers = calibrate(float_graph, samples, methods.method or RANGE_CHOICES[0], config.activation_bits, floors,
+                          reference)
     pass_seconds = graph_work(float_graph).pass_seconds(len(samples))       # the reference machine's, not measured
 
     def build(with_ranges: dict, layer_bits: dict[str, int] | None = None, target: Graph | None = None) -> Graph:
@@ -80,7 +82,7 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
 
     method, sqnr = methods.method, {}
     if method is None:
-        method, ranges, sqnr = choose_ranges(float_graph, observers, samples, build)
+        method, ranges, sqnr = choose_ranges(float_graph, observers, samples, build, reference)
     else:
         ranges = shared_ranges(float_graph, {k: o.range() for k, o in observers.items()})
     layer_bits = (search_bits(float_graph, ranges, config.activation_bits, samples, config.min_output_sqnr,
@@ -100,7 +102,7 @@ def quantize(graph: Graph, config: QuantConfig, calibration_inputs: list[dict] |
     if adaround:
         adaround_weights(float_graph, qgraph, samples, config.adaround_iterations, layers, seconds)
     if methods.bias_correction:
-        qgraph = correct_biases_if_better(float_graph, qgraph, samples)
+        qgraph = correct_biases_if_better(float_graph, qgraph, samples, reference)
     if config.debug_info_save_path:
         rows = debug_report(float_graph, qgraph, samples)
         print(format_report(rows))

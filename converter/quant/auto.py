@@ -54,12 +54,12 @@ def resolve(config: QuantConfig) -> Methods:
 
 
 def choose_ranges(float_graph: Graph, observers: dict[str, Observer], samples: list[dict[str, np.ndarray]],
-                  build: Callable[[Ranges], Graph]) -> tuple[str, Ranges, dict[str, float]]:
+                  build: Callable[[Ranges], Graph],
+                  reference: list[dict[str, np.ndarray]]) -> tuple[str, Ranges, dict[str, float]]:
     """Of RANGE_CHOICES (one histogram pass gives both: every observer keeps the extremes), the ranges whose
-    quantized graph (`build(ranges)`) gives the higher output SQNR on the first CHOICE_SAMPLES samples; with
-    every choice's SQNR."""
-    samples = samples[:CHOICE_SAMPLES]
-    reference = graph_outputs(float_graph, samples)
+    quantized graph (`build(ranges)`) gives the higher output SQNR against the float outputs `reference` on the
+    first CHOICE_SAMPLES samples; with every choice's SQNR."""
+    samples, reference = samples[:CHOICE_SAMPLES], reference[:CHOICE_SAMPLES]
     ranges, sqnr = {}, {}
     for method in RANGE_CHOICES:
         found = {k: o.range() if method == "KL" else Observer.range(o) for k, o in observers.items()}

@@ -112,12 +112,14 @@ def correct_biases(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np
     return corrections
 
 
-def correct_biases_if_better(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]]) -> Graph:
-    """`qgraph` with corrected biases when that does not lower the outputs' SQNR on `samples`, else `qgraph`
-    unchanged; the two SQNRs and the decision are reported on stderr."""
+def correct_biases_if_better(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]],
+                             reference: list[dict[str, np.ndarray]] | None = None) -> Graph:
+    """`qgraph` with corrected biases when that does not lower the outputs' SQNR on `samples` (against the
+    float graph's outputs `reference`, run here when not given), else `qgraph` unchanged; the two SQNRs and the
+    decision are reported on stderr."""
     corrected = copy.deepcopy(qgraph)
     correct_biases(float_graph, corrected, samples)
-    reference = graph_outputs(float_graph, samples)
+    reference = graph_outputs(float_graph, samples) if reference is None else reference
     before = outputs_sqnr(reference, graph_outputs(qgraph, samples))
     after = outputs_sqnr(reference, graph_outputs(corrected, samples))
     kept = after >= before

@@ -155,22 +155,32 @@ def unclipped(graph: Graph) -> set[str]:
 
 
 def calibrate(graph: Graph, samples: list[dict[str, np.ndarray]], method: str, bits: int,
-              row_max_floors: dict[str, float] | None = None) -> dict[str, Observer]:
+              row_max_floors: dict[str, float] | None = None,
+              outputs: list[dict[str, np.ndarray]] | None = None) -> dict[str, Observer]:
     """Run the float graph on every sample; one observer per float activation (graph inputs and node outputs).
     `row_max_floors`, when given, gets each Softmax input's smallest row maximum along its axis
-    (`full_quant.softmax_input_ranges` reads it)."""
+    (`full_quant.softmax_input_ranges` reads it); `outputs`, when given, gets each sample's graph outputs (as
+    `debug.graph_outputs` gives them: the float reference that later choices are scored against, without a run
+    of its own)."""
     observers: dict[str, Observer] = {}
     keep = unclipped(graph)
     axes = {n.inputs[0]: n.attrs["axis"] for n in graph.nodes if n.op == "Softmax" and n.inputs}
+    produced: dict[str, np.ndarray] = {}
 
     def visit(name: str, array: np.ndarray) -> None:
+        if outputs is not None and name in graph.outputs:
+            produced[name] = array.copy()
         if array.dtype == np.float32:
             observers.setdefault(name, make_observer("MAX_MIN" if name in keep else method, bits)).update(array)
             if row_max_floors is not None and name in axes and array.size:
                 floor = float(array.max(axis=axes[name]).min())
                 row_max_floors[name] = min(row_max_floors.get(name, floor), floor)
 
-    run_samples(session_for(graph), samples, visit)
+    def sample_done() -> None:
+        if outputs is not None:
+            outputs.append({name: produced[name] for name in graph.outputs})
+
+    run_samples(session_for(graph), samples, visit, sample_done=sample_done)
     return observers
 
 

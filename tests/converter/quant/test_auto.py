@@ -12,11 +12,13 @@ from converter import to_graph
 from converter.export import to_bytes
 from converter.quant import QuantConfig, parse_config, quantize
 from converter.quant.auto import CHOICE_SAMPLES, estimated_total, resolve
+from converter.quant.calibration import calibrate
 from converter.quant.config import AUTO, MINDSPORE_LITE
 from converter.quant.debug import graph_outputs, outputs_sqnr
 from lite.status import ParamInvalidError
 from tests.converter.quant.test_methods import chain_model
 from tests.converter.quant.test_quantization import samples_for
+from tests.util import run_ort
 
 
 def test_no_method_key_is_auto_and_any_method_key_is_mindspore_lite():
@@ -54,6 +56,17 @@ def test_mindspore_lite_preset_takes_the_calibration_extremes_and_corrects_nothi
     assert (p.min, p.max) == pytest.approx((float(x.min()), float(x.max())))      # MAX_MIN of the input
     assert "bias correction" not in capsys.readouterr().err
     assert to_bytes(graph) == to_bytes(quantize(to_graph(chain_model()), QuantConfig(method="MAX_MIN"), samples))
+
+
+def test_calibration_hands_back_the_float_outputs_the_choices_are_scored_against():
+    """The range choice and the bias correction check score against the float outputs that the calibration run
+    saw; they are the model's own (onnxruntime on the ONNX model), sample by sample."""
+    samples = samples_for((1, 3, 8, 8), 3)
+    outputs: list[dict[str, np.ndarray]] = []
+    calibrate(to_graph(chain_model()), samples, "KL", 8, outputs=outputs)
+    assert len(outputs) == len(samples)
+    for sample, got in zip(samples, outputs):
+        np.testing.assert_allclose(got["logits"], run_ort(chain_model(), sample)["logits"], rtol=1e-4, atol=1e-4)
 
 
 def test_auto_prints_its_choice_and_takes_the_ranges_the_calibration_outputs_prefer(capsys):
