@@ -87,6 +87,11 @@ def _value(t: TensorRecord, name: str, keep_uint8: bool = False) -> Value:
     return value
 
 
+def _within(shape: tuple[int, ...], recorded: tuple[int, ...]) -> bool:
+    """Whether an input `shape` is one the file's shapes were recorded for: it sets only their unknown (-1) dims."""
+    return len(shape) == len(recorded) and all(r in (-1, d) for d, r in zip(shape, recorded))
+
+
 def _uint8_io(t: TensorRecord) -> bool:
     return t.dtype == np.uint8 and t.quant is not None
 
@@ -148,6 +153,9 @@ class _Importer:
                 name = self.names[t.index]
                 self.graph.values[name] = Value(name, t.shape, np.dtype(np.float32))
                 self.graph.inputs.append(name)
+        if len(stack) == 1 and all(_within(self.graph.values[self.names[i]].shape, model.tensors[i].shape)
+                                   for i in model.inputs):
+            self.ctx.recorded = {self.names[t.index]: t.shape for t in model.tensors}
         for i in model.inputs:
             if _uint8_io(model.tensors[i]):
                 self.ctx.name = self.names[i]

@@ -42,6 +42,8 @@ class ImportContext(EmitContext):
         # the subgraph an option names (WHILE, IF), imported with inputs shaped as the values given (the importer's)
         self.body: Callable[[str, list[Value]], Graph] | None = None
         self.subgraphs = 1                       # how many the file has (subgraph 0 is the main graph)
+        # each tensor's shape as the file records it (-1: known at run time), where it holds for the inputs given
+        self.recorded: dict[str, tuple[int, ...]] = {}
 
     def input(self, i: int) -> str:
         return self.inputs[i] if i < len(self.inputs) else ""

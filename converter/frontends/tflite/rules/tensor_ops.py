@@ -30,12 +30,18 @@ def _axis(ctx: ImportContext, axis: int, rank: int) -> int:
 
 @tflite_op("RESHAPE", quant="same")
 def reshape(ctx: ImportContext) -> None:
-    """The shape comes from input 1 when there is one, else from the options' new_shape."""
-    if ctx.input(1):
-        shape = ctx.int_list(ctx.input(1), "shape")
+    """The shape comes from input 1 when there is one, else from the options' new_shape. A shape computed at run
+    time from a dim unknown until then (SHAPE of a batch -1, STRIDED_SLICE, PACK) is the output's shape as the
+    file records it when that has at most one unknown dim, which Reshape infers: the dims after it stay known
+    (a convolution needs its channels). Else the shape stays a run-time input, and so do the dims after it."""
+    if ctx.input(1) and ctx.const(ctx.input(1)) is None:
+        recorded = ctx.recorded.get(ctx.outputs[0])
+        shape = ctx.input(1) if recorded is None or list(recorded).count(-1) > 1 else _ints(ctx, list(recorded),
+                                                                                              "shape")
     else:
-        shape = [int(d) for d in ctx.opt("NewShape", [])]
-    ctx.emit("Reshape", [ctx.input(0), _ints(ctx, shape, "shape")], ctx.outputs, allowzero=True)
+        shape = _ints(ctx, ctx.int_list(ctx.input(1), "shape") if ctx.input(1) else
+                      [int(d) for d in ctx.opt("NewShape", [])], "shape")
+    ctx.emit("Reshape", [ctx.input(0), shape], ctx.outputs, allowzero=True)
 
 
 @tflite_op("SQUEEZE", quant="same")
