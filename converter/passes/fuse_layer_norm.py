@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from converter.ir import Graph, Node
-from converter.passes.match import is_scalar, only_reader, other_input, produced_by, scalar, scaled_by, trailing_axes
+from converter.passes.match import (is_scalar, only_reader, other_input, produced_by, reduced_view, scalar,
+                                    scaled_by, trailing_axes)
 from schema import fb
 
 
@@ -92,17 +93,6 @@ def _fuse_one(graph: Graph, mean: Node) -> bool:
     return True
 
 
-def _unviewed(graph: Graph, value: str) -> str:
-    """`value` before the Reshapes and Expands that only add size-1 dims to it (a keep-dims shape restored)."""
-    node = graph.producer(value)
-    while node is not None and node.op in ("Reshape", "Expand", "Unsqueeze"):
-        source = node.inputs[0]
-        if [d for d in graph.values[source].shape if d != 1] != [d for d in graph.values[value].shape if d != 1]:
-            break
-        value, node = source, graph.producer(source)
-    return value
-
-
 def _moment(graph: Graph, value: str, rank: int) -> tuple[str, int] | None:
     """(x, axis) when `value` = Sum(x over its trailing axes [axis, rank)) times 1 / n (or divided by n)."""
     scale = produced_by(graph, value, "Mul", "Div")
@@ -126,7 +116,7 @@ def _moments_variance(graph: Graph, value: str, x: str, mean: str, axis: int) ->
     if clamp is not None:
         if not is_scalar(graph, clamp.inputs[0], 0.0) and not is_scalar(graph, clamp.inputs[1], 0.0):
             return False
-        value = _unviewed(graph, next(i for i in clamp.inputs if graph.const(i) is None))
+        value = next(i for i in clamp.inputs if graph.const(i) is None)
     sub = produced_by(graph, value, "Sub")
     square_of_mean = produced_by(graph, sub.inputs[1], "Mul") if sub is not None else None
     if square_of_mean is None or square_of_mean.inputs != [mean, mean]:
@@ -151,13 +141,17 @@ def _inner_param(graph: Graph, name: str, inner: tuple[int, ...]) -> str | None:
 def _fuse_moments(graph: Graph, sub: Node) -> bool:
     """The moments form, from its `x - mean`."""
     x, mean_b = sub.inputs[:2]
-    found = _moment(graph, _unviewed(graph, mean_b), graph.values[x].rank)
+    shape = graph.values[x].shape
     product = only_reader(graph, sub.outputs[0], "Mul")
-    if found is None or found[0] != x or product is None or sub.attrs.get("activation", 0) \
-            or product.attrs.get("activation", 0):
+    if product is None or sub.attrs.get("activation", 0) or product.attrs.get("activation", 0):
         return False
-    axis, mean = found[1], _unviewed(graph, mean_b)
-    inner = graph.values[x].shape[axis:]
+    for axis in range(len(shape) - 1, -1, -1):          # the trailing axes whose mean mean_b holds
+        mean = reduced_view(graph, mean_b, shape, list(range(axis, len(shape))))
+        if mean is not None and _moment(graph, mean, len(shape)) == (x, axis):
+            break
+    else:
+        return False
+    inner = shape[axis:]
     factor = other_input(product, sub.outputs[0])
     scaled = produced_by(graph, factor, "Mul")
     scale = None
@@ -173,8 +167,9 @@ def _fuse_moments(graph: Graph, sub: Node) -> bool:
     sqrt = produced_by(graph, reciprocal.inputs[0], "Sqrt")
     add = produced_by(graph, sqrt.inputs[0], "Add") if sqrt is not None else None
     eps = next((scalar(graph, i) for i in add.inputs if scalar(graph, i) is not None), None) if add else None
-    if eps is None or not _moments_variance(graph, _unviewed(graph, other_input(add, next(
-            i for i in add.inputs if scalar(graph, i) is not None))), x, mean, axis):
+    var = reduced_view(graph, other_input(add, next(i for i in add.inputs if scalar(graph, i) is not None)), shape,
+                       list(range(axis, len(shape)))) if eps is not None else None
+    if var is None or not _moments_variance(graph, var, x, mean, axis):
         return False
     inputs, output = [x, scale or graph.add_const(np.ones(inner, graph.values[x].dtype), f"{sub.name}/scale")], \
         product.outputs[0]

@@ -55,3 +55,20 @@ def trailing_axes(axes: np.ndarray | None, rank: int) -> int | None:
         return None
     normal = sorted(int(a) % rank for a in axes.reshape(-1))
     return normal[0] if normal == list(range(normal[0], rank)) else None
+
+
+def reduced_view(graph: Graph, value: str, shape: tuple[int, ...], axes: list[int]) -> str | None:
+    """What `value` is a view of when it holds a reduction of a `shape` tensor over `axes` with those dims kept as
+    1s (its shape, padded with leading 1s, is `shape` with `axes` set to 1): itself, or the reduction's result
+    before the Reshapes, Expands and Unsqueezes that only restored the size-1 dims; else None."""
+    v = graph.values[value]
+    kept = tuple(1 if a in axes else d for a, d in enumerate(shape))
+    if v.dynamic or v.rank > len(shape) or (1,) * (len(shape) - v.rank) + tuple(v.shape) != kept:
+        return None
+    node = graph.producer(value)
+    while node is not None and node.op in ("Reshape", "Expand", "Unsqueeze") and not node.attrs.get("activation"):
+        source = node.inputs[0]
+        if [d for d in graph.values[source].shape if d != 1] != [d for d in kept if d != 1]:
+            break
+        value, node = source, graph.producer(source)
+    return value

@@ -17,6 +17,7 @@ from converter.passes.fuse_one_hot import fuse_one_hot
 from converter.passes.fuse_pad import fuse_pad
 from converter.passes.fuse_prelu import fuse_prelu
 from converter.passes.fuse_residual import fuse_residual
+from converter.passes.fuse_softmax import fuse_softmax
 from converter.passes.remove_identity import remove_identity
 from converter.passes.sink_squeeze import sink_squeeze
 from converter.passes.to_nhwc import to_nhwc
@@ -26,6 +27,7 @@ PASSES: dict[str, Callable[[Graph], None]] = {
     "remove_identity": remove_identity,
     "fuse_layer_norm": fuse_layer_norm,
     "fuse_gelu": fuse_gelu,
+    "fuse_softmax": fuse_softmax,
     "fuse_attention": fuse_attention,
     "to_nhwc": to_nhwc,
     "sink_squeeze": sink_squeeze,
@@ -44,8 +46,8 @@ PASSES: dict[str, Callable[[Graph], None]] = {
 # BatchNorm folded into a weight, and every op keeps its gradient rule), activations fused by the source model
 # (TFLite's) split off; remove_identity keeps train-mode ops.
 FOR_TRAINING: dict[str, Callable[[Graph], None] | None] = {
-    **dict.fromkeys(("fuse_layer_norm", "fuse_gelu", "fuse_attention", "fuse_one_hot", "fuse_pad", "fuse_batchnorm",
-                     "fuse_affine", "conv_before_resize", "fuse_residual", "fuse_prelu")),
+    **dict.fromkeys(("fuse_layer_norm", "fuse_gelu", "fuse_softmax", "fuse_attention", "fuse_one_hot", "fuse_pad",
+                     "fuse_batchnorm", "fuse_affine", "conv_before_resize", "fuse_residual", "fuse_prelu")),
     "fuse_activation": split_activation,
     "remove_identity": partial(remove_identity, training=True),
 }
