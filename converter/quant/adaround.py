@@ -7,8 +7,8 @@ to the float layer's output on the float input: min ||X W^T - X~ Wq^T||^2 with X
 patches (im2col) and X~ the dequantized patches the int8 layer reads, with every earlier layer's rounding
 already learnt, so each layer also absorbs what the layers before it could not (sequential, asymmetric
 reconstruction; patches of the float input's fake-quantization instead gave EfficientNet-Lite0 A8W4 -1.3 dB,
-this 4.8 dB). The loss and its gradient need only the Gram matrices X~^T X~ and X~^T X
-(K x K, K = the patch size), accumulated over up to ROWS sampled output positions, so the Adam steps on the
+this 4.8 dB). The loss and its gradient need only the Gram matrix X~^T X~ (K x K, K = the patch size) and
+the float side W X^T X~, accumulated over up to ROWS sampled output positions, so the Adam steps on the
 rounding variables V cost O(out * K^2) each; a layer with fewer sampled rows R than K / 2 keeps the rows
 instead, O(out * K * R) (Reconstruction). The steps run in float32 with BLAS at one thread (the products
 take milliseconds, and a second OpenBLAS thread spinning for a busy core made them 4-8x slower at load 11). A
@@ -136,59 +136,67 @@ class Stepper:
 
 
 class Reconstruction:
-    """A layer's squared output error ||X W^T - X~ Wq^T||^2 as a function of its weights, kept as whichever
-    form is cheaper to multiply by: the rows themselves (X~, X: [R, K]) while there are fewer than K / 2 of
-    them (EfficientNet-Lite0's classifier sees one row per calibration image: K = 1280), else the Gram
-    matrices G = X~^T X~, C = X~^T X, F = X^T X ([K, K], or per channel [C, K, K] for depthwise)."""
+    """A layer's squared output error ||X W^T - X~ Wq^T||^2 as a function of its weights Wq, for the float
+    weights W it was built for: <Wq G, Wq> - 2 <Wq, T> + E, with G = X~^T X~ ([K, K], or per channel [C, K, K]
+    for depthwise), the float side T = W X^T X~ and E = ||X W^T||^2. G is kept as whichever form is cheaper to
+    multiply by: the rows X~ themselves while there are fewer than K / 2 of them (EfficientNet-Lite0's
+    classifier sees one row per calibration image: K = 1280; the error then comes from the rows, with the float
+    outputs X W^T), else the matrix."""
 
-    def __init__(self, rows: tuple[np.ndarray, np.ndarray] | None = None,
-                 grams: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
-        self.rows, self.grams = rows, grams
-        self.gram = None if grams is None else grams[0].astype(np.float32)     # the steps' operand
+    def __init__(self, target: np.ndarray, energy: float = 0.0, gram: np.ndarray | None = None,
+                 rows: np.ndarray | None = None, outputs: np.ndarray | None = None):
+        self.exact_target, self.energy, self.rows, self.outputs = target, energy, rows, outputs
+        self.target = target.astype(np.float32)                               # the steps' operands
+        self.exact_gram, self.gram = gram, None if gram is None else gram.astype(np.float32)
+
+    @classmethod
+    def from_rows(cls, xq: np.ndarray, x: np.ndarray, w: np.ndarray) -> Reconstruction:
+        """From the rows X~, X ([R, K]) and the float weights W ([O, K])."""
+        return cls(((w @ x.T) @ xq).astype(np.float32), rows=xq,
+                   outputs=w.astype(np.float64) @ x.astype(np.float64).T)
+
+    @classmethod
+    def from_grams(cls, gram: np.ndarray, cross: np.ndarray, float_gram: np.ndarray,
+                   w: np.ndarray) -> Reconstruction:
+        """From G, C = X~^T X and F = X^T X, and the float weights W: T = W C^T, E = <W F, W>."""
+        w = w.astype(np.float64)
+        return cls(w @ cross.swapaxes(-1, -2), float(np.sum(w * (w @ float_gram))), gram)
 
     def times_gram(self, wq: np.ndarray) -> np.ndarray:
         """Wq G, in float32 for float32 `wq`."""
         if self.rows is not None:
-            xq = self.rows[0]
-            return (wq @ xq.T) @ xq
+            return (wq @ self.rows.T) @ self.rows
         return wq @ self.gram
 
-    def target(self, w: np.ndarray) -> np.ndarray:
-        """W C^T = (W X^T) X~, the float side of the gradient (float32)."""
-        if self.rows is not None:
-            xq, x = self.rows
-            return ((w @ x.T) @ xq).astype(np.float32)
-        return (w.astype(np.float64) @ self.grams[1].swapaxes(-1, -2)).astype(np.float32)
-
     def step_cost(self, w_shape: tuple[int, ...]) -> int:
-        return step_cost(w_shape, None if self.rows is None else len(self.rows[0]))
+        return step_cost(w_shape, None if self.rows is None else len(self.rows))
 
-    def error(self, wq: np.ndarray, w: np.ndarray) -> float:
+    def error(self, wq: np.ndarray) -> float:
         """The squared output error of the weights `wq` (float64: a small difference of large terms)."""
         if self.rows is not None:
-            xq, x = (r.astype(np.float64) for r in self.rows)
-            return float(np.sum((wq @ xq.T - w @ x.T) ** 2))
-        gram, cross, float_gram = self.grams
-        wq, w = wq.astype(np.float64), w.astype(np.float64)
-        return float(np.sum(wq * (wq @ gram)) - 2 * np.sum(wq * (w @ cross.swapaxes(-1, -2)))
-                     + np.sum(w * (w @ float_gram)))
+            return float(np.sum((wq @ self.rows.astype(np.float64).T - self.outputs) ** 2))
+        wq = wq.astype(np.float64)
+        return float(np.sum(wq * (wq @ self.exact_gram)) - 2 * np.sum(wq * self.exact_target) + self.energy)
 
 
 class LayerStats:
-    """One layer's sampled input rows over the calibration set, folded into Gram matrices once they
-    outnumber half the patch size K (Reconstruction), in blocks of up to FOLD values (few large products
-    instead of one small one per sample)."""
+    """One layer's sampled input rows over the calibration set, folded into sums once they outnumber half the
+    patch size K (Reconstruction), in blocks of up to FOLD values (few large products instead of one small one
+    per sample). The sums are G and either, for a layer with fewer outputs than K (depthwise channels have
+    one), T and E straight from the float outputs X W^T, or else C = X~^T X and F = X^T X (O K against K^2
+    multiply-adds per row)."""
 
-    def __init__(self, node: Node, weight_shape: tuple[int, ...], per_sample: int, seed: int):
-        self.node, self.weight_shape, self.per_sample = node, weight_shape, per_sample
-        self.depthwise = depthwise(node)
+    def __init__(self, node: Node, w: np.ndarray, per_sample: int, seed: int):
+        self.node, self.w, self.per_sample = node, w, per_sample      # w: [O, K], or depthwise [C, 1, K]
+        self.depthwise, self.direct = depthwise(node), w.shape[-2] < w.shape[-1]
         self.rng = np.random.default_rng(seed)
-        self.kept: list[tuple[np.ndarray, np.ndarray]] = []       # (X~, X) row blocks, before any Gram
-        self.grams: list[np.ndarray] | None = None
+        self.kept: list[tuple[np.ndarray, np.ndarray]] = []       # (X~, X) row blocks, before any sum
+        self.sums: list | None = None
 
-    def add(self, x: np.ndarray, xq: np.ndarray) -> None:
-        """One sample's float input `x` and the quantized network's dequantized input `xq` to the layer."""
-        wins = windows(x.shape, self.node, self.weight_shape)
+    def add(self, x: np.ndarray, xq: np.ndarray, weight_shape: tuple[int, ...]) -> None:
+        """One sample's float input `x` and the quantized network's dequantized input `xq` to the layer (whose
+        weight has `weight_shape`)."""
+        wins = windows(x.shape, self.node, weight_shape)
         total = output_positions(x.shape, wins)
         rows = self.rng.choice(total, min(total, self.per_sample), replace=False)
         p, pq = (patches(v, wins, rows).astype(np.float32) for v in (x, xq))
@@ -201,19 +209,27 @@ class LayerStats:
             self.fold()
 
     def fold(self) -> None:
-        """Add the kept rows' Gram matrices to the sums and drop the rows."""
+        """Add the kept rows to the sums and drop them."""
         bq, bf = (np.concatenate([b[k] for b in self.kept], axis=-2) for k in (0, 1))
-        grams = [(a.swapaxes(-1, -2) @ b).astype(np.float64) for a, b in ((bq, bq), (bq, bf), (bf, bf))]
-        self.grams = grams if self.grams is None else [g + n for g, n in zip(self.grams, grams)]
+        gram = (bq.swapaxes(-1, -2) @ bq).astype(np.float64)
+        if self.direct:
+            y = bf @ self.w.swapaxes(-1, -2)                                      # X W^T
+            sums = [gram, (y.swapaxes(-1, -2) @ bq).astype(np.float64), float(np.sum(y.astype(np.float64) ** 2))]
+        else:
+            sums = [gram, *((a.swapaxes(-1, -2) @ b).astype(np.float64) for a, b in ((bq, bf), (bf, bf)))]
+        self.sums = sums if self.sums is None else [s + n for s, n in zip(self.sums, sums)]
         self.kept = []
 
     def reconstruction(self) -> Reconstruction:
         rows = sum(b[0].shape[-2] for b in self.kept)
-        if self.grams is not None or self.depthwise or (self.kept and rows * 2 > self.kept[0][0].shape[-1]):
+        if self.sums is not None or self.depthwise or (self.kept and rows * 2 > self.kept[0][0].shape[-1]):
             if self.kept:
                 self.fold()
-            return Reconstruction(grams=tuple(self.grams))
-        return Reconstruction(rows=tuple(np.concatenate([b[k] for b in self.kept]) for k in (0, 1)))
+            gram, *rest = self.sums
+            if self.direct:
+                return Reconstruction(*rest, gram)                              # T, E
+            return Reconstruction.from_grams(gram, *rest, self.w)               # C, F
+        return Reconstruction.from_rows(*(np.concatenate([b[k] for b in self.kept]) for k in (0, 1)), self.w)
 
 
 def step_cost(w_shape: tuple[int, ...], rows: int | None) -> int:
@@ -243,8 +259,8 @@ def learn_rounding(w: np.ndarray, scales: np.ndarray, bits: int, recon: Reconstr
     floor = np.floor(ratio)
     frac = np.clip(ratio - floor, 1e-4, 1 - 1e-4)
     v = -np.log((ZETA - GAMMA) / (frac - GAMMA) - 1)                # h(v) = frac
-    target = recon.target(w)
-    norm = max(recon.error(np.clip(np.rint(ratio), lo, hi) * s, w), 1e-30)     # nearest rounding's error
+    target = recon.target
+    norm = max(recon.error(np.clip(np.rint(ratio), lo, hi) * s), 1e-30)     # nearest rounding's error
     edge = np.flatnonzero((floor < lo) | (floor + 1 > hi))         # where floor + h can leave [lo, hi]
     m, u = np.zeros_like(v), np.zeros_like(v)
     sig, h, q, grad, tmp = (np.empty_like(v) for _ in range(5))
@@ -362,15 +378,15 @@ def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, 
     bar = Progress("adaround", len(layers), seconds)
     for i, layer in enumerate(layers):
         node, value = layer.node, qgraph.values[layer.node.inputs[1]]
-        stats = LayerStats(node, value.const.shape, per_sample, i)
+        w = float_graph.const(layer.float_node.inputs[1]).reshape(layer.flat_shape).astype(np.float32)
+        stats = LayerStats(node, w, per_sample, i)
         inputs = zip(float_run.advance(layer.float_node), quant_run.advance(node))
-        w = float_graph.const(layer.float_node.inputs[1])
         scales = np.array([p.scale for p in value.quant_params], np.float64)
         with thread_limit(1):
             for x, xq in inputs:
-                stats.add(x, xq)
+                stats.add(x, xq, value.const.shape)
             recon = stats.reconstruction()
-            q = learn_rounding(w.reshape(layer.flat_shape), scales, value.quant_params[0].numBits, recon,
+            q = learn_rounding(w, scales, value.quant_params[0].numBits, recon,
                                steps_for(recon.step_cost(layer.flat_shape), iterations))
         value.const = q.reshape(value.const.shape).astype(np.int8)
         bar.step()

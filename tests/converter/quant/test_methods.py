@@ -19,7 +19,7 @@ from converter.quant import QuantConfig, parse_config, quantize
 from converter.quant.config import MINDSPORE_LITE
 from converter.ir import Node
 from converter.passes.layers import dense_or_depthwise, depthwise, linear_layer
-from converter.quant.adaround import (ITERATIONS, MAX_STEP_SCALE, STEP_BUDGET, Reconstruction, Stepper,
+from converter.quant.adaround import (ITERATIONS, MAX_STEP_SCALE, STEP_BUDGET, LayerStats, Reconstruction, Stepper,
                                       learn_rounding, roundable, output_positions, patches, steps_for, windows)
 from converter.quant.calibration import channel_ranges, load_calibration, run_samples, session_for, shared_ranges
 from converter.quant.debug import output_sqnr
@@ -174,7 +174,7 @@ def test_learned_rounding_reconstructs_the_layer_output_better_than_nearest():
     bits = 3
     scales = channel_scales(w, 0, bits)
     gram = cross = x.T @ x
-    q = learn_rounding(w, scales, bits, Reconstruction(grams=(gram, cross, gram)))
+    q = learn_rounding(w, scales, bits, Reconstruction.from_grams(gram, cross, gram, w))
     nearest = np.clip(np.rint(w / scales[:, None]), *weight_range(bits))
     assert np.all(np.abs(q - w / scales[:, None]) < 1 + 1e-5)          # rounds each weight down or up
     error = lambda qq: np.sum((x @ w.T - x @ (qq * scales[:, None]).T) ** 2)  # noqa: E731
@@ -197,7 +197,7 @@ def test_learned_rounding_nears_the_brute_force_optimum_of_a_depthwise_sized_4bi
     error = lambda q: np.sum((x @ w.T - x @ (q * scales[:, None]).T) ** 2)  # noqa: E731
     gram = x.T @ x
     assert error(np.clip(np.rint(w / scales[:, None]), lo, hi)) > 1.8 * optimum
-    recon = Reconstruction(grams=(gram, gram, gram))
+    recon = Reconstruction.from_grams(gram, gram, gram, w)
     assert error(learn_rounding(w, scales, 4, recon)) < 1.3 * optimum
     steps = steps_for(recon.step_cost(w.shape), ITERATIONS)         # a step this cheap gets 30x the steps
     assert steps == MAX_STEP_SCALE * ITERATIONS
@@ -212,7 +212,7 @@ def test_cheap_layers_get_more_adaround_steps_within_the_budget():
         assert 100 <= steps <= 100 * MAX_STEP_SCALE
         assert steps * cost <= max(100 * STEP_BUDGET, 100 * cost)
     assert steps_for(10**9, 100) == 100 and steps_for(100_000, 100) == 1000
-    rows = Reconstruction(rows=(np.zeros((32, 1280)), np.zeros((32, 1280))))      # the classifier's form
+    rows = Reconstruction.from_rows(np.zeros((32, 1280)), np.zeros((32, 1280)), np.zeros((1000, 1280)))
     assert rows.step_cost((1000, 1280)) == 2 * 1000 * 1280 * 32
 
 
@@ -222,9 +222,37 @@ def test_learned_rounding_from_few_rows_matches_their_gram_matrices():
     x = xq + 0.01 * RNG.standard_normal(xq.shape).astype(np.float32)
     w = RNG.standard_normal((16, 64))
     scales = channel_scales(w, 0, 3)
-    from_rows = learn_rounding(w, scales, 3, Reconstruction(rows=(xq, x)))
-    from_grams = learn_rounding(w, scales, 3, Reconstruction(grams=(xq.T @ xq, xq.T @ x, x.T @ x)))
+    from_rows = learn_rounding(w, scales, 3, Reconstruction.from_rows(xq, x, w))
+    from_grams = learn_rounding(w, scales, 3, Reconstruction.from_grams(xq.T @ xq, xq.T @ x, x.T @ x, w))
     assert np.mean(from_rows == from_grams) > 0.99
+
+
+@pytest.mark.parametrize("outputs", [4, 40])
+def test_layer_sums_give_the_output_error_of_any_rounding(outputs):
+    """Fewer outputs than patch elements take the float side straight from X W^T, more take the Gram matrices:
+    either way the error of integer weights is ||X W^T - X~ Wq^T||^2 by numpy on the rows (within the float32
+    sums' precision), for a dense layer and per channel for a 3x3 depthwise one (patches cut by hand)."""
+    x = [RNG.standard_normal((1, 5, 5, 8)).astype(np.float32) for _ in range(3)]
+    xq = [v + 0.05 * RNG.standard_normal(v.shape).astype(np.float32) for v in x]
+    dense = Node("FullConnection", "fc", ["x", "w"], ["y"], {})
+    w = RNG.standard_normal((outputs, 8)).astype(np.float32)
+    stats = LayerStats(dense, w, 25, 0)
+    for a, b in zip(x, xq):
+        stats.add(a, b, w.shape)
+    rows, rows_q = (np.concatenate([v.reshape(-1, 8) for v in vs]).astype(np.float64) for vs in (x, xq))
+    wq = np.rint(w * 4) / 4
+    recon = stats.reconstruction()
+    assert recon.error(wq) == pytest.approx(np.sum((rows @ w.T - rows_q @ wq.T) ** 2), rel=1e-4)
+    conv = Node("Conv2D", "dw", ["x", "w"], ["y"], {"group": 8, "in_channel": 8, "out_channel": 8})
+    w = RNG.standard_normal((8, 1, 9)).astype(np.float32)
+    stats = LayerStats(conv, w, 9, 0)
+    for a, b in zip(x, xq):
+        stats.add(a, b, (8, 3, 3, 1))
+    cut = lambda v: np.stack([v[0, i:i + 3, j:j + 3].reshape(9, 8) for i in range(3) for j in range(3)])  # noqa: E731
+    p, pq = (np.concatenate([cut(v) for v in vs]).astype(np.float64) for vs in (x, xq))   # [rows, 9, channels]
+    wq = np.rint(w * 4) / 4
+    error = np.sum((np.einsum("rkc,ck->rc", p, w[:, 0]) - np.einsum("rkc,ck->rc", pq, wq[:, 0])) ** 2)
+    assert stats.reconstruction().error(wq) == pytest.approx(error, rel=1e-4)
 
 
 def test_adaround_lowers_the_error_of_low_bit_weights():
