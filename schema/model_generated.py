@@ -714,6 +714,7 @@ class Rounding(object):
     TFLITE = 0
     NNACL = 1
     ONNXRUNTIME = 2
+    ONNXRUNTIME_FLOAT32 = 3
 
 
 class Activation(object):

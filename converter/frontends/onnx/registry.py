@@ -2,6 +2,7 @@
 domain by its qualified name (`IMPORTERS["com.microsoft.Gelu"]`)."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any, Callable
 
@@ -38,10 +39,12 @@ class ImportContext(EmitContext):
         self.domain_opsets = domain_opsets if domain_opsets is not None else parent.domain_opsets if parent else {}
         self.node: onnx.NodeProto | None = None
         self.parent = parent
+        self.readers: collections.Counter[str] = collections.Counter()    # nodes reading each value, by name
 
     # ---- walking a graph -----------------------------------------------------------------------------------------
     def import_nodes(self, g: onnx.GraphProto) -> None:
         """Apply one importer rule per node of `g`, in order."""
+        self.readers = collections.Counter(i for node in g.node for i in node.input if i)
         for index, node in enumerate(g.node):
             self.node, self.name = node, node.name or f"{node.op_type}_{index}"
             op = qualified(node.op_type, node.domain)

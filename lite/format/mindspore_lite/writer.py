@@ -722,7 +722,7 @@ def translate(tensors: Sequence[TensorDef], nodes: Sequence[NodeDef], inputs: Se
         if n.quant_type == ours.QuantType.WEIGHT:
             raise NotSupportedError(f"{n.op} node '{n.name}' is weight-quantized, which MindSpore Lite files of "
                                     f"ours do not carry yet")
-        if n.rounding == "onnxruntime":
+        if n.rounding.startswith("onnxruntime"):
             raise _refuse(n, "onnxruntime's requantization (a float32 product rounded half to even; the official "
                              "kernels round as nnacl does)")
         rule(g, n)

@@ -21,6 +21,7 @@ from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
 from lite.kernels.compiled.conv2d import dense_taps, depthwise_taps, tiled_dense, tiled_depthwise
 from lite.kernels.int8.common import int32_gemm_fits
 from lite.kernels.int8.conv2d import F32, MAX_ABS_X, Conv2DInt8Kernel
+from lite.kernels.int8.mlas_order import stride_k
 from lite.kernels.int8.requantize import ONNXRUNTIME, Requantizer
 
 
@@ -46,12 +47,12 @@ def tile_epilogue(rq: Requantizer, zsum: np.ndarray) -> tuple[np.ndarray, np.nda
 class Conv2DInt8Compiled(Conv2DInt8Kernel):
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
         g, rq = self.geo, self.requantize
-        fused = rq.affine or rq.rounding == ONNXRUNTIME         # the forms the direct kernels run
+        fused = (rq.affine or rq.rounding == ONNXRUNTIME) and not self.unfused     # the direct kernels' forms
         self.tiled = (fused and (g.group > 1 and g.group == g.in_channels and tiled_depthwise(g) or tiled_dense(g))
                       and exact_in_float32(self.centred, tile_epilogue(rq, self.zsum())[0]))
         self.compiled_direct = self.tiled or (fused and g.group > 1 and g.group == g.in_channels
                                               and int(self.bounds.max()) < 1 << 30)  # int32 sums cannot overflow
-        self.compiled_gemm = (self.requantize.exact and not self.tiled and g.group == 1
+        self.compiled_gemm = (self.requantize.exact and not self.tiled and g.group == 1 and not self.unfused
                               and int32_gemm_fits(self.centred, MAX_ABS_X))
         self.pointwise = not g.padded and all(w.kernel == w.stride == 1 for w in (g.wh, g.ww))
         super().select(inputs)
@@ -73,9 +74,19 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
             self.bind_gemm(inputs[0], outputs[0], list(scratch))
         else:
             super().bind(inputs, outputs, scratch)
+        if self.unfused:
+            self.bind_unfused()
         rq = self.requantize
         self.compiled = (self.compiled_direct or self.compiled_gemm or (rq.affine and self.depthwise)
-                         or (rq.exact and self.geo.group == 1))
+                         or (rq.exact and self.geo.group == 1) or self.unfused)
+
+    def bind_unfused(self) -> None:
+        """onnxruntime's unfused float32 conv: its GEMM in MLAS's order with true fused multiply-adds
+        (`mlas_order.sgemm`)."""
+        from lite.kernels.compiled import mlas_order
+        cols, y = self.float_work[1:]
+        self.gemm = mlas_order.sgemm.bind(y.size * cols.shape[0], self.weight_f, cols, np.int64(
+            stride_k(cols.shape[1], cols.shape[0])), y)
 
     def requantize_rows(self, acc: np.ndarray, out: np.ndarray, bound: Callable[[], None]) -> Callable[[], None]:
         """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout), where exact

@@ -7,9 +7,14 @@ for small M; depthwise as banded multiply-adds, `DepthwiseBands`), exact because
 L1 bound could pass 2^24 (`exact_ranges`); `Requantizer` then folds the constant bias into its float64 passes and
 writes int8 straight from the float32 products, a cache-sized chunk at a time. The compiled sibling
 (`compiled/int8_conv2d.py`) runs integer GEMMs and direct kernels of its own where they are exact.
+
+A node rounding as `ONNXRUNTIME_FLOAT32` (a QDQ Conv that onnxruntime leaves unfused) instead dequantizes its
+input, sums in float32 in onnxruntime's order (`mlas_order`) and quantizes as QuantizeLinear does: x / s_y,
+half to even.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Callable, Sequence
 
@@ -20,7 +25,9 @@ from lite.kernel import Kernel, TensorSpec, register
 from lite.kernels._conv_math import PadCopy, grouped_columns, padded_shape
 from lite.kernels.conv2d import SMALL_M, DepthwiseBands, check_bias, conv_geometry, depthwise_band
 from lite.kernels.int8.common import ExactGemm, exact_ranges, fused_bounds, input_quant, output_quant
-from lite.kernels.int8.requantize import Requantizer, real_multiplier, scales, zero_points
+from lite.kernels.int8 import mlas_order
+from lite.kernels.int8.requantize import ONNXRUNTIME, ONNXRUNTIME_FLOAT32, Requantizer, real_multiplier, scales, \
+    zero_points
 from lite.status import NotSupportedError
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -71,12 +78,28 @@ class Conv2DInt8Kernel(Kernel):
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
         self.bounds = acc_bounds(centred, MAX_ABS_X)
         rounding = self.node.rounding
+        self.unfused = rounding == ONNXRUNTIME_FLOAT32 and g.group == 1
+        rounding = ONNXRUNTIME if rounding == ONNXRUNTIME_FLOAT32 else rounding   # grouped: onnxruntime fuses it
         self.requantize = Requantizer.build(real_multiplier(qx.scale, s_w, qy.scale, rounding), qy.zero_point, lo,
                                             hi, folded, self.bounds, rounding)
+        if self.unfused:
+            self.float_terms(w, bias, s_w, qy.scale, lo, hi)
         return [TensorSpec(g.out_shape, x.dtype)]
+
+    def float_terms(self, w: TensorSpec, bias: TensorSpec | None, s_w: np.ndarray, s_y: float, lo: int,
+                    hi: int) -> None:
+        """onnxruntime's unfused form: the dequantized weight as MLAS's A [O, K], the dequantized bias, and the
+        output's float32 scale and clamp."""
+        real = self.centred.astype(F32) * s_w.astype(F32)[:, None]
+        self.weight_f = mlas_order.weight_rows(real, self.geo)
+        self.bias_f = None if bias is None else (bias.value.astype(F32) * scales(bias.quant or []).astype(F32))
+        self.scale_y, self.clamp = np.float32(s_y), (lo, hi)
 
     def select(self, inputs: Sequence[TensorSpec | None]) -> None:
         g = self.geo
+        if self.unfused:
+            self.depthwise = self.transposed = False
+            return
         self.depthwise = g.group > 1 and g.group == g.in_channels == g.out_channels and len(self.ranges) == 1
         self.transposed = not self.depthwise and g.group == 1 and g.rows < SMALL_M
 
@@ -91,6 +114,10 @@ class Conv2DInt8Kernel(Kernel):
 
     def scratch(self) -> list[TensorSpec]:
         g = self.geo
+        if self.unfused:          # an image dequantized, its columns, the GEMM's output
+            pixels = g.wh.out * g.ww.out
+            return [TensorSpec((g.wh.size, g.ww.size, g.in_channels), F32), TensorSpec((g.depth, pixels), F32),
+                    TensorSpec((g.out_channels, pixels), F32)]
         if self.depthwise:
             band = DepthwiseBands.scratch(g)
             rows, width = band[1].shape[1:3]
@@ -104,6 +131,10 @@ class Conv2DInt8Kernel(Kernel):
     def bind(self, inputs, outputs, scratch) -> None:
         g, x, out, work = self.geo, inputs[0], outputs[0], list(scratch)
         zp = float(self.qx.zero_point)
+        if self.unfused:
+            self.float_work = work
+            self.gemm = functools.partial(mlas_order.sgemm, self.weight_f, *work[1:])
+            return
         if self.depthwise:
             self.bind_depthwise(x, out, work, zp)
             return
@@ -151,7 +182,23 @@ class Conv2DInt8Kernel(Kernel):
         `Requantizer`'s passes prebound by the caller (a sibling may run one pass of its own instead)."""
         return bound
 
+    def run_unfused(self, x: np.ndarray, out: np.ndarray) -> None:
+        """DequantizeLinear, onnxruntime's float32 Conv (`mlas_order`) and QuantizeLinear, an image at a time."""
+        real, cols, y = self.float_work
+        for image, target in zip(x, out):
+            np.multiply(np.subtract(image, self.qx.zero_point, dtype=F32), np.float32(self.qx.scale), out=real)
+            mlas_order.columns(real, self.geo, cols)
+            self.gemm()
+            if self.bias_f is not None:
+                y += self.bias_f[:, None]
+            q = np.rint(y / self.scale_y) + np.float32(self.requantize.zero_point)
+            np.clip(q, *self.clamp, out=q)
+            target.reshape(-1, self.geo.out_channels)[...] = q.T
+
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        if self.unfused:
+            self.run_unfused(inputs[0], outputs[0])
+            return
         if self.depthwise:
             for fill, views, band, tmp, finish in self.bands:
                 fill()

@@ -33,6 +33,7 @@ CHUNK = 1 << 16         # elements requantized per step: the float64 work buffer
 TILE = 1 << 13          # least elements per row of a chunk: numpy's ufunc buffer size (`Requantizer.bind`)
 F64, I16 = np.dtype(np.float64), np.dtype(np.int16)
 TFLITE, NNACL, ONNXRUNTIME = "tflite", "nnacl", "onnxruntime"     # the requantization rules (module docstring)
+ONNXRUNTIME_FLOAT32 = "onnxruntime_float32"     # no requantization: onnxruntime's unfused float32 conv (`mlas_order`)
 
 
 def quantize_multiplier(real: float) -> tuple[int, int]:

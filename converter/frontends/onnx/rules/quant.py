@@ -30,7 +30,7 @@ from converter.frontends.onnx.rules.nn import _checked_group, _kernel_shape, _sp
 from converter.ir import Graph, Value
 from lite.dtypes import DataType, from_numpy, to_numpy
 from lite.kernels.int8.quant_cast import GENERAL_TYPES
-from lite.kernels.int8.requantize import ONNXRUNTIME
+from lite.kernels.int8.requantize import ONNXRUNTIME, ONNXRUNTIME_FLOAT32
 from schema import fb
 
 INTEGER_TYPES = {np.dtype(np.int8): 8, np.dtype(np.uint8): 8, np.dtype(np.int16): 16}
@@ -255,7 +255,9 @@ def _bias_integers(ctx: ImportContext, bias: np.ndarray, bias_scale: np.ndarray)
 def fuse_qdq(ctx: ImportContext, y: str, params: list[Any]) -> bool:
     """Rewrite DQ -> Conv / FullConnection -> Q (this QuantizeLinear) as one int8 op that requantizes as
     onnxruntime's QLinearConv / QGemm (its QDQ transformer makes one of it), `ONNXRUNTIME`: int8 weight per
-    channel, the int32 bias as the model stores it. False when `y` is not such a pattern."""
+    channel, the int32 bias as the model stores it. A Conv whose input DequantizeLinear other nodes also read
+    (a residual Add) onnxruntime leaves unfused, a float32 Conv: that one runs as it does (`ONNXRUNTIME_FLOAT32`).
+    False when `y` is not such a pattern."""
     back = _producer(ctx, y, "Transpose", NHWC_TO_NCHW)
     conv = back and _producer(ctx, back.inputs[0], "Conv2D")
     layer = conv or _producer(ctx, y, "FullConnection")
@@ -278,7 +280,8 @@ def fuse_qdq(ctx: ImportContext, y: str, params: list[Any]) -> bool:
                                quant_params(bias_scale, np.zeros_like(bias_scale, np.int64), 32), "bias"))
     source = _emit_q(ctx, "Transpose", [x], x_params, perm=list(NCHW_TO_NHWC)) if conv else x
     out = _emit_q(ctx, layer.op, [source, *consts], params, None if conv else ctx.outputs[0], **layer.attrs)
-    ctx.graph.producer(out).rounding = ONNXRUNTIME
+    shared = conv and ctx.readers[into.inputs[0]] > 1
+    ctx.graph.producer(out).rounding = ONNXRUNTIME_FLOAT32 if shared else ONNXRUNTIME
     if conv:
         _emit_q(ctx, "Transpose", [out], params, ctx.outputs[0], perm=list(NHWC_TO_NCHW))
     return True

@@ -1,0 +1,74 @@
+"""onnxruntime's float32 convolution as its CPU provider sums it, for the DQ -> Conv -> Q that its QDQ transformer
+leaves unfused (`ONNXRUNTIME_FLOAT32`: the input's DequantizeLinear also feeds another node, as a residual Add).
+
+onnxruntime runs such a Conv as an MLAS SGEMM per image, Y[O, L] = W[O, K] @ columns[K, L], the im2col rows in
+(c, kh, kw) order. MLAS cuts K into blocks (`stride_k`); each block's dot product is summed from zero by
+sequential fused multiply-adds and added to Y (the first block written), so the float32 result depends on that
+order: the exact sum rounds to float32 differently in most values, and a value near a rounding tie of the
+QuantizeLinear after it then quantizes differently. This order reproduces onnxruntime 1.32's outputs bit for bit
+(ResNet-18's unfused convs on an AVX-512 host: 56x56, 14x14 and 7x7 layers, blocks of 128 and 256).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lite.kernels.conv2d import Geometry
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+STRIDE = 128          # MLAS_SGEMM_STRIDEN and MLAS_SGEMM_STRIDEK
+
+
+def stride_k(n: int, k: int) -> int:
+    """MLAS's K block of an SGEMM with N columns and depth K (A not transposed): the N stride doubles while K
+    fits in half the K stride, or the K stride doubles while N fits in half the N stride (down to 16)."""
+    stride_n, stride = STRIDE, STRIDE
+    if n >= k:
+        while stride // 2 >= k:
+            stride_n, stride = stride_n * 2, stride // 2
+    else:
+        while stride_n > 16 and stride_n // 2 >= n:
+            stride_n, stride = stride_n // 2, stride * 2
+    return stride
+
+
+def weight_rows(w: np.ndarray, g: Geometry) -> np.ndarray:
+    """OHWI weights [O, KH, KW, C] (dequantized float32) as the GEMM's A [O, K], K in (c, kh, kw) order."""
+    return np.ascontiguousarray(w.reshape(g.out_channels, g.wh.kernel, g.ww.kernel, -1).transpose(0, 3, 1, 2)
+                                .reshape(g.out_channels, -1))
+
+
+def columns(x: np.ndarray, g: Geometry, out: np.ndarray) -> None:
+    """onnxruntime's im2col of one NHWC image x [H, W, C] (float32) into out [K, L]: rows (c, kh, kw), zeros
+    where a tap falls in the padding."""
+    wh, ww = g.wh, g.ww
+    cols = out.reshape(g.in_channels, wh.kernel, ww.kernel, wh.out, ww.out)
+    cols[...] = 0
+    for i in range(wh.kernel):
+        rows = np.arange(wh.out) * wh.stride + i * wh.dilation - wh.pad_begin
+        r_in = (rows >= 0) & (rows < wh.size)
+        for j in range(ww.kernel):
+            cs = np.arange(ww.out) * ww.stride + j * ww.dilation - ww.pad_begin
+            c_in = (cs >= 0) & (cs < ww.size)
+            taps = x[rows[r_in]][:, cs[c_in]]                             # [oh', ow', C]
+            cols[:, i, j][:, r_in[:, None] & c_in[None, :]] = taps.reshape(-1, g.in_channels).T
+
+
+def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """out [M, N] = a [M, K] @ b [K, N] in MLAS's order (float32): per K block, fused multiply-adds from zero in
+    k order, the block sums then added in block order. A fused multiply-add here is the exact float64 product
+    plus the float32 sum, rounded to float64 and then to float32 (equal to one rounding but where the float64
+    sum falls on a float32 tie: rare, and the compiled kernel has a true one)."""
+    m, k = a.shape
+    block = stride_k(b.shape[1], k)
+    acc = np.empty(out.shape, F32)
+    wide = np.empty(out.shape, F64)
+    for k0 in range(0, k, block):
+        acc[...] = 0
+        for kk in range(k0, min(k0 + block, k)):
+            np.multiply(a[:, kk:kk + 1], b[kk], out=wide, dtype=F64)
+            wide += acc
+            acc[...] = wide
+        if k0:
+            out += acc
+        else:
+            out[...] = acc
