@@ -45,7 +45,8 @@ REGULARIZATION = 30.0        # few iterations need a strong pull to 0 or 1 (docs
 WARMUP = 0.2
 BETA = (20.0, 2.0)
 STEP_PASSES = 40             # elementwise passes over the weights per Adam step (for the time estimate) ...
-STEP_CALLS = 1e-4            # ... and seconds of the step's ~40 numpy calls themselves
+STEP_CALLS = 4e-5            # ... and seconds of the step's ~40 numpy calls themselves
+PATCH_PASSES = 30            # elementwise passes over each sampled patch value (cutting, copies, casts)
 
 
 def roundable(qgraph: Graph, node: Node) -> bool:
@@ -355,14 +356,20 @@ def plan(float_graph: Graph, qgraph: Graph, samples: int, iterations: int = ITER
 
 def estimate_seconds(layers: list[Layer], pass_seconds: float, rates: tuple[float, float]) -> list[float]:
     """Each layer's expected share of AdaRound's time: its Adam steps (multiply-adds at `rates[0]` per second,
-    STEP_PASSES elementwise passes over its weights at `rates[1]`, STEP_CALLS) and its Gram matrices, and its
-    share of the two runs over the calibration set (float and int8, `pass_seconds` each for the whole graph).
-    The quantizer passes fixed reference rates (`cost.REFERENCE_RATES`), so the estimate is the model's."""
+    STEP_PASSES elementwise passes over its weights at `rates[1]`, STEP_CALLS), its sums (`LayerStats`: the
+    Gram matrix and the float side's products, PATCH_PASSES over the patches), and its share of the two runs
+    over the calibration set (float and int8, `pass_seconds` each for the whole graph). The quantizer passes
+    fixed reference rates (`cost.REFERENCE_RATES`), so the estimate is the model's."""
     macs, elements = rates
-    return [layer.steps * (layer.step_cost / macs + STEP_PASSES * int(np.prod(layer.flat_shape)) / elements
-                           + STEP_CALLS)
-            + 3 * layer.rows * layer.flat_shape[-1] ** 2 * (layer.flat_shape[0] if layer.depthwise else 1) / macs
-            + 2 * pass_seconds / len(layers) for layer in layers]
+    seconds = []
+    for layer in layers:
+        outputs, k = layer.flat_shape[-2:]
+        values = layer.rows * k * (layer.flat_shape[0] if layer.depthwise else 1)     # sampled patch values
+        seconds.append(layer.steps * (layer.step_cost / macs + STEP_PASSES * int(np.prod(layer.flat_shape))
+                                      / elements + STEP_CALLS)
+                       + values * (k + 2 * min(outputs, k)) / macs + PATCH_PASSES * values / elements
+                       + 2 * pass_seconds / len(layers))
+    return seconds
 
 
 def adaround_weights(float_graph: Graph, qgraph: Graph, samples: list[dict[str, np.ndarray]],

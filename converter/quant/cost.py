@@ -3,9 +3,10 @@ machine and at every load: the same model and calibration set give the same meth
 
 The estimate counts work from the graph alone (multiply-adds of its products and elements of its activations per
 sample, AdaRound's steps from the layers' shapes) and turns it into seconds with fixed rates of the reference
-machine: two cores of an x86 server with OpenBLAS, unloaded. The rates were fitted to EfficientNet-Lite0's phases
-measured there (docs/quantization.md, "Default methods"). A faster or busier machine takes less or more time than
-estimated, but chooses the same.
+machine: two cores of an x86 server with OpenBLAS. The rates were fitted to the CPU time (user + sys) of
+EfficientNet-Lite0's phases measured there (docs/quantization.md, "Default methods"): most of the work runs on one
+thread, so on two idle cores the CPU time bounds the wall time. A faster or busier machine takes less or more time
+than estimated, but chooses the same.
 """
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ import numpy as np
 from converter.ir import Graph
 from lite.traits import traits
 
-REFERENCE_RATES = (2.3e10, 5.8e9)    # AdaRound's steps: float32 multiply-adds per second at one BLAS thread, and
+REFERENCE_RATES = (4.6e10, 4.0e9)    # AdaRound: float32 multiply-adds per second at one BLAS thread, and
                                      # elements per second of an elementwise pass (`adaround.estimate_seconds`)
-PASS_MACS = 2.0e10                   # a graph pass over one sample: multiply-adds per second through the runtime,
-PASS_ELEMENTS = 1.2e8                # plus activation elements per second (kernel calls, observers, copies)
-DONE_PASSES = 4.5                    # passes over the calibration set before AdaRound is decided: equalization's
-                                     # channel ranges, the calibration, the range choice's float and int8 runs
-                                     # and builds (EfficientNet-Lite0, 32 samples: 3.4 + 3.6 + 8.7 s = 4.5 x 3.6 s)
+PASS_MACS = 4.0e10                   # a graph pass over one sample: multiply-adds per second through the runtime,
+PASS_ELEMENTS = 4.2e8                # plus activation elements per second (kernel calls, observers, copies)
+DONE_PASSES = 3.7                    # passes over the calibration set before AdaRound is decided: equalization's
+                                     # channel ranges, the calibration, KL's thresholds, the range choice's int8
+                                     # runs and builds (EfficientNet-Lite0, 32 samples: 3.1 s = 3.7 x 0.85 s)
 
 
 @dataclass(frozen=True)
