@@ -117,22 +117,40 @@ def _tile_kernel(pixels: int, vectors: int, lanes: int):
     return tile
 
 
-# channel blocks, widest first: two vectors, one vector, (on AVX-512) one 8-lane vector, then 4, 2 and 1 channels
-# for the rest of a count that is no multiple of 8 (float depthwise only: BlazeFace's 28, 36 and 42 channels ran on
-# `depthwise_f32` at 5-7 GMAC/s); each as a tile of TILE_PIXELS pixels and as a one-pixel tile
-BLOCKS = (2 * LANES, LANES, 8, 4, 2, 1)
+# channel blocks, widest first: two vectors, one vector, and (on AVX-512) one 8-lane vector; each as a tile of
+# TILE_PIXELS pixels and as a one-pixel tile. Float depthwise convs end the channels that are no multiple of 8 in
+# blocks of 4, 2 and 1 (`_tail`: BlazeFace's 28, 36 and 42 channels ran on `depthwise_f32` at 5-7 GMAC/s)
+BLOCKS = (2 * LANES, LANES, 8)
 _TILE_A, _PIXEL_A, _TILE_B, _PIXEL_B, _TILE_C, _PIXEL_C, _TILE_D, _PIXEL_D, _TILE_E, _PIXEL_E, _TILE_F, _PIXEL_F = (
     _tile_kernel(pixels, vectors, lanes) for vectors, lanes in ((2, LANES), (1, LANES), (1, 8), (1, 4), (1, 2), (1, 1))
     for pixels in (TILE_PIXELS, 1))
 
 
 @njit(nogil=True, cache=True)
-def _block(left):  # pragma: no cover
-    """The widest channel block (index into BLOCKS) that fits in `left` channels."""
-    kind = 0
-    while BLOCKS[kind] > left:
-        kind += 1
-    return kind
+def _tail(xf, xat, x_step, w, tap_x, tap_w, taps, init, lo, hi, of, at, o_step, pixels, c0, o):  # pragma: no cover
+    """Float depthwise channels c0..o-1 (fewer than 8) of `pixels` output pixels, the first at input element xat
+    and output element at, the next x_step and o_step further: 4, 2 and 1 channels at a time, TILE_PIXELS pixels
+    at a time (then one)."""
+    while c0 < o:
+        width = 4 if o - c0 >= 4 else 2 if o - c0 >= 2 else 1
+        p = 0
+        while p < pixels:
+            whole = p + TILE_PIXELS <= pixels
+            xa, oa = xat + p * x_step + c0, at + p * o_step + c0
+            if width == 4 and whole:
+                _TILE_D(xf, xa, x_step, w, c0, tap_x, tap_w, taps, init, init, init, c0, lo, hi, of, oa, o_step)
+            elif width == 4:
+                _PIXEL_D(xf, xa, x_step, w, c0, tap_x, tap_w, taps, init, init, init, c0, lo, hi, of, oa, o_step)
+            elif width == 2 and whole:
+                _TILE_E(xf, xa, x_step, w, c0, tap_x, tap_w, taps, init, init, init, c0, lo, hi, of, oa, o_step)
+            elif width == 2:
+                _PIXEL_E(xf, xa, x_step, w, c0, tap_x, tap_w, taps, init, init, init, c0, lo, hi, of, oa, o_step)
+            elif whole:
+                _TILE_F(xf, xa, x_step, w, c0, tap_x, tap_w, taps, init, init, init, c0, lo, hi, of, oa, o_step)
+            else:
+                _PIXEL_F(xf, xa, x_step, w, c0, tap_x, tap_w, taps, init, init, init, c0, lo, hi, of, oa, o_step)
+            p += TILE_PIXELS if whole else 1
+        c0 += width
 
 
 @Compiled
@@ -190,24 +208,25 @@ def conv_tiled(x, centre, xc, zp, w, init, scale, offset, lo, hi, out, stride_h,
                     count += 1
             c0 = 0
             while c0 < o:
-                kind = _block(o - c0)
+                if o - c0 < 8:                  # float depthwise only
+                    _tail(xf, 0, 0, w, edge_x, edge_w, count, init, lo, hi, of, row + xo * o, 0, 1, c0, o)
+                    break
+                kind = 0 if o - c0 >= BLOCKS[0] else 1 if o - c0 >= BLOCKS[1] else 2
                 xat, at = 0 if dense else c0, row + xo * o + c0
                 if kind == 0:
                     _PIXEL_A(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
                 elif kind == 1:
                     _PIXEL_B(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
-                elif kind == 2:
-                    _PIXEL_C(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
-                elif kind == 3:
-                    _PIXEL_D(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
-                elif kind == 4:
-                    _PIXEL_E(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
                 else:
-                    _PIXEL_F(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
+                    _PIXEL_C(xf, xat, 0, w, c0, edge_x, edge_w, count, init, scale, offset, c0, lo, hi, of, at, 0)
                 c0 += BLOCKS[kind]
         c0 = 0
         while c0 < o:
-            kind = _block(o - c0)
+            if o - c0 < 8:                      # float depthwise only
+                _tail(xf, first * step, step, w, tap_x, tap_w, taps, init, lo, hi, of, row + first * o, o,
+                      last - first, c0, o)
+                break
+            kind = 0 if o - c0 >= BLOCKS[0] else 1 if o - c0 >= BLOCKS[1] else 2
             xo = first
             while xo < last:
                 whole = xo + TILE_PIXELS <= last
@@ -220,22 +239,10 @@ def conv_tiled(x, centre, xc, zp, w, init, scale, offset, lo, hi, out, stride_h,
                     _TILE_B(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
                 elif kind == 1:
                     _PIXEL_B(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
-                elif kind == 2 and whole:
-                    _TILE_C(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
-                elif kind == 2:
-                    _PIXEL_C(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
-                elif kind == 3 and whole:
-                    _TILE_D(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
-                elif kind == 3:
-                    _PIXEL_D(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
-                elif kind == 4 and whole:
-                    _TILE_E(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
-                elif kind == 4:
-                    _PIXEL_E(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
                 elif whole:
-                    _TILE_F(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                    _TILE_C(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
                 else:
-                    _PIXEL_F(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
+                    _PIXEL_C(xf, xat, step, w, c0, tap_x, tap_w, taps, init, scale, offset, c0, lo, hi, of, at, o)
                 xo += TILE_PIXELS if whole else 1
             c0 += BLOCKS[kind]
 
