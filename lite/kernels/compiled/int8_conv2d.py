@@ -75,18 +75,21 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
         else:
             super().bind(inputs, outputs, scratch)
         if self.unfused:
-            self.bind_unfused()
+            self.bind_unfused(outputs[0])
         rq = self.requantize
         self.compiled = (self.compiled_direct or self.compiled_gemm or (rq.affine and self.depthwise)
                          or (rq.exact and self.geo.group == 1) or self.unfused)
 
-    def bind_unfused(self) -> None:
-        """onnxruntime's unfused float32 conv: its GEMM in MLAS's order with true fused multiply-adds
-        (`mlas_order.sgemm`)."""
+    def bind_unfused(self, out: np.ndarray) -> None:
+        """onnxruntime's unfused float32 conv: its GEMM in MLAS's order with true fused multiply-adds and the
+        QuantizeLinear of each image (`mlas_order`)."""
         from lite.kernels.compiled import mlas_order
         cols, y = self.float_work[1:]
         self.gemm = mlas_order.sgemm.bind(y.size * cols.shape[0], self.weight_f, cols, np.int64(
             stride_k(cols.shape[1], cols.shape[0])), y)
+        terms = (self.scale_y, np.float32(self.requantize.zero_point), *(np.float32(b) for b in self.clamp))
+        self.quantizers = [mlas_order.quantize_columns.bind(y.size, y, *terms, image.reshape(y.shape[::-1]))
+                           for image in out]
 
     def requantize_rows(self, acc: np.ndarray, out: np.ndarray, bound: Callable[[], None]) -> Callable[[], None]:
         """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout), where exact

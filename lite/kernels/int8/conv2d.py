@@ -134,6 +134,7 @@ class Conv2DInt8Kernel(Kernel):
         if self.unfused:
             self.float_work = work
             self.gemm = functools.partial(mlas_order.sgemm, self.weight_f, *work[1:])
+            self.quantizers = [functools.partial(self.quantize, image.reshape(-1, g.out_channels)) for image in out]
             return
         if self.depthwise:
             self.bind_depthwise(x, out, work, zp)
@@ -185,15 +186,21 @@ class Conv2DInt8Kernel(Kernel):
     def run_unfused(self, x: np.ndarray, out: np.ndarray) -> None:
         """DequantizeLinear, onnxruntime's float32 Conv (`mlas_order`) and QuantizeLinear, an image at a time."""
         real, cols, y = self.float_work
-        for image, target in zip(x, out):
+        for image, quantize in zip(x, self.quantizers):
             np.multiply(np.subtract(image, self.qx.zero_point, dtype=F32), np.float32(self.qx.scale), out=real)
             mlas_order.columns(real, self.geo, cols)
             self.gemm()
             if self.bias_f is not None:
                 y += self.bias_f[:, None]
-            q = np.rint(y / self.scale_y) + np.float32(self.requantize.zero_point)
-            np.clip(q, *self.clamp, out=q)
-            target.reshape(-1, self.geo.out_channels)[...] = q.T
+            quantize()
+
+    def quantize(self, out: np.ndarray) -> None:
+        """QuantizeLinear of the GEMM's output y [O, L] into out [L, O]: rint(y / s_y) + zp, clamped (float32;
+        the compiled sibling binds its own)."""
+        y = self.float_work[2]
+        q = np.rint(y / self.scale_y) + np.float32(self.requantize.zero_point)
+        np.clip(q, *self.clamp, out=q)
+        out[...] = q.T
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         if self.unfused:

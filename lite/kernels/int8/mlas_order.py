@@ -6,7 +6,9 @@ onnxruntime runs such a Conv as an MLAS SGEMM per image, Y[O, L] = W[O, K] @ col
 sequential fused multiply-adds and added to Y (the first block written), so the float32 result depends on that
 order: the exact sum rounds to float32 differently in most values, and a value near a rounding tie of the
 QuantizeLinear after it then quantizes differently. This order reproduces onnxruntime 1.32's outputs bit for bit
-(ResNet-18's unfused convs on an AVX-512 host: 56x56, 14x14 and 7x7 layers, blocks of 128 and 256).
+(ResNet-18's unfused convs on an AVX-512 host: 56x56, 14x14 and 7x7 layers, blocks of 128 and 256). It is MLAS's
+one-thread split: a threaded GEMM with more columns than rows gives each thread its own run of columns, whose
+width sets its K block, so there onnxruntime's sums depend on its thread count (not on the zoo's CNNs).
 """
 from __future__ import annotations
 
