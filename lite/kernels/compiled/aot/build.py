@@ -304,10 +304,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def background(out: Path, cc: str) -> int:
     """The first-use build (`first_use.start` launched it, holding the lock for it), at the lowest priority
-    (`first_use.lowest_priority`); the cache then keeps `first_use.KEEP` other libraries."""
+    (`first_use.lower_priority`); the cache then keeps `first_use.KEEP` other libraries."""
     from lite.kernels.compiled.aot import first_use
     from lite.kernels.compiled.llvm import TARGET
-    first_use.lowest_priority()
+    first_use.lower_priority()
     print(f"wrote {build(out, TARGET, cc)}", flush=True)
     first_use.prune(out)
     return 0

@@ -6,14 +6,15 @@ installs numba, in an isolated environment without it.
 Why at exit: a build beside the process that wants it took the CPU its threaded kernels wait for. Its own session
 (so it outlives a closed terminal) is its own scheduling group where the kernel groups sessions (Linux's
 autogroup), and nice 19 counts only inside a group: the build took half a core against the process and
-MobileNetV2's runs went from 5.7 to 370 ms. So the build also lowers its group's priority (`lowest_priority`),
+MobileNetV2's runs went from 5.7 to 370 ms. So the build also lowers its group's priority (`lower_priority`),
 for the processes that start while it runs.
 
 The build runs only where it can (numba, llvmlite and a C compiler installed; `MSLITE_AOT_BUILD=0` turns it off),
-once per folder: it holds an exclusive lock on `build.lock` for its whole life (the kernel drops it when the
-process ends, however it ends), so a process exiting meanwhile neither starts a second build nor waits
-(`wait` does, for tools and tests). A build that ended without a library (its `build.log` says why) is not
-retried there; `python -m lite.kernels.compiled.aot.build` builds by hand.
+once per folder and one at a time per cache (a checkout whose kernel sources change often would otherwise start
+one per edit): it holds an exclusive lock on `build.lock` in its folder and in the cache for its whole life (the
+kernel drops them when the process ends, however it ends), so a process exiting meanwhile neither starts a
+second build nor waits (`wait` does, for tools and tests). A build that ended without a library (its `build.log`
+says why) is not retried there; `python -m lite.kernels.compiled.aot.build` builds by hand.
 """
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ import sys
 from pathlib import Path
 
 BUILD_ENV = "MSLITE_AOT_BUILD"   # "0": never build on first use
+NICE_ENV = "MSLITE_AOT_BUILD_NICE"   # the build's nice and its scheduling group's, 19 (the lowest priority) unless set
 LOCK, LOG = "build.lock", "build.log"
 KEEP = 8                          # libraries of other kernel sources kept in the cache (the newest)
 RUNNING = "it is being built in the background into {}"
 ENDED = "its first-use build ended without a library (see {})"
+OTHER = "a build of other kernel sources runs in {}: the first process to exit after it builds this one"
 
 
 def unavailable() -> str | None:
@@ -101,6 +104,10 @@ def start(folder: Path) -> str:
     if (folder / LOG).exists():
         os.close(fd)
         return ENDED.format(folder / LOG)
+    shared = _locked(folder.parent / LOCK)         # one build per cache, whatever sources it builds
+    if shared is None:
+        os.close(fd)
+        return OTHER.format(folder.parent)
     try:
         package_root = str(Path(__file__).resolve().parents[4])
         path = os.environ.get("PYTHONPATH")
@@ -108,19 +115,25 @@ def start(folder: Path) -> str:
         with open(folder / LOG, "w") as log:
             subprocess.Popen([sys.executable, "-m", "lite.kernels.compiled.aot.build", "--out", str(folder),
                               "--lock-fd", str(fd)], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                             env=env, pass_fds=(fd,), start_new_session=True)
+                             env=env, pass_fds=(fd, shared), start_new_session=True)
     finally:
-        os.close(fd)                 # the build's copy keeps the lock
+        os.close(fd)                 # the build's copies keep the locks
+        os.close(shared)
     return f"it is being built in the background into {folder} (log: {LOG}), for the processes after this one"
 
 
-def lowest_priority() -> None:
-    """Lower this process (the build) to the lowest CPU priority, its scheduling group's too where the kernel
-    groups sessions (Linux's autogroup, `/proc/self/autogroup`): nice alone weighs only inside the group."""
-    os.nice(19)
+def lower_priority() -> None:
+    """Lower this process (the build) to nice `MSLITE_AOT_BUILD_NICE` (19, the lowest priority, unless set), its
+    scheduling group's too where the kernel groups sessions (Linux's autogroup, `/proc/self/autogroup`): nice alone
+    weighs only inside the group. (At 19 the build waits for idle CPU: a test on a busy machine sets 0.)"""
+    try:
+        nice = min(19, max(0, int(os.environ.get(NICE_ENV) or 19)))
+    except ValueError:
+        nice = 19
+    os.nice(nice)
     try:
         with open("/proc/self/autogroup", "w") as group:
-            group.write("19")
+            group.write(str(nice))
     except OSError:                  # no autogroup on this kernel or system
         pass
 
