@@ -208,7 +208,7 @@ def _merge_transposes(graph: Graph, node: Node) -> bool:
 
 def _as_reshape(graph: Graph, node: Node, perm: Perm) -> bool:
     """A transpose that keeps the order of all dims other than 1s is a (copy-free) reshape. The target shape
-    copies dims that stay in place (0) and infers the first moved dim (-1), so it survives a batch Resize."""
+    copies dims that stay in place (0) and infers the one moved dim (-1), so it survives a batch Resize."""
     x = graph.values[node.inputs[0]]
     if x.dynamic:           # its rank may be a guess: only a transpose knows how many dims it has
         return False
@@ -216,9 +216,8 @@ def _as_reshape(graph: Graph, node: Node, perm: Perm) -> bool:
     if moved != sorted(moved):
         return False
     shape = [0 if p == i else 1 if x.shape[p] == 1 else -1 for i, p in enumerate(perm)]
-    if shape.count(-1) > 1:         # the first moved dim inferred, the others static
-        first = shape.index(-1)
-        shape = [x.shape[p] if d == -1 and i > first else d for i, (d, p) in enumerate(zip(shape, perm))]
+    if shape.count(-1) > 1:
+        return False
     node.op, node.attrs = "Reshape", {}
     node.inputs = [node.inputs[0], graph.add_const(np.array(shape, np.int64), node.name + "/shape")]
     return True
@@ -226,7 +225,7 @@ def _as_reshape(graph: Graph, node: Node, perm: Perm) -> bool:
 
 def _push_squeeze(graph: Graph, node: Node) -> bool:
     """Squeeze and Unsqueeze with constant axes, done on the untransposed input: its own size-1 dims dropped, or new
-    ones appended at its end, and the perm renumbered (a Conv1D exported as Unsqueeze, Conv, Squeeze)."""
+    ones inserted, and the perm renumbered (a Conv1D exported as Unsqueeze, Conv, Squeeze)."""
     t = _transpose_input(graph, node.inputs[0])
     axes = graph.const(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else None
     if (t is None or axes is None or graph.values[t[0]].dynamic
@@ -239,12 +238,17 @@ def _push_squeeze(graph: Graph, node: Node) -> bool:
         dropped = sorted(perm[a] for a in gone)
         out_perm = tuple(p - sum(d < p for d in dropped) for j, p in enumerate(perm) if j not in gone)
         new_axes = dropped
-    else:
+    else:                           # each new dim goes before the input dim that follows it in the output
         out_rank = rank + axes.size
         added = sorted(int(a) % out_rank for a in axes.ravel())
         kept = iter(perm)
-        out_perm = tuple(rank + added.index(j) if j in added else next(kept) for j in range(out_rank))
-        new_axes = list(range(rank, out_rank))
+        tokens = [("new", j) if j in added else ("old", next(kept)) for j in range(out_rank)]
+        order: list[tuple[str, int]] = [("old", a) for a in range(rank)]
+        for j in added:
+            after = next((t for t in tokens[j + 1:] if t[0] == "old"), None)
+            order.insert(order.index(after) if after else len(order), ("new", j))
+        out_perm = tuple(order.index(t) for t in tokens)
+        new_axes = [order.index(("new", j)) for j in added]
     axes_name = graph.add_const(np.array(new_axes, np.int64), node.inputs[1] + "_nhwc")
     _rewrite(graph, node, [source, axes_name], dict(node.attrs), out_perm)
     return True

@@ -62,3 +62,21 @@ def test_a_constant_first_operand_keeps_its_place_below_the_squeeze(op: str) -> 
     assert [n.op for n in to_graph(model).nodes] == [op, "Squeeze"]
     x = rng.uniform(1, 2, (3, 1, 4)).astype(np.float32)
     np.testing.assert_array_equal(run_lite(session_for(model), {"x": x})["y"], run_ort(model, {"x": x})["y"])
+
+
+@pytest.mark.parametrize("axes", [[0], [1], [3], [1, 4]], ids=["first", "middle", "last", "two"])
+def test_unsqueeze_after_a_conv_matches_onnxruntime(axes: list[int]) -> None:
+    """Conv (NHWC inside) -> Squeeze of W -> Unsqueeze anywhere -> Relu: to_nhwc puts the new dims into the
+    NHWC tensor and renumbers the transpose after it."""
+    consts = {"w": rng.standard_normal((6, 3, 3, 1)).astype(np.float32), "sq": np.array([3], np.int64),
+              "unsq": np.array(axes, np.int64)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 1]),
+             helper.make_node("Squeeze", ["c", "sq"], ["s"]), helper.make_node("Unsqueeze", ["s", "unsq"], ["u"]),
+             helper.make_node("Relu", ["u"], ["y"])]
+    graph = helper.make_graph(nodes, "unsqueeze", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 9, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = rng.standard_normal((2, 3, 9, 1)).astype(np.float32)
+    ours, want = run_lite(session_for(model), {"x": x})["y"], run_ort(model, {"x": x})["y"]
+    assert ours.shape == want.shape and relative_to_range(ours, want) <= 1e-5
