@@ -141,15 +141,20 @@ def residual_block(channels: int = 16, size: int = 12) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_qdq_conv_onnxruntime_leaves_unfused_runs_as_it_does(tmp_path):
+@pytest.mark.parametrize("kernels", ["numpy", "auto"])
+def test_qdq_conv_onnxruntime_leaves_unfused_runs_as_it_does(kernels, tmp_path):
     """onnxruntime fuses a DQ -> Conv -> Q into QLinearConv unless the DequantizeLinear also feeds another node
     (the residual Add), and runs that Conv in float32: the first conv gets `ONNXRUNTIME_FLOAT32`, the second
-    onnxruntime's integer rule, and the output equals onnxruntime's."""
+    onnxruntime's integer rule, and the output equals onnxruntime's on the numpy and the default kernels."""
+    import lite
+    from converter import convert
     from lite.kernels.int8.requantize import ONNXRUNTIME, ONNXRUNTIME_FLOAT32
-    model = quantized(residual_block(), "qdq", tmp_path)
-    session = session_for(model)
-    assert [step.node.rounding for step in session._plan.steps if step.node.op == "Conv2D"] == [
-        ONNXRUNTIME_FLOAT32, ONNXRUNTIME]
+    buf = convert(quantized(residual_block(), "qdq", tmp_path))
+    session = lite.LiteSession.CreateSession(buf, len(buf), lite.Context(thread_num=2, kernels=kernels))
+    model = onnx.load(tmp_path / "qdq.onnx")
+    convs = [step for step in session._plan.steps if step.node.op == "Conv2D"]
+    assert [step.node.rounding for step in convs] == [ONNXRUNTIME_FLOAT32, ONNXRUNTIME]
+    assert kernels != "numpy" or not convs[0].kernel.compiled
     feeds = _feeds(model, np.random.default_rng(5))
     np.testing.assert_array_equal(run_lite(session, feeds)["y"], run_ort(model, feeds)["y"])
 
