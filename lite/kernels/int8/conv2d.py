@@ -78,16 +78,16 @@ class Conv2DInt8Kernel(Kernel):
         lo, hi = fused_bounds(self, self.attrs.activation, qy)
         self.bounds = acc_bounds(centred, MAX_ABS_X)
         rounding = self.node.rounding
+        # onnxruntime's float32 order is reproduced for dense convs (GEMMs); a grouped one keeps its integer rule
         self.unfused = rounding == ONNXRUNTIME_FLOAT32 and g.group == 1
-        rounding = ONNXRUNTIME if rounding == ONNXRUNTIME_FLOAT32 else rounding   # grouped: onnxruntime fuses it
+        rounding = ONNXRUNTIME if rounding == ONNXRUNTIME_FLOAT32 else rounding
         self.requantize = Requantizer.build(real_multiplier(qx.scale, s_w, qy.scale, rounding), qy.zero_point, lo,
                                             hi, folded, self.bounds, rounding)
         if self.unfused:
-            self.float_terms(w, bias, s_w, qy.scale, lo, hi)
+            self.float_terms(bias, s_w, qy.scale, lo, hi)
         return [TensorSpec(g.out_shape, x.dtype)]
 
-    def float_terms(self, w: TensorSpec, bias: TensorSpec | None, s_w: np.ndarray, s_y: float, lo: int,
-                    hi: int) -> None:
+    def float_terms(self, bias: TensorSpec | None, s_w: np.ndarray, s_y: float, lo: int, hi: int) -> None:
         """onnxruntime's unfused form: the dequantized weight as MLAS's A [O, K], the dequantized bias, and the
         output's float32 scale and clamp."""
         real = self.centred.astype(F32) * s_w.astype(F32)[:, None]
