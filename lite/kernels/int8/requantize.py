@@ -15,7 +15,9 @@ onnxruntime's QLinearConv / QGemm (MLAS's requantization, `ONNXRUNTIME`) round o
 sum plus the int32 bias converted to float32, times the float32 multiplier float32(s_x) * float32(s_w) /
 float32(s_y) (formed in float32, in that order), clamped, rounded half to even, plus the zero point. Its float32
 product rounds near ties where the fixed-point rules do not, so no (M0, n) reproduces it; `Requantizer` runs it
-as it is (`float32_form`). The ONNX importer gives it to the int8 layers of a QDQ model.
+as it is (`float32_form`). The ONNX importer gives it to the int8 layers of a QDQ model, and to a conv that
+onnxruntime leaves unfused `ONNXRUNTIME_FLOAT32`: no requantization, its float32 sum and QuantizeLinear
+(`mlas_order`).
 """
 from __future__ import annotations
 

@@ -10,7 +10,9 @@ Mapping (docs/quantization.md):
   weight is a dequantized constant becomes an int8 Conv2D / FullConnection: weight int8 per channel, the int32
   bias, output params from the QuantizeLinear, and onnxruntime's requantization (`ONNXRUNTIME`: its float32
   product rounds near ties where TFLite's fixed point does not; MobileNetV2 was 0.20 of a 3.2 logit range apart
-  after 52 layers with TFLite's, now equal).
+  after 52 layers with TFLite's, now equal). A Conv whose input DequantizeLinear also feeds another node
+  onnxruntime does not fuse: it runs as onnxruntime's float32 Conv (`ONNXRUNTIME_FLOAT32`; the QDQ ResNets were
+  2 and 14 quanta apart with the integer rule there, now equal).
 - QLinearConv / QLinearMatMul (whose params may be run-time inputs) and ConvInteger / MatMulInteger use the
   "integer float" form: operands dequantized with scale 1 (q - zp, exact integers in float32), a float Conv2D / MatMul (exact
   while |acc| < 2^24), then Cast to int32 (the *Integer ops) or QuantizeLinear with scale
