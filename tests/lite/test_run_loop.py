@@ -54,17 +54,18 @@ def test_a_reshape_that_copies_runs() -> None:
 
 
 def test_one_call_kernels_run_as_that_call_on_every_run() -> None:
-    """Slice, Gather of one index, Transpose, a copying Unsqueeze, Sqrt and Relu run as their single numpy call
-    on views fixed at bind (no kernel method around it); each run reads its new input through those views."""
+    """Slice, Gather of one index, Transpose, a copying Unsqueeze, Abs, Sqrt and Sigmoid (numpy's, also beside the
+    compiled kernels) run as their single numpy call on views fixed at bind (no kernel method around it); each run
+    reads its new input through those views."""
     nodes = [helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["sliced"]),
              helper.make_node("Gather", ["sliced", "index"], ["row"], axis=1),
              helper.make_node("Transpose", ["sliced"], ["moved"], perm=[1, 0, 2]),
              helper.make_node("Unsqueeze", ["x", "axis0"], ["lifted"]),
              helper.make_node("Abs", ["row"], ["positive"]),
              helper.make_node("Sqrt", ["positive"], ["root"]),
-             helper.make_node("Relu", ["moved"], ["relu"])]
+             helper.make_node("Sigmoid", ["moved"], ["gate"])]
     consts = {"starts": [1], "ends": [3], "axes": [1], "index": 1, "axis0": [0]}
-    outputs = ["root", "relu", "lifted"]
+    outputs = ["root", "gate", "lifted"]
     graph = helper.make_graph(nodes, "direct", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 3])],
                               [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
                               [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in consts.items()])
