@@ -133,6 +133,10 @@ class Conv2DInt8Kernel(Kernel):
         zp = float(self.qx.zero_point)
         if self.unfused:
             self.float_work = work
+            pointwise = g.depth == g.in_channels and (g.wh.out, g.ww.out) == (g.wh.size, g.ww.size) and all(
+                w.pad_begin == 0 for w in (g.wh, g.ww))                                    # 1x1, stride 1
+            image = work[1].T.reshape(work[0].shape) if pointwise else None
+            self.image = image if image is not None and np.shares_memory(image, work[1]) else None
             self.gemm = functools.partial(mlas_order.sgemm, self.weight_f, *work[1:])
             self.quantizers = [functools.partial(self.quantize, image.reshape(-1, g.out_channels)) for image in out]
             return
@@ -186,9 +190,12 @@ class Conv2DInt8Kernel(Kernel):
     def run_unfused(self, x: np.ndarray, out: np.ndarray) -> None:
         """DequantizeLinear, onnxruntime's float32 Conv (`mlas_order`) and QuantizeLinear, an image at a time."""
         real, cols, y = self.float_work
+        target = real if self.image is None else self.image     # a 1x1 conv's columns are the image itself
         for image, quantize in zip(x, self.quantizers):
-            np.multiply(np.subtract(image, self.qx.zero_point, dtype=F32), np.float32(self.qx.scale), out=real)
-            mlas_order.columns(real, self.geo, cols)
+            np.subtract(image, self.qx.zero_point, out=target, dtype=F32)
+            target *= np.float32(self.qx.scale)
+            if self.image is None:
+                mlas_order.columns(real, self.geo, cols)
             self.gemm()
             if self.bias_f is not None:
                 y += self.bias_f[:, None]

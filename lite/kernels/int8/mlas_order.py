@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lite.kernels._conv_math import Window
 from lite.kernels.conv2d import Geometry
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -39,20 +40,30 @@ def weight_rows(w: np.ndarray, g: Geometry) -> np.ndarray:
                                 .reshape(g.out_channels, -1))
 
 
+def _taps(w: Window, tap: int) -> tuple[int, int, int]:
+    """(first output, end output, first input) along one axis for kernel tap `tap`: the outputs whose input
+    lies inside the data (the rest read padding)."""
+    shift = tap * w.dilation - w.pad_begin                         # input = output * stride + shift
+    first = min(w.out, max(0, -(-(-shift) // w.stride)))
+    end = max(first, min(w.out, (w.size - 1 - shift) // w.stride + 1))
+    return first, end, first * w.stride + shift
+
+
 def columns(x: np.ndarray, g: Geometry, out: np.ndarray) -> None:
-    """onnxruntime's im2col of one NHWC image x [H, W, C] (float32) into out [K, L]: rows (c, kh, kw), zeros
-    where a tap falls in the padding."""
+    """onnxruntime's im2col of one NHWC image x [H, W, C] (float32) into out [K, L], rows (c, kh, kw), zeros
+    where a tap falls in the padding (only those strips are written twice)."""
     wh, ww = g.wh, g.ww
     cols = out.reshape(g.in_channels, wh.kernel, ww.kernel, wh.out, ww.out)
-    cols[...] = 0
     for i in range(wh.kernel):
-        rows = np.arange(wh.out) * wh.stride + i * wh.dilation - wh.pad_begin
-        r_in = (rows >= 0) & (rows < wh.size)
+        r0, r1, y0 = _taps(wh, i)
         for j in range(ww.kernel):
-            cs = np.arange(ww.out) * ww.stride + j * ww.dilation - ww.pad_begin
-            c_in = (cs >= 0) & (cs < ww.size)
-            taps = x[rows[r_in]][:, cs[c_in]]                             # [oh', ow', C]
-            cols[:, i, j][:, r_in[:, None] & c_in[None, :]] = taps.reshape(-1, g.in_channels).T
+            c0, c1, x0 = _taps(ww, j)
+            tap = cols[:, i, j]
+            tap[:, :r0] = tap[:, r1:] = tap[:, r0:r1, :c0] = tap[:, r0:r1, c1:] = 0
+            if r1 > r0 and c1 > c0:
+                rows = slice(y0, y0 + (r1 - r0 - 1) * wh.stride + 1, wh.stride)
+                cs = slice(x0, x0 + (c1 - c0 - 1) * ww.stride + 1, ww.stride)
+                cols[:, i, j, r0:r1, c0:c1] = x[rows, cs].transpose(2, 0, 1)
 
 
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:

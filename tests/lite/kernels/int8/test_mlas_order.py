@@ -55,7 +55,7 @@ def test_sums_in_onnxruntimes_order(case: tuple, path: str) -> None:
     want = _onnxruntime_conv(x, w, stride, pad).reshape(cout, -1)
     window = _window(size, kernel, stride, pad)
     g = Geometry(window, window, 1, cin, cout, 1)
-    cols = np.empty((g.depth, window.out ** 2), np.float32)
+    cols = np.full((g.depth, window.out ** 2), np.nan, np.float32)     # every value written
     mlas_order.columns(x[0].transpose(1, 2, 0), g, cols)
     a = mlas_order.weight_rows(w.transpose(0, 2, 3, 1), g)
     got = np.empty((cout, cols.shape[1]), np.float32)
