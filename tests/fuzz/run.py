@@ -45,11 +45,21 @@ def load(harness: str, instrument: bool) -> Callable[[bytes], None]:
         kernels.load_all()
         return test
     import atheris
-    trace_comparisons_without_leak(atheris)
     with atheris.instrument_imports(include=list(INSTRUMENTED)):
         test = importlib.import_module(f"tests.fuzz.{harness}").TestOneInput
         kernels.load_all()          # instrumented too; their first import is not a mutant's time
     return test
+
+
+def without_comparison_leak(test: Callable[[bytes], None]) -> Callable[[bytes], None]:
+    """`test` with `trace_comparisons_without_leak` in force: `atheris.Fuzz()` binds its own hooks as it starts,
+    so the first input puts ours back (later inputs find it in place)."""
+    import atheris
+
+    def TestOneInput(data: bytes) -> None:
+        trace_comparisons_without_leak(atheris)
+        test(data)
+    return TestOneInput
 
 
 def trace_comparisons_without_leak(atheris: Any) -> None:
@@ -173,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dictionary = HERE / "dict" / f"{args.harness}.dict"
     if dictionary.exists():
         flags.append(f"-dict={dictionary}")
-    atheris.Setup([sys.argv[0], *flags, str(work), str(corpus_dir(args.harness))], test)
+    atheris.Setup([sys.argv[0], *flags, str(work), str(corpus_dir(args.harness))], without_comparison_leak(test))
     atheris.Fuzz()
     return 0
 
