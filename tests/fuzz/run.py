@@ -67,8 +67,8 @@ def trace_comparisons_without_leak(atheris: Any) -> None:
 
     atheris 3.0's `_trace_cmp`, which instrumented code calls at every comparison, keeps a reference to the
     comparison's result. That costs nothing for bools but leaks every array a numpy comparison makes: about
-    116 B for a 4-element one, 300 MB over a million `.ms` inputs, which the address-space cap then reports as
-    a MemoryError. libFuzzer takes hints only from integer and byte-string comparisons, so the others are
+    116 B for a 4-element one, about 280 MB over 957,683 `.ms` inputs, which the address-space cap then reported
+    as a MemoryError. libFuzzer takes hints only from integer and byte-string comparisons, so the others are
     evaluated here, without the hook."""
     native = atheris._trace_cmp
     if getattr(native, "leak_free", False):
