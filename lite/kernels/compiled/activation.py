@@ -43,7 +43,7 @@ class ActivationCompiled(CompiledCall, ActivationKernel):
 
     def bind_call(self, inputs, outputs, scratch) -> Callable[[], None]:
         x, out = inputs[0], outputs[0]
-        if self.attrs.type in CLAMPS and out.flags.c_contiguous and out.size:
+        if self.attrs.type in CLAMPS and out.ndim and out.flags.c_contiguous and out.size:
             return in_place(x, out, epilogues.epilogue(out, None, self.attrs.type))
         if self.attrs.type in CLAMPS:
             return functools.partial(self.fn, x, out)
