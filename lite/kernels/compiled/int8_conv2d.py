@@ -60,6 +60,9 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
 
     def scratch(self) -> list[TensorSpec]:
         g = self.geo
+        if self.unfused:          # the base's image, with its columns and output by pixel: [L, K], [L, O]
+            image, cols, y = super().scratch()
+            return [image, TensorSpec(cols.shape[::-1], cols.dtype), TensorSpec(y.shape[::-1], y.dtype)]
         if self.compiled_direct or (self.compiled_gemm and self.pointwise):
             return []
         if self.compiled_gemm:         # the int8 columns (im2col) and padded input of `bind_gemm`
@@ -81,16 +84,30 @@ class Conv2DInt8Compiled(Conv2DInt8Kernel):
                          or (rq.exact and self.geo.group == 1) or self.unfused)
 
     def bind_unfused(self, out: np.ndarray) -> None:
-        """onnxruntime's unfused float32 conv: its GEMM in MLAS's order with true fused multiply-adds and the
-        QuantizeLinear of each image (`mlas_order`). The GEMM runs serial: its threaded form was slower
-        (MobileNetV2 QDQ at 2 threads, load 6: 21.3 against 14.8 ms a run at best)."""
+        """onnxruntime's unfused float32 conv: its GEMM in MLAS's order with true fused multiply-adds, transposed
+        (the image's pixels times the packed weight) so that the output is NHWC, and the bias and QuantizeLinear
+        fused after its last block (`mlas_order`)."""
         from lite.kernels.compiled import mlas_order
-        cols, y = self.float_work[1:]
-        self.gemm = mlas_order.sgemm.bind(0, self.weight_f, cols, np.int64(
-            stride_k(cols.shape[1], cols.shape[0])), y)
+        g = self.geo
+        real, cols, y = self.float_work
+        self.pixels = real.reshape(-1, g.in_channels) if self.pointwise else cols
         terms = (self.scale_y, np.float32(self.requantize.zero_point), *(np.float32(b) for b in self.clamp))
-        self.quantizers = [mlas_order.quantize_columns.bind(y.size, y, *terms, image.reshape(y.shape[::-1]))
-                           for image in out]
+        self.convs = [mlas_order.conv.bind(0, self.pixels, mlas_order.pack_panels(self.weight_f),
+                                           np.int64(stride_k(cols.shape[0], cols.shape[1])),
+                                           mlas_order.pad_bias(self.bias_f, g.out_channels), *terms, y,
+                                           image.reshape(y.shape)) for image in out]
+
+    def run_unfused(self, x: np.ndarray, out: np.ndarray) -> None:
+        """DequantizeLinear, then (but for a 1x1 conv) the columns by pixel, then the fused conv, an image at a
+        time."""
+        from lite.kernels.int8 import mlas_order
+        real, cols, _ = self.float_work
+        for image, conv in zip(x, self.convs):
+            np.subtract(image, self.qx.zero_point, out=real, dtype=np.float32)
+            real *= np.float32(self.qx.scale)
+            if self.pixels is cols:
+                mlas_order.columns(real, self.geo, cols, by_pixel=True)
+            conv()
 
     def requantize_rows(self, acc: np.ndarray, out: np.ndarray, bound: Callable[[], None]) -> Callable[[], None]:
         """One threaded pass of `Requantizer`'s float form over [M, O] accumulators (any layout), where exact

@@ -49,11 +49,13 @@ def _taps(w: Window, tap: int) -> tuple[int, int, int]:
     return first, end, first * w.stride + shift
 
 
-def columns(x: np.ndarray, g: Geometry, out: np.ndarray) -> None:
-    """onnxruntime's im2col of one NHWC image x [H, W, C] (float32) into out [K, L], rows (c, kh, kw), zeros
-    where a tap falls in the padding (only those strips are written twice)."""
+def columns(x: np.ndarray, g: Geometry, out: np.ndarray, by_pixel: bool = False) -> None:
+    """onnxruntime's im2col of one NHWC image x [H, W, C] (float32) into out [K, L] (or its transpose [L, K] when
+    `by_pixel`), K in (c, kh, kw) order, zeros where a tap falls in the padding (only those strips are written
+    twice)."""
     wh, ww = g.wh, g.ww
-    cols = out.reshape(g.in_channels, wh.kernel, ww.kernel, wh.out, ww.out)
+    cols = (out.reshape(wh.out, ww.out, g.in_channels, wh.kernel, ww.kernel).transpose(2, 3, 4, 0, 1) if by_pixel
+            else out.reshape(g.in_channels, wh.kernel, ww.kernel, wh.out, ww.out))
     for i in range(wh.kernel):
         r0, r1, y0 = _taps(wh, i)
         for j in range(ww.kernel):
