@@ -94,6 +94,9 @@ def conv_geometry(kernel: Kernel, x: TensorSpec, w: TensorSpec) -> Geometry:
         ww = make_window(wd, kw, a.stride_w, a.dilation_w, a.pad_mode, a.pad_left, a.pad_right)
     except ValueError as e:
         raise kernel.error(str(e), InvalidOpAttrError) from None
+    windows = (n, wh.out, ww.out, kh, kw, c)       # `patches`' one strided view; numpy refuses it past int64 bytes
+    if int(np.prod([d for d in windows if d], dtype=object)) * 8 > np.iinfo(np.int64).max:
+        raise kernel.error(f"its windows {list(windows)} over input {list(x.shape)} hold more bytes than int64 counts")
     return Geometry(wh, ww, n, c, out_c, group)
 
 
