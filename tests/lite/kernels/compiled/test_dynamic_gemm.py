@@ -1,0 +1,60 @@
+"""The compiled dynamic GEMM (lite/kernels/compiled/dynamic_gemm.py) against an independent reference: each row
+through onnx.reference's DynamicQuantizeLinear, the product in int64, scaled in float32; every row count of a
+task's tail (whole tiles, then 4-, 2- and 1-row tiles), and its fused GELU against math.erf."""
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba not installed")
+RNG = np.random.default_rng(7)
+K, N = 83, 45                   # K not a multiple of 4, N not of the tile width: padded groups, masked columns
+
+
+def reference(x: np.ndarray, w: np.ndarray, col_scale: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """float32((q - z) @ w) * (s * s_w) + b per row, q, s, z from DynamicQuantizeLinear over that row."""
+    quantize = ReferenceEvaluator(helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]))
+    rows = []
+    for row in x:
+        q, s, z = quantize.run(None, {"x": row})
+        acc = (q.astype(np.int64) - int(z)) @ w.astype(np.int64)
+        rows.append(acc.astype(np.float32) * (np.float32(s) * col_scale) + bias)
+    return np.array(rows, np.float32)
+
+
+def run(x: np.ndarray, w: np.ndarray, col_scale: np.ndarray, bias: np.ndarray, gelu: bool = False) -> np.ndarray:
+    from lite.kernels.compiled import dynamic_gemm, numba_module
+    numba_module()
+    out = np.full((len(x), w.shape[1]), np.nan, np.float32)
+    rows_type, width = dynamic_gemm.quantized_rows(w)
+    scratch = (np.zeros((len(x), width), rows_type), np.zeros(len(x), np.int32), np.zeros(len(x), np.float32))
+    dynamic_gemm.bind(x, w, col_scale, bias, out, *scratch, None, gelu)()
+    return out
+
+
+def operands(rows: int) -> tuple[np.ndarray, ...]:
+    x = RNG.normal(0, 1, (rows, K)).astype(np.float32)
+    x[0] *= 30                                              # one loud row: its own range
+    w = RNG.integers(-127, 128, (K, N)).astype(np.int8)
+    return x, w, RNG.uniform(1e-3, 1e-2, N).astype(np.float32), RNG.normal(0, 1, N).astype(np.float32)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 32])
+def test_every_tail_of_rows_gives_the_reference_bits(rows):
+    x, w, col_scale, bias = operands(rows)
+    np.testing.assert_array_equal(run(x, w, col_scale, bias), reference(x, w, col_scale, bias))
+
+
+def test_the_fused_gelu_is_within_its_bound_of_the_exact_function():
+    x, w, col_scale, bias = operands(11)
+    x[1:] *= 8                                              # products out to |v| ~ 30: past the clamp
+    product = reference(x, w, col_scale, bias).astype(np.float64)
+    exact = product * (1 + np.vectorize(math.erf)(product / math.sqrt(2))) / 2
+    out = run(x, w, col_scale, bias, gelu=True)
+    assert np.abs(product).max() > 8 and (product < -6).any()
+    assert (np.abs(out - exact) <= 2.5e-7 * np.maximum(1.0, np.abs(product))).all()
