@@ -62,7 +62,9 @@ def softmax_scores(scores, scale, bias, out):  # pragma: no cover
                 continue
             for j in range(keys):
                 shifted = y[j] - peak
-                y[j] = exp32(shifted if not shifted < EXP_MIN else EXP_MIN)     # NaN stays NaN
+                # below exp32's range (a masked key) 0, as numpy's exp underflows: exp32(EXP_MIN) / total is a
+                # denormal, slow in the division and in the product with V (MiniLM's padded keys)
+                y[j] = exp32(shifted) if not shifted < EXP_MIN else np.float32(0.0)     # NaN stays NaN
             total = lane_sum(y)
             for j in range(keys):
                 y[j] /= total
