@@ -45,11 +45,14 @@ def epilogue(out: np.ndarray, bias: np.ndarray | None, kind: int) -> Callable[[]
 
 def with_residual(before: Callable[[], None] | None, out: np.ndarray, residual: np.ndarray,
                   activation: Callable | None) -> Callable[[], None]:
-    """`before` (the op's own epilogue, if any), then out += residual and the activation, in place."""
+    """`before` (the op's own epilogue, if any), then out += residual and the activation, in place. A residual
+    of fewer channels (last axis) than `out` is added to its first ones (a channel-padded shortcut)."""
+    target = out[..., :residual.shape[-1]] if residual.shape[-1:] != out.shape[-1:] else out
+
     def run() -> None:
         if before is not None:
             before()
-        np.add(out, residual, out=out)
+        np.add(target, residual, out=target)
         if activation is not None:
             activation(out, out)
     return run

@@ -290,9 +290,12 @@ class Conv2DKernel(Kernel):
         if slope is not None and (slope.shape != (g.out_channels,) or slope.dtype != x.dtype):
             raise self.error(f"PReLU slope input must be {np.dtype(x.dtype).name} [{g.out_channels}], got "
                              f"{slope.dtype.name} {list(slope.shape)}")
-        if residual is not None and (tuple(residual.shape) != tuple(g.out_shape) or residual.dtype != x.dtype):
+        if residual is not None and (tuple(residual.shape[:-1]) != tuple(g.out_shape[:-1]) or residual.rank != 4
+                                     or not 0 < residual.shape[-1] <= g.out_channels or residual.dtype != x.dtype):
             raise self.error(f"residual input must be {np.dtype(x.dtype).name} {list(g.out_shape)} like the "
-                             f"output, got {residual.dtype.name} {list(residual.shape)}")
+                             f"output (or fewer channels, added to the first ones), got {residual.dtype.name} "
+                             f"{list(residual.shape)}")
+        self.narrow_residual = residual is not None and residual.shape[-1] < g.out_channels
         self.geo = g
         self.const_weight = w.value is not None
         self.whole_weight = self.const_weight and bool(np.array_equal(w.value, np.rint(w.value)))

@@ -109,6 +109,14 @@ class _Graph:
             return
         product = self.computed(f"{n.name}/product", n.outputs[0])
         self.add(n, op, {**fields, "activation_type": _A.NO_ACTIVATION}, inputs, [product], "/product")
+        missing = self.tensors[n.outputs[0]].dims[-1] - self.tensors[residual].dims[-1]
+        if missing:                      # a residual of fewer channels: zero channels appended, as before fusion
+            pairs = np.zeros((len(self.tensors[residual].dims), 2), np.int32)
+            pairs[-1, 1] = missing
+            padded = self.computed(f"{n.name}/padded_residual", n.outputs[0])
+            self.add(n, "PadFusion", dict(padding_mode=fb.PaddingMode.CONSTANT, constant_value=0.0),
+                     [residual, self.const(f"{n.name}/residual_paddings", pairs)], [padded], "/residual_padding")
+            residual = padded
         self.add(n, "AddFusion", dict(activation_type=activation), [product, residual], outputs)
 
 

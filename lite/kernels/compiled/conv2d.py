@@ -144,7 +144,7 @@ class Conv2DCompiled(Conv2DKernel):
         self.depthwise = (g.group > 1 and g.group == g.in_channels == g.out_channels
                           and not self.compiled_direct)
         self.winograd = False
-        self.winograd_fused = (self.winograd_shape() and fusable
+        self.winograd_fused = (self.winograd_shape() and fusable and not self.narrow_residual
                                and winograd_tiles(g) >= COMPILED_WINOGRAD_TILES)
         self.select_gemm()
         self.fused_gemm = fusable and not (self.compiled_direct or self.winograd_fused or self.narrow)
@@ -152,8 +152,9 @@ class Conv2DCompiled(Conv2DKernel):
 
     def inplace_input(self) -> int | None:
         """The residual, when the compiled GEMM or Winograd adds it in their epilogue: each output element is
-        written where its residual term was just read (one stream less: ResNet-50's layer1 conv3 0.51 -> 0.45 ms)."""
-        fused = self.fused_gemm or self.winograd_fused
+        written where its residual term was just read (one stream less: ResNet-50's layer1 conv3 0.51 -> 0.45 ms);
+        not a residual of fewer channels, whose rows are shorter than the output's."""
+        fused = (self.fused_gemm or self.winograd_fused) and not self.narrow_residual
         return 3 if fused and len(self.node.inputs) > 3 and self.node.inputs[3] >= 0 else None
 
     def scratch(self) -> list[TensorSpec]:
@@ -191,7 +192,7 @@ class Conv2DCompiled(Conv2DKernel):
                 self.compute = winograd.bind(x, w, self.bias, lo, hi, out, (g.wh.pad_begin, g.ww.pad_begin), work,
                                              residual)
             else:
-                rows = None if residual is None else residual.reshape(g.rows, g.out_channels)
+                rows = None if residual is None else residual.reshape(g.rows, residual.shape[-1])
                 self.compute = self.fused_gemm_call(x, w, out, work, lo, hi, rows, constant_view(slope))
                 slope = None                     # applied in the GEMM's epilogue
             self.finish = None if bounds is not None else functools.partial(self.activation, out, out)

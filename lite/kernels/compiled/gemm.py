@@ -47,8 +47,8 @@ PREFETCH_ROWS = DEPTH_BLOCK   # each k also prefetches (into L2) one line of the
 def _tile_code(rows, vectors, context, builder, signature, args):
     """out[r + i, c + j] = prelu(clamp(start + sum_{k0 <= k < k1} A[r + i, k] panels[g, k, j], lo, hi)) for
     i < rows and j < vectors x LANES, where A[m, k] is the float at a's data + rows_at[m] + shift + k, and start
-    is bias[c + j] when `first` is 1, bias[c + j] + residual[r + i, c + j] when it is 2, else out[r + i, c + j] (a
-    later block of K); prelu(t) is t x slope[c + j] where t < 0 when `last` is 1 (a PReLU fused after the last
+    is bias[c + j] when `first` is 1, bias[c + j] + residual[r + i, c + j] when it is 2 (zero past the residual's
+    columns, which may be fewer than out's), else out[r + i, c + j] (a later block of K); prelu(t) is t x slope[c + j] where t < 0 when `last` is 1 (a PReLU fused after the last
     block of K), else t; the last vector is loaded and stored for its first `valid` lanes only."""
     a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last = args
     kinds = signature.args
@@ -80,9 +80,16 @@ def _tile_code(rows, vectors, context, builder, signature, args):
                 if v == vectors - 1 else builder.load(at, align=4))
 
     at = element(o_base, o_step)
-    r_base, r_strides = address(context, builder, kinds[13], residual)
-    r_step = builder.extract_value(r_strides, 0)
+    r_proxy = cgutils.create_struct_proxy(kinds[13])(context, builder, value=residual)
+    r_base, r_step = builder.ptrtoint(r_proxy.data, I64), builder.extract_value(r_proxy.strides, 0)
     residual_at = element(builder.add(builder.add(r_base, builder.mul(r, r_step)), builder.mul(c, const(4))), r_step)
+    r_cols = builder.extract_value(r_proxy.shape, 1)      # the residual's own columns: out's first ones, or all
+
+    def load_residual(i, v):
+        """Vector v of the residual's row i, zero in the lanes past its columns."""
+        column = splat(builder, builder.add(c, const(LANES * v)), lanes.type)
+        inside = builder.icmp_signed("<", builder.add(lanes, column), splat(builder, r_cols, lanes.type))
+        return builder.call(masked_load, [residual_at(i, v), ir.Constant(I32, 4), inside, ir.Constant(vec, None)])
     accs = [cgutils.alloca_once(builder, vec) for _ in range(rows * vectors)]
     with builder.if_else(builder.icmp_unsigned("!=", first, ir.Constant(first.type, 0))) as (from_bias, resume):
         with from_bias:
@@ -94,7 +101,7 @@ def _tile_code(rows, vectors, context, builder, signature, args):
                 for i in range(rows):
                     for v in range(vectors):
                         acc = accs[i * vectors + v]
-                        builder.store(builder.fadd(builder.load(acc), load(residual_at(i, v), v)), acc)
+                        builder.store(builder.fadd(builder.load(acc), load_residual(i, v)), acc)
         with resume:
             for i in range(rows):
                 for v in range(vectors):
@@ -282,7 +289,8 @@ def bind_gathered(source: np.ndarray, rows_at: np.ndarray, taps_at: np.ndarray, 
                   slope: np.ndarray | None = None):
     """`gemm_f32` prebound on rows gathered from float32 `source`: row m, tap t is the `channels` floats at
     element offset rows_at[m] + taps_at[t] from its data (an implicit im2col); `weight` [taps x channels, N].
-    A `residual` [M, N] is added before the clamp (a conv's fused residual sum); a per-column `slope` [N]
+    A `residual` [M, N] is added before the clamp (a conv's fused residual sum; [M, R] with R < N: added to the
+    first R columns, a channel-padded shortcut); a per-column `slope` [N]
     multiplies the negative results after it (a fused PReLU)."""
     rows, cols = len(rows_at), out.shape[1]
     return gemm_f32.bind(rows * weight.shape[0] * cols, source, rows_at, taps_at, channels, pack_panels(weight),

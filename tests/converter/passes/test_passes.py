@@ -220,11 +220,12 @@ def test_layer_tools_refuse_a_float_graph_with_fused_residuals(tool: str) -> Non
 
 
 def test_a_residual_input_of_another_shape_is_refused_naming_the_node() -> None:
-    """A file whose fused conv reads a residual that is not its output's shape (a hand-edited or foreign file:
-    the pass never writes one) fails to compile with the node's name, instead of broadcasting or reading past it."""
+    """A file whose fused conv reads a residual that is not its output's shape nor that shape with fewer channels
+    (a hand-edited or foreign file: the pass never writes one) fails to compile with the node's name, instead of
+    broadcasting or reading past it."""
     graph = to_graph(_residual_block(residual_shape=(1, 8, 6, 6)))
     (conv,) = _fused_convs(graph)
-    conv.inputs[3] = graph.add_const(np.ones((1, 6, 6, 4), np.float32), "wrong_residual")
+    conv.inputs[3] = graph.add_const(np.ones((1, 6, 6, 12), np.float32), "wrong_residual")
     with pytest.raises(lite.LiteError, match=f"Conv2D node '{conv.name}': residual input must be float32"):
         _session(graph)
 

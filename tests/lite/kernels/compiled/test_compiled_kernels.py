@@ -662,6 +662,24 @@ def test_compiled_gemm_by_blocks_of_rows_matches_the_float64_product(rows: int, 
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("cols, narrow", [(28, 24), (96, 88), (200, 1), (40, 17)])
+def test_compiled_gemm_adds_a_narrower_residual_to_the_first_columns(cols: int, narrow: int) -> None:
+    """A residual of fewer columns than the product (a channel-padded shortcut) is added to the first ones only,
+    whatever panel and vector they end in; the rest get the bias alone. Against the float64 product."""
+    from lite.kernels.compiled import gemm
+    rng = np.random.default_rng(cols + narrow)
+    rows, depth = 37, 150                       # two blocks of K: the residual enters with the first only
+    a, w = rng.standard_normal((rows, depth), dtype=np.float32), rng.standard_normal((depth, cols), dtype=np.float32)
+    bias, residual = rng.standard_normal(cols, dtype=np.float32), rng.standard_normal((rows, narrow), dtype=np.float32)
+    out = np.full((rows, cols), np.nan, np.float32)
+    with selection("compiled", 2):
+        gemm.bind(a, w, bias, -np.inf, 3.0, out, residual)()
+    want = a.astype(np.float64) @ w + bias
+    want[:, :narrow] += residual
+    np.testing.assert_allclose(out, np.minimum(want, 3.0), rtol=1e-5, atol=1e-5 * np.sqrt(depth))
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 def test_gemm_schedule_reads_the_larger_operand_once() -> None:
     """Rows first where A outweighs the weights (ResNet-50's 1x1 convs at batch 16), panel by panel where the
     weights do (its last layers at batch 1)."""
