@@ -95,26 +95,49 @@ _tile, _tile4, _tile2, _row, _tile_part, _tile4_part, _tile2_part, _row_part = (
     _tile_kernel(h, p) for p in (False, True) for h in (MR, 4, 2, 1))
 
 
-@njit(nogil=True, cache=True, inline="always")
-def min_max(row):  # pragma: no cover
-    """(min(row, 0), max(row, 0)) in eight interleaved running minima and maxima: a single running pair is a
-    chain of dependent compares that does not vectorise (the quantizing pass 0.61 -> 0.32 ms on 512 x 1536)."""
-    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = h0 = h1 = h2 = h3 = h4 = h5 = h6 = h7 = np.float32(0.0)
-    whole = len(row) - len(row) % 8
-    for k in range(0, whole, 8):
-        l0, h0 = min(l0, row[k]), max(h0, row[k])
-        l1, h1 = min(l1, row[k + 1]), max(h1, row[k + 1])
-        l2, h2 = min(l2, row[k + 2]), max(h2, row[k + 2])
-        l3, h3 = min(l3, row[k + 3]), max(h3, row[k + 3])
-        l4, h4 = min(l4, row[k + 4]), max(h4, row[k + 4])
-        l5, h5 = min(l5, row[k + 5]), max(h5, row[k + 5])
-        l6, h6 = min(l6, row[k + 6]), max(h6, row[k + 6])
-        l7, h7 = min(l7, row[k + 7]), max(h7, row[k + 7])
-    low = min(min(min(l0, l1), min(l2, l3)), min(min(l4, l5), min(l6, l7)))
-    high = max(max(max(h0, h1), max(h2, h3)), max(max(h4, h5), max(h6, h7)))
-    for k in range(whole, len(row)):
-        low, high = min(low, row[k]), max(high, row[k])
-    return low, high
+@intrinsic
+def row_range(typingctx, row):
+    """(min(row, 0), max(row, 0)) of a contiguous float32 row, in vectors: two running minima and maxima of
+    LANES lanes each, folded at the end (numba's min and max do not vectorise; eight scalar running pairs took
+    0.22 ms on 512 x 1536 rows, this 0.034 ms). A NaN is passed over."""
+    if not isinstance(row, types.Array) or row.ndim != 1 or row.layout != "C":
+        return None
+    return types.UniTuple(types.float32, 2)(row), _row_range_code
+
+
+def _row_range_code(context, builder, signature, args):
+    const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    lane = lambda v: ir.Constant(I32, v)                                    # noqa: E731
+    f8 = ir.VectorType(F32, LANES)
+    proxy = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
+    base, n = builder.ptrtoint(proxy.data, I64), builder.extract_value(proxy.shape, 0)
+    whole = builder.udiv(n, const(2 * LANES))
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(f8, None)) for _ in range(4)]     # low, high, twice
+
+    def keep(ptr, value, kind):                 # ptr = value where value `kind` *ptr (< for minima, > for maxima)
+        current = builder.load(ptr)
+        builder.store(builder.select(builder.fcmp_ordered(kind, value, current), value, current), ptr)
+
+    with cgutils.for_range(builder, whole) as loop:
+        at = builder.add(base, builder.mul(loop.index, const(8 * LANES)))
+        for half in range(2):
+            v = builder.load(builder.inttoptr(builder.add(at, const(4 * LANES * half)), f8.as_pointer()), align=4)
+            keep(accs[2 * half], v, "<")
+            keep(accs[2 * half + 1], v, ">")
+    keep(accs[0], builder.load(accs[2]), "<")
+    keep(accs[1], builder.load(accs[3]), ">")
+    low, high = (cgutils.alloca_once_value(builder, ir.Constant(F32, 0.0)) for _ in range(2))
+    vectors = builder.load(accs[0]), builder.load(accs[1])
+    for k in range(LANES):
+        keep(low, builder.extract_element(vectors[0], lane(k)), "<")
+        keep(high, builder.extract_element(vectors[1], lane(k)), ">")
+    done = builder.mul(whole, const(2 * LANES))
+    with cgutils.for_range(builder, builder.sub(n, done)) as loop:
+        at = builder.add(base, builder.mul(builder.add(done, loop.index), const(4)))
+        value = builder.load(builder.inttoptr(at, F32.as_pointer()))
+        keep(low, value, "<")
+        keep(high, value, ">")
+    return context.make_tuple(builder, signature.return_type, [builder.load(low), builder.load(high)])
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -157,11 +180,11 @@ def dynamic_gemm(x, xs, zero, row_scale, weight, col_sum, col_scale, bias, out, 
     all_low, all_high = np.float32(0.0), np.float32(0.0)
     if not per_row:
         for m in range(rows):
-            low, high = min_max(x[m])
+            low, high = row_range(x[m])
             all_low, all_high = min(all_low, low), max(all_high, high)
     for m in prange(rows):
         row, dst = x[m], xs[m]
-        low, high = min_max(row) if per_row else (all_low, all_high)
+        low, high = row_range(row) if per_row else (all_low, all_high)
         scale = (high - low) / np.float32(LEVELS) if high != low else np.float32(1.0) / np.float32(LEVELS)
         z = -low / scale
         if z > np.float32(LEVELS):

@@ -1,6 +1,6 @@
 """The compiled dynamic GEMM (lite/kernels/compiled/dynamic_gemm.py) against an independent reference: each row
 through onnx.reference's DynamicQuantizeLinear, the product in int64, scaled in float32; every row count of a
-task's tail (whole tiles, then 4-, 2- and 1-row tiles), and its fused GELU against math.erf."""
+task's tail (whole tiles, then 4-, 2- and 1-row tiles), rows of every length, and its fused GELU against math.erf."""
 from __future__ import annotations
 
 import importlib.util
@@ -37,16 +37,27 @@ def run(x: np.ndarray, w: np.ndarray, col_scale: np.ndarray, bias: np.ndarray, g
     return out
 
 
-def operands(rows: int) -> tuple[np.ndarray, ...]:
-    x = RNG.normal(0, 1, (rows, K)).astype(np.float32)
+def operands(rows: int, depth: int = K) -> tuple[np.ndarray, ...]:
+    x = RNG.normal(0, 1, (rows, depth)).astype(np.float32)
     x[0] *= 30                                              # one loud row: its own range
-    w = RNG.integers(-127, 128, (K, N)).astype(np.int8)
+    w = RNG.integers(-127, 128, (depth, N)).astype(np.int8)
     return x, w, RNG.uniform(1e-3, 1e-2, N).astype(np.float32), RNG.normal(0, 1, N).astype(np.float32)
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 32])
 def test_every_tail_of_rows_gives_the_reference_bits(rows):
     x, w, col_scale, bias = operands(rows)
+    np.testing.assert_array_equal(run(x, w, col_scale, bias), reference(x, w, col_scale, bias))
+
+
+@pytest.mark.parametrize("depth", [1, 15, 32, 33, 64, 100])
+def test_row_ranges_over_whole_vectors_and_tails(depth):
+    """The rows' ranges run in vectors of 2 x 16 lanes (AVX-512; 2 x 8 elsewhere) and a scalar tail: a row whose
+    extreme sits in the tail, one wholly positive (range from 0) and one wholly negative."""
+    x, w, col_scale, bias = operands(4, depth)
+    x[1, -1] = 50.0
+    x[2] = np.abs(x[2])
+    x[3] = -np.abs(x[3])
     np.testing.assert_array_equal(run(x, w, col_scale, bias), reference(x, w, col_scale, bias))
 
 
