@@ -69,3 +69,28 @@ def test_the_fused_gelu_is_within_its_bound_of_the_exact_function():
     out = run(x, w, col_scale, bias, gelu=True)
     assert np.abs(product).max() > 8 and (product < -6).any()
     assert (np.abs(out - exact) <= 2.5e-7 * np.maximum(1.0, np.abs(product))).all()
+
+
+def test_gelu_over_a_sweep_and_its_special_values_match_the_numpy_kernels():
+    from numba import njit
+
+    from lite.kernels.activation import gelu
+    from lite.kernels.compiled import numba_module
+    from lite.kernels.compiled.dynamic_gemm import gelu_rational
+    numba_module()
+
+    @njit
+    def apply(x, out):
+        for i in range(len(x)):
+            out[i] = gelu_rational(x[i])
+
+    x = np.concatenate([np.linspace(-12, 12, 20_001), [np.nan, np.inf, -np.inf, 0.0, -0.0, -30.0, 5.656854]])
+    x = x.astype(np.float32)
+    out, reference = np.empty_like(x), np.empty_like(x)
+    apply(x, out)
+    with np.errstate(invalid="ignore"):
+        gelu(x, reference)                                  # -inf * 0: NaN
+    exact = np.array([v * (1 + math.erf(v / math.sqrt(2))) / 2 for v in x[:20_001].astype(np.float64)])
+    assert (np.abs(out[:20_001] - exact) <= 2.5e-7 * np.maximum(1.0, np.abs(x[:20_001]))).all()
+    assert (out[:20_001][x[:20_001] < -6] <= 0).all()          # never the wrong sign far left
+    np.testing.assert_array_equal(out[20_001:-1], reference[20_001:-1])
