@@ -259,7 +259,12 @@ def schedule(rows: int, depth: int, cols: int) -> tuple[int, bool]:
     fewer bytes (A read once, the weights once per block): at batch 16, 2 threads, ResNet-50 460 -> 423 ms a run,
     MobileNetV2 61.2 -> 57.1, EfficientNet-Lite0 76.8 -> 71.1 (its A is the previous layer's output, out of
     cache). Even blocks (196 rows as 102 + 94, not 126 + 70) keep both threads busy to the end: ResNet-50 ~428 ->
-    ~411 ms at batch 16, ~33.3 -> ~32.4 at batch 1."""
+    ~411 ms at batch 16, ~33.3 -> ~32.4 at batch 1.
+
+    Panel after panel splits the work unevenly when the last panel is partial: threads take contiguous runs of
+    tasks, so with 80 columns (a panel of 64, one of 16) one thread got the whole first panel. Then, when the
+    weights fit in L2 beside a block of A, blocks of rows are taken first, each with every panel: BlazeFace's
+    16x16 1x1 convs (72-88 columns) at 2 threads ran 1.1-1.2x their one-thread time, now about 1.8x."""
     groups = -(-cols // PANEL)
     tile = ROWS[min(VECTORS, -(-cols // LANES))]
     blocks = max(1, -(-TASKS // groups))
@@ -267,11 +272,11 @@ def schedule(rows: int, depth: int, cols: int) -> tuple[int, bool]:
     small = max(tile, ROW_BLOCK_BYTES // (4 * max(depth, 1)) // tile * tile)
     count = -(-rows // small)
     small = -(-(-(-rows // count)) // tile) * tile      # as many blocks, of even size: no short last block
-    if small < block:
-        a_size, w_size = rows * depth, depth * cols
-        if a_size * groups + w_size > a_size + w_size * count:
-            return small, True
-    return block, False
+    a_size, w_size = rows * depth, depth * cols
+    if small < block and a_size * groups + w_size > a_size + w_size * count:
+        return small, True
+    uneven = groups > 1 and cols % PANEL and -(-rows // block) > 1
+    return block, bool(uneven and 4 * w_size <= ROW_BLOCK_BYTES)
 
 
 def bind(a: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, lo: float, hi: float, out: np.ndarray,

@@ -687,6 +687,10 @@ def test_gemm_schedule_reads_the_larger_operand_once() -> None:
     assert gemm.schedule(50176, 64, 256)[1] and gemm.schedule(12544, 512, 128)[1]
     assert not gemm.schedule(49, 2048, 512)[1] and not gemm.schedule(784, 2048, 512)[1]
     assert gemm.schedule(196, 1024, 512) == (102, True)       # 102 + 94 rows, not 126 + 70: even blocks
+    # a partial last panel (80 columns: 64 + 16): blocks of rows first, each with both panels, so that the two
+    # threads' contiguous runs of tasks hold equal work; not when the weights would leave L2
+    assert gemm.schedule(256, 72, 80)[1] and gemm.schedule(196, 672, 112)[1]
+    assert not gemm.schedule(256, 72, 64)[1] and not gemm.schedule(49, 2048, 520)[1]
 
 
 @pytest.mark.parametrize("kernels", PATHS)
