@@ -39,6 +39,9 @@ COMPILED_WINOGRAD_TILES = 17   # F(4x4) from this many tiles: its weights are 4x
 #                                (its 14x14 layers, 16 tiles, back on the GEMM)
 GATHER_RUN = 16           # the compiled GEMM reads windows in place (no im2col) from runs this long (`window_run`)
 DENSE_TILE_CHANNELS = 4   # dense convs with at most this many input channels run as register tiles
+DEPTHWISE_COST = 3        # a depthwise tap's time in GEMM multiply-adds, the unit of the threading threshold: it
+#                           loads its input vector as well as its weights (BlazeFace's 32x32x36 3x3: 21.6 us for
+#                           331k taps on one core; the GEMM ~12 us for 524k)
 
 
 def winograd_tiles(g: Geometry) -> int:
@@ -108,7 +111,7 @@ class DirectCompiled:
         bounds = clamp_bounds(kind)
         lo, hi = (np.float32(b) for b in (bounds or clamp_bounds(0)))
         window = (g.wh.stride, g.ww.stride, g.wh.dilation, g.ww.dilation, g.wh.pad_begin, g.ww.pad_begin)
-        work = out.size * g.depth
+        work = out.size * g.depth * (1 if g.group == 1 else DEPTHWISE_COST)
         tiled = g.group == 1 or g.out_channels == g.in_channels    # float tiles take any number of channels
         if tiled:
             unused = np.zeros(1)
