@@ -16,32 +16,11 @@ from lite.dtypes import DataType
 from lite.kernel import TensorSpec, register
 from lite.kernels.attention import _FLOAT64, AttentionKernel, attention_bias, grouped
 from lite.kernels.compiled import Compiled, CompiledCall
-from lite.kernels.compiled.llvm import njit, prange
-from lite.kernels.compiled.normalize import lane_sum
+from lite.kernels.compiled.llvm import prange
 from lite.kernels.compiled.vector_exp import EXP_MIN, exp32
+from lite.kernels.compiled.vector_reduce import row_max, row_sum
 
 F32 = np.dtype(np.float32)
-
-
-@njit(nogil=True, cache=True, inline="always")
-def lane_max(row):  # pragma: no cover
-    """The largest value of a float32 row (-inf when empty) in eight interleaved running maxima: one running max
-    is a chain of dependent compares that does not vectorise (the pass took 1.9 ns a score with it)."""
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = np.float32(-np.inf)
-    whole = len(row) - len(row) % 8
-    for k in range(0, whole, 8):
-        m0 = max(m0, row[k])
-        m1 = max(m1, row[k + 1])
-        m2 = max(m2, row[k + 2])
-        m3 = max(m3, row[k + 3])
-        m4 = max(m4, row[k + 4])
-        m5 = max(m5, row[k + 5])
-        m6 = max(m6, row[k + 6])
-        m7 = max(m7, row[k + 7])
-    peak = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
-    for k in range(whole, len(row)):
-        peak = max(peak, row[k])
-    return peak
 
 
 @Compiled
@@ -56,7 +35,7 @@ def softmax_scores(scores, scale, bias, out):  # pragma: no cover
             x, y, add = scores[b, h, i], out[b, h, i], bias_rows[i if bias_rows.shape[0] > 1 else 0]
             for j in range(keys):
                 y[j] = x[j] * scale + add[j]
-            peak = lane_max(y)
+            peak = row_max(y)
             if peak == -np.inf:
                 y[:] = 0.0
                 continue
@@ -65,7 +44,7 @@ def softmax_scores(scores, scale, bias, out):  # pragma: no cover
                 # below exp32's range (a masked key) 0, as numpy's exp underflows: exp32(EXP_MIN) / total is a
                 # denormal, slow in the division and in the product with V (MiniLM's padded keys)
                 y[j] = exp32(shifted) if not shifted < EXP_MIN else np.float32(0.0)     # NaN stays NaN
-            total = lane_sum(y)
+            total = row_sum(y)
             for j in range(keys):
                 y[j] /= total
 

@@ -6,29 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from lite.kernels.compiled import Compiled
-from lite.kernels.compiled.llvm import njit, prange
+from lite.kernels.compiled.llvm import prange
 from lite.kernels.compiled.vector_exp import EXP_MIN, exp32
-
-
-@njit(nogil=True, cache=True, inline="always")
-def lane_sum(row):  # pragma: no cover
-    """The sum of a float32 row in eight interleaved partial sums (LLVM keeps a float sum in order, so one running
-    sum is a chain of dependent adds; eight independent ones become one vector add per eight values)."""
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = np.float32(0.0)
-    whole = len(row) - len(row) % 8
-    for k in range(0, whole, 8):
-        s0 += row[k]
-        s1 += row[k + 1]
-        s2 += row[k + 2]
-        s3 += row[k + 3]
-        s4 += row[k + 4]
-        s5 += row[k + 5]
-        s6 += row[k + 6]
-        s7 += row[k + 7]
-    total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-    for k in range(whole, len(row)):
-        total += row[k]
-    return total
+from lite.kernels.compiled.vector_reduce import row_sum
 
 
 @Compiled
@@ -48,7 +28,7 @@ def softmax_rows(x, out):  # pragma: no cover
             continue
         for k in range(depth):
             out[m, k] = exp32(max(x[m, k] - peak, EXP_MIN))
-        total = lane_sum(out[m])
+        total = row_sum(out[m])
         for k in range(depth):
             out[m, k] /= total
 
@@ -60,10 +40,10 @@ def layer_norm_rows(x, epsilon, scale, bias, out, work):  # pragma: no cover
     rows, depth = x.shape
     size = np.float32(depth)
     for m in prange(rows):
-        mean = lane_sum(x[m]) / size
+        mean = row_sum(x[m]) / size
         for k in range(depth):
             d = x[m, k] - mean
             work[m, k] = d * d
-        invstd = np.float32(1.0) / np.sqrt(lane_sum(work[m]) / size + epsilon)
+        invstd = np.float32(1.0) / np.sqrt(row_sum(work[m]) / size + epsilon)
         for k in range(depth):
             out[m, k] = (x[m, k] - mean) * invstd * scale[k] + bias[k]
