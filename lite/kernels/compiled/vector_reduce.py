@@ -6,7 +6,7 @@ then the tail (len % 2 * LANES values) is added in order: a fixed order for a gi
 On all-MiniLM-L6-v2's attention rows (128 keys) the softmax pass's max and sum were most of its time."""
 from __future__ import annotations
 
-from lite.kernels.compiled.llvm import F32, I32, I64, LANES, cgutils, intrinsic, ir, types
+from lite.kernels.compiled.llvm import F32, I32, I64, LANES, cgutils, intrinsic, ir, splat, types
 
 
 def _row_fold(context, builder, signature, args, combine, start):
@@ -60,3 +60,76 @@ def row_max(typingctx, row):
     return types.float32(row), lambda context, builder, signature, args: _row_fold(
         context, builder, signature, args, lambda b, x, y: b.select(b.fcmp_ordered(">", y, x), y, x), float("-inf"))
 
+
+
+@intrinsic
+def rows_times(typingctx, x, m, out):
+    """out = x @ m for float32 x [R, N] (R <= 4), m [N, C] and out [R, C], any strides (views of a head in a
+    [B, S, H * D] tensor need no copy): register blocks of R rows by two vectors of LANES columns (then one
+    vector, then one column at a time) where the rows of m and out are contiguous, so each vector of m loaded
+    serves R rows; every sum runs over the N rows in order, in multiply-adds (fused where the target has them)."""
+    if not all(isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float32 for a in (x, m, out)):
+        return None
+    return types.none(x, m, out), _rows_times_code
+
+
+def _rows_times_code(context, builder, signature, args):
+    const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    vector = ir.VectorType(F32, LANES)
+    (xs, x_shape, x_steps), (ms, m_shape, m_steps), (outs, _, out_steps) = (
+        (builder.ptrtoint(p.data, I64), p.shape, [builder.extract_value(p.strides, k) for k in range(2)])
+        for p in (cgutils.create_struct_proxy(t)(context, builder, value=a) for t, a in zip(signature.args, args)))
+    rows, n, columns = builder.extract_value(x_shape, 0), builder.extract_value(m_shape, 0), \
+        builder.extract_value(m_shape, 1)
+    muladd = {t: cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t] * 3), f"llvm.fmuladd.{name}")
+              for t, name in ((vector, f"v{LANES}f32"), (F32, "f32"))}
+    accs = [[cgutils.alloca_once(builder, vector) for _ in range(2)] for _ in range(4)]          # [row][vector]
+    ones = [cgutils.alloca_once(builder, F32) for _ in range(4)]
+
+    def at(base, row, steps, column):           # the address of [row, column] (byte strides `steps`)
+        return builder.add(builder.add(base, builder.mul(row, steps[0])), builder.mul(column, steps[1]))
+
+    def block(height, column, count):           # out[:height, column : column + count * LANES]
+        for row in accs[:height]:
+            for acc in row[:count]:
+                builder.store(ir.Constant(vector, [0.0] * LANES), acc)
+        with cgutils.for_range(builder, n) as loop:
+            m_at = at(ms, loop.index, m_steps, column)
+            vs = [builder.load(builder.inttoptr(builder.add(m_at, const(4 * LANES * k)), vector.as_pointer()), align=4)
+                  for k in range(count)]
+            for r in range(height):
+                w = builder.load(builder.inttoptr(at(xs, const(r), x_steps, loop.index), F32.as_pointer()))
+                w = splat(builder, w, vector)
+                for k in range(count):
+                    builder.store(builder.call(muladd[vector], [w, vs[k], builder.load(accs[r][k])]), accs[r][k])
+        for r in range(height):
+            for k in range(count):
+                builder.store(builder.load(accs[r][k]), builder.inttoptr(
+                    builder.add(at(outs, const(r), out_steps, column), const(4 * LANES * k)), vector.as_pointer()), align=4)
+
+    def column_at(height, column):              # out[:height, column], one column at a time
+        for one in ones[:height]:
+            builder.store(ir.Constant(F32, 0.0), one)
+        with cgutils.for_range(builder, n) as loop:
+            v = builder.load(builder.inttoptr(at(ms, loop.index, m_steps, column), F32.as_pointer()))
+            for r in range(height):
+                w = builder.load(builder.inttoptr(at(xs, const(r), x_steps, loop.index), F32.as_pointer()))
+                builder.store(builder.call(muladd[F32], [w, v, builder.load(ones[r])]), ones[r])
+        for r in range(height):
+            builder.store(builder.load(ones[r]), builder.inttoptr(at(outs, const(r), out_steps, column), F32.as_pointer()))
+
+    rows_contiguous = builder.and_(builder.icmp_unsigned("==", m_steps[1], const(4)),
+                                   builder.icmp_unsigned("==", out_steps[1], const(4)))
+    for height in range(1, 5):
+        with builder.if_then(builder.icmp_unsigned("==", rows, const(height))):
+            pairs = builder.select(rows_contiguous, builder.udiv(columns, const(2 * LANES)), const(0))
+            with cgutils.for_range(builder, pairs) as loop:
+                block(height, builder.mul(loop.index, const(2 * LANES)), 2)
+            done = builder.mul(pairs, const(2 * LANES))
+            single = builder.and_(rows_contiguous, builder.icmp_unsigned(">=", builder.sub(columns, done), const(LANES)))
+            with builder.if_then(single):
+                block(height, done, 1)
+            done = builder.select(single, builder.add(done, const(LANES)), done)
+            with cgutils.for_range(builder, builder.sub(columns, done)) as loop:
+                column_at(height, builder.add(done, loop.index))
+    return context.get_dummy_value()

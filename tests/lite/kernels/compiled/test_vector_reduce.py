@@ -42,3 +42,25 @@ def test_max_passes_over_nans_and_keeps_infinities(folds):
     row[LANES + 2] = np.inf
     assert folds(row)[1] == np.inf
     assert np.isnan(folds(row)[0])
+
+
+def test_rows_times_on_strided_views_against_float64():
+    """x @ m for 1-4 rows, column counts around one and two vectors (and the one-column path), views whose rows
+    are strided (heads of a [B, S, H * D] tensor) and a matrix whose columns are strided (no vector path)."""
+    from lite.kernels.compiled import numba_module
+    from lite.kernels.compiled.llvm import LANES
+    numba = numba_module()
+    from lite.kernels.compiled.vector_reduce import rows_times
+    product = numba.njit(lambda x, m, out: rows_times(x, m, out))
+    rng = np.random.default_rng(11)
+    for rows in range(1, 5):
+        for columns in (1, LANES - 1, LANES, LANES + 3, 2 * LANES, 3 * LANES + 1):
+            x = rng.normal(size=(rows, 3, 9)).astype(np.float32)[:, 1]        # rows 27 floats apart
+            m = rng.normal(size=(9, columns + 5)).astype(np.float32)[:, 2:2 + columns]
+            out = np.full((rows, 2 * columns), np.nan, np.float32)
+            product(x, m, out[:, :columns])
+            np.testing.assert_allclose(out[:, :columns], x.astype(np.float64) @ m, rtol=1e-5, atol=1e-5)
+            assert np.isnan(out[:, columns:]).all()
+            across = rng.normal(size=(columns, 9)).astype(np.float32).T       # columns 9 floats apart
+            product(x, across, out[:, :columns])
+            np.testing.assert_allclose(out[:, :columns], x.astype(np.float64) @ across, rtol=1e-5, atol=1e-5)
