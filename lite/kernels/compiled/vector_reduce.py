@@ -1,9 +1,13 @@
-"""The sum and the largest value of a contiguous float32 row, written as vector IR: LLVM keeps float adds and
-compares in their written order, so a running sum or max in numba code (even as eight interleaved scalars) stays a
-chain of scalar instructions. Here two accumulators of LANES lanes run over the row, then fold pairwise by halves,
-then the tail (len % 2 * LANES values) is added in order: a fixed order for a given length and vector width.
+"""Row reductions and small row products of float32, written as vector IR.
 
-On all-MiniLM-L6-v2's attention rows (128 keys) the softmax pass's max and sum were most of its time."""
+`row_sum` and `row_max`: LLVM keeps float adds and compares in their written order, so a running sum or max in
+numba code (even as eight interleaved scalars) stays a chain of scalar instructions. Here two accumulators of LANES
+lanes run over the row, then fold pairwise by halves, then the tail (len % 2 * LANES values) is added in order: a
+fixed order for a given length and vector width. On all-MiniLM-L6-v2's attention rows (128 keys) the softmax
+pass's max and sum were most of its time.
+
+`rows_times`: up to four rows times a matrix, in register blocks; a numba loop over a 32-long row (an attention
+head) ran mostly its scalar remainder, the length not being known to fill its unrolled vector loop."""
 from __future__ import annotations
 
 from lite.kernels.compiled.llvm import F32, I32, I64, LANES, cgutils, intrinsic, ir, splat, types
@@ -61,7 +65,6 @@ def row_max(typingctx, row):
         context, builder, signature, args, lambda b, x, y: b.select(b.fcmp_ordered(">", y, x), y, x), float("-inf"))
 
 
-
 @intrinsic
 def rows_times(typingctx, x, m, out):
     """out = x @ m for float32 x [R, N] (R <= 4), m [N, C] and out [R, C], any strides (views of a head in a
@@ -95,8 +98,8 @@ def _rows_times_code(context, builder, signature, args):
                 builder.store(ir.Constant(vector, [0.0] * LANES), acc)
         with cgutils.for_range(builder, n) as loop:
             m_at = at(ms, loop.index, m_steps, column)
-            vs = [builder.load(builder.inttoptr(builder.add(m_at, const(4 * LANES * k)), vector.as_pointer()), align=4)
-                  for k in range(count)]
+            vs = [builder.load(builder.inttoptr(builder.add(m_at, const(4 * LANES * k)), vector.as_pointer()),
+                               align=4) for k in range(count)]
             for r in range(height):
                 w = builder.load(builder.inttoptr(at(xs, const(r), x_steps, loop.index), F32.as_pointer()))
                 w = splat(builder, w, vector)
@@ -104,8 +107,8 @@ def _rows_times_code(context, builder, signature, args):
                     builder.store(builder.call(muladd[vector], [w, vs[k], builder.load(accs[r][k])]), accs[r][k])
         for r in range(height):
             for k in range(count):
-                builder.store(builder.load(accs[r][k]), builder.inttoptr(
-                    builder.add(at(outs, const(r), out_steps, column), const(4 * LANES * k)), vector.as_pointer()), align=4)
+                to = builder.add(at(outs, const(r), out_steps, column), const(4 * LANES * k))
+                builder.store(builder.load(accs[r][k]), builder.inttoptr(to, vector.as_pointer()), align=4)
 
     def column_at(height, column):              # out[:height, column], one column at a time
         for one in ones[:height]:
@@ -116,7 +119,8 @@ def _rows_times_code(context, builder, signature, args):
                 w = builder.load(builder.inttoptr(at(xs, const(r), x_steps, loop.index), F32.as_pointer()))
                 builder.store(builder.call(muladd[F32], [w, v, builder.load(ones[r])]), ones[r])
         for r in range(height):
-            builder.store(builder.load(ones[r]), builder.inttoptr(at(outs, const(r), out_steps, column), F32.as_pointer()))
+            builder.store(builder.load(ones[r]),
+                          builder.inttoptr(at(outs, const(r), out_steps, column), F32.as_pointer()))
 
     rows_contiguous = builder.and_(builder.icmp_unsigned("==", m_steps[1], const(4)),
                                    builder.icmp_unsigned("==", out_steps[1], const(4)))
@@ -126,7 +130,8 @@ def _rows_times_code(context, builder, signature, args):
             with cgutils.for_range(builder, pairs) as loop:
                 block(height, builder.mul(loop.index, const(2 * LANES)), 2)
             done = builder.mul(pairs, const(2 * LANES))
-            single = builder.and_(rows_contiguous, builder.icmp_unsigned(">=", builder.sub(columns, done), const(LANES)))
+            single = builder.and_(rows_contiguous,
+                                  builder.icmp_unsigned(">=", builder.sub(columns, done), const(LANES)))
             with builder.if_then(single):
                 block(height, done, 1)
             done = builder.select(single, builder.add(done, const(LANES)), done)
