@@ -133,3 +133,13 @@ WIDE = TARGET.startswith("x86_64-v4")
 LANES = 16 if WIDE else 8
 # AVX-512 VNNI: vpdpbusd sums four uint8 x int8 products into each int32 lane, 64 per instruction.
 VNNI = TARGET == "x86_64-v4-vnni"
+# LLVM's CPU name and features for each level (`host_target`)
+CPUS = {"x86_64-v4-vnni": ("x86-64-v4", "+avx512vnni"), "x86_64-v4": ("x86-64-v4", "+avx512f"),
+        "x86_64-v3": ("x86-64-v3", "+avx2"), "x86_64": ("x86-64", "+sse2"), "aarch64": ("generic", "+neon")}
+if TARGET != host_target() and TARGET in CPUS:
+    # A lower level asked for: numba compiles for its CPU too, which also keys its on-disk cache by it, so machine
+    # code built for the host's vector width is never loaded for another width (numba reads these when it loads).
+    os.environ.setdefault("NUMBA_CPU_NAME", CPUS[TARGET][0])
+    os.environ.setdefault("NUMBA_CPU_FEATURES", CPUS[TARGET][1])
+    if "numba.core.config" in sys.modules:           # loaded already (a tool or test imported numba first)
+        sys.modules["numba.core.config"].reload_config()

@@ -39,20 +39,15 @@ RENAMED = "mslite_rt_"           # prefix of the Python C-API and numba helper n
 PYTHON_API = ("Py", "_Py", "numba_")
 IMPLEMENTED = ("numba_parallel_for", "numba_attempt_nocopy_reshape")   # runtime.c's, under numba's names
 
-# LLVM's CPU name and features for each level (`llvm.host_target`)
-CPUS = {"x86_64-v4-vnni": ("x86-64-v4", "+avx512vnni"), "x86_64-v4": ("x86-64-v4", "+avx512f"),
-        "x86_64-v3": ("x86-64-v3", "+avx2"), "x86_64": ("x86-64", "+sse2"), "aarch64": ("generic", "+neon")}
-
 
 def _numba_for(target: str) -> Any:
     """numba set to compile for `target`'s CPU (before it loads), with the kernels' vector width matching."""
-    cpu, features = CPUS[target]
-    os.environ["NUMBA_CPU_NAME"], os.environ["NUMBA_CPU_FEATURES"] = cpu, features
     os.environ["MSLITE_CPU_TARGET"] = target
-    from lite.kernels import compiled
     from lite.kernels.compiled import llvm
     if llvm.TARGET != target:
         raise SystemExit(f"lite.kernels.compiled.llvm was imported for {llvm.TARGET}; run the build in a fresh process")
+    os.environ["NUMBA_CPU_NAME"], os.environ["NUMBA_CPU_FEATURES"] = llvm.CPUS[target]
+    from lite.kernels import compiled
     return compiled.numba_module()
 
 
@@ -156,6 +151,7 @@ def compile_object(target: str, keys: list[str], object_path: Path) -> dict[str,
             value.name = RENAMED + value.name
             stubs.append(f"void *{value.name}(void) {{ return 0; }}" if value.is_function else f"void *{value.name};")
     object_path.with_suffix(".stubs.c").write_text("\n".join(["/* inert stand-ins (runtime.c) */", *stubs, ""]))
+    from lite.kernels.compiled.llvm import CPUS
     cpu, features = CPUS[target]
     triple = binding.get_process_triple()
     machine = binding.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3,
