@@ -94,7 +94,7 @@ def dense_taps(w: np.ndarray) -> np.ndarray:
 @dataclass
 class DirectCompiled:
     """Prebound direct conv (no im2col), depthwise or a dense first layer: taps skip the padding, bias and a
-    clamp activation are fused, other activations follow in numpy. A weight that changes between runs
+    clamp activation are fused, other activations follow (`epilogue.activation`). A weight that changes between runs
     (training) is re-laid out each run."""
     call: Callable[[], None]
     refresh: tuple[np.ndarray, np.ndarray] | None
@@ -119,9 +119,8 @@ class DirectCompiled:
                                         *window)
         else:
             call = conv.depthwise_f32.bind(work, x, taps, bias, out, *window, lo, hi)
-        activation = None if bounds is not None else activation_fn(kind)
-        return DirectCompiled(call, None if const_weight else (taps, layout(w)),
-                              None if activation is None else functools.partial(activation, out, out), tiled)
+        after = None if bounds is not None else epilogues.activation(out, kind, activation_fn(kind))
+        return DirectCompiled(call, None if const_weight else (taps, layout(w)), after, tiled)
 
     def __call__(self) -> None:
         if self.refresh is not None:
@@ -198,7 +197,7 @@ class Conv2DCompiled(Conv2DKernel):
                 rows = None if residual is None else residual.reshape(g.rows, residual.shape[-1])
                 self.compute = self.fused_gemm_call(x, w, out, work, lo, hi, rows, constant_view(slope))
                 slope = None                     # applied in the GEMM's epilogue
-            self.finish = None if bounds is not None else functools.partial(self.activation, out, out)
+            self.finish = None if bounds is not None else epilogues.activation(out, kind, self.activation)
         if slope is not None:
             self.finish = then(self.finish, self.prelu(out, slope))
         self.compiled = True

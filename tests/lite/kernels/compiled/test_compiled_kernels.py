@@ -102,15 +102,33 @@ def test_narrow_conv_columns_in_blocks_of_images_match_onnxruntime(kernels: str,
 
 @pytest.mark.parametrize("kernels", PATHS)
 @pytest.mark.parametrize("op", ["Sigmoid", "HardSwish"])
-def test_depthwise_conv_with_a_fused_activation_that_is_no_clamp(op: str, kernels: str) -> None:
-    x_shape, w_shape, attrs = CONV_CASES["depthwise_stride2"]
-    feeds = {"x": _array(x_shape)}
+@pytest.mark.parametrize("case", ["depthwise_stride2", "dense_first_layer_stride2", "pointwise"])
+def test_conv_with_a_fused_activation_that_is_no_clamp(case: str, op: str, kernels: str) -> None:
+    """Direct (depthwise, dense tiles) and GEMM paths; inputs past +-3, where the hard-swish gate saturates."""
+    x_shape, w_shape, attrs = CONV_CASES[case]
+    feeds = {"x": _array(x_shape) * 4}
     model = node_model("Conv", feeds, {"w": _array(w_shape)}, ["x", "w"], opset=14, **attrs)
     model.graph.node.append(helper.make_node(op, ["y"], ["z"]))
     model.graph.output[0].name = "z"
     s = session(model, kernels)
     assert [step.node.op for step in s._plan.steps].count("Conv2D") == 1     # the activation is fused
     np.testing.assert_allclose(run_lite(s, feeds)["z"], run_ort(model, feeds)["z"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
+@pytest.mark.parametrize("shape", [(37, 6), (2, 9, 7, 16), (1, 64, 64, 16)])
+def test_compiled_hard_swish_pass_matches_the_formula_and_others_keep_numpy(shape: tuple) -> None:
+    out = np.empty(shape, np.float32)
+    calls = []
+    numpy_pass = epilogue.activation(out, A.SIGMOID, lambda x, y: calls.append((x, y)))
+    numpy_pass()
+    assert calls == [(out, out)]
+    finish = epilogue.activation(out, A.HSWISH, lambda x, y: calls.append((x, y)))
+    assert isinstance(finish, compiled.Bound)
+    out[...] = before = grad_tests.f32(*shape) * 8
+    finish()
+    np.testing.assert_allclose(out, before * np.clip(before / 6 + 0.5, 0, 1), rtol=1e-6, atol=1e-7)
+    assert len(calls) == 1
 
 
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
