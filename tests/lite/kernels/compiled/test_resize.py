@@ -19,9 +19,9 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reaso
 SHAPE = (2, 9, 7, 16)        # NHWC: the resized axes are 1 and 2, as the converter lays out an image
 
 
-def _model(consts: dict[str, np.ndarray], **attrs) -> onnx.ModelProto:
+def _model(consts: dict[str, np.ndarray], shape: tuple[int, ...] = SHAPE, **attrs) -> onnx.ModelProto:
     node = helper.make_node("Resize", ["x", *consts], ["y"], **attrs)
-    graph = helper.make_graph([node], "r", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, SHAPE)],
+    graph = helper.make_graph([node], "r", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(a, n) for n, a in consts.items() if n])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
@@ -53,6 +53,17 @@ def test_compiled_resize_matches_the_onnx_reference(mode: str, transform: str, s
     want = ReferenceEvaluator(model).run(None, {"x": x})[0]
     assert compiled
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_upsampling_large_enough_for_two_threads_matches_the_onnx_reference() -> None:
+    """MediaPipe's 32x32x16 -> 64x64x16 bilinear: above the threading threshold, split over output rows."""
+    shape = (1, 32, 32, 16)
+    model = _model({"": None, "scales": np.array([1, 2, 2, 1], np.float32)}, shape, mode="linear",
+                   coordinate_transformation_mode="half_pixel")
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    got, compiled = _run(model, x)
+    assert compiled
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
 def test_crop_and_resize_keeps_the_numpy_path() -> None:
