@@ -15,8 +15,8 @@ loads that `.ms` in a `LiteSession`, onnxruntime runs the ONNX file (ORT_ENABLE_
 and the same inputs (seed 0: audio and images uniform in [-1, 1], token and byte ids in their vocabularies). Per
 engine and row, one untimed process fills the on-disk caches, then `--rounds` timed processes
 (`harness.own_process_rounds`), each the median of at least `--runs` runs after 3 warm-ups, and of as many more as
-fill `--min-seconds` (a sub-millisecond model's median then rests on about a thousand runs); each process saves its first
-outputs, which the table compares (max |ours - peer| over each output's range). Written atomically to
+fill `--min-seconds` (a sub-millisecond model's median then rests on about a thousand runs); each process saves
+its first outputs, which the table compares (max |ours - peer| over each output's range). Written atomically to
 `bench/results/wild.md`.
 """
 from __future__ import annotations
@@ -305,7 +305,8 @@ def report(rows: list[list[str]], rounds: int, runs: int, min_seconds: float, mi
     models = "\n".join(f"- `{m.name}`: {m.what}; `{m.package}` {package_version(m)}, `{m.path}`"
                        for m in MODELS.values() if m.name in {r[0] for r in rows} | {n for n, _ in missing})
     head = (f"Real models from PyPI packages, {THREADS} threads per engine, each engine in its own process: median "
-            f"over {rounds} processes of each one's median of at least {runs} runs and {min_seconds:g} s of runs (ms). Batch 1: geometric mean of ours/peer "
+            f"over {rounds} processes of each one's median of at least {runs} runs and {min_seconds:g} s of runs (ms). "
+            f"Batch 1: geometric mean of ours/peer "
             f"{harness.fmt(geomean, '.2f')}x, {within} of {len(ones)} models within 1.2x. The max diff column is "
             f"max |ours - peer| over each output's range (worst output); convert s is our converter's time.\n\n"
             f"{models}\n" + "".join(f"\nnot measured: `{name}` {why}" for name, why in missing) + "\n\n")

@@ -24,6 +24,7 @@ from lite.kernels.compiled import Compiled
 from lite.kernels.compiled.int8 import (
     MR, NR, pack_weight, pad_columns, quads_fit, task_count, task_tiles, tasks, tile_sums)
 from lite.kernels.compiled.llvm import F32, I32, I64, LANES, address, cgutils, intrinsic, ir, njit, prange, splat, types
+from lite.kernels.compiled.vector_reduce import muladd, row_range
 
 LEVELS = 255
 MAX_DEPTH = ((1 << 31) - 1) // (LEVELS * 127)      # K from which an int32 sum could overflow
@@ -94,61 +95,6 @@ def _tile_code(height, partial, context, builder, signature, args):
 
 _tile, _tile4, _tile2, _row, _tile_part, _tile4_part, _tile2_part, _row_part = (
     _tile_kernel(h, p) for p in (False, True) for h in (MR, 4, 2, 1))
-
-
-@intrinsic
-def row_range(typingctx, row):
-    """(min(row, 0), max(row, 0)) of a contiguous float32 row, in vectors: two running minima and maxima of
-    LANES lanes each, folded at the end (numba's min and max do not vectorise; eight scalar running pairs took
-    0.22 ms on 512 x 1536 rows, this 0.034 ms). A NaN is passed over."""
-    if not isinstance(row, types.Array) or row.ndim != 1 or row.layout != "C":
-        return None
-    return types.UniTuple(types.float32, 2)(row), _row_range_code
-
-
-def _row_range_code(context, builder, signature, args):
-    const = lambda v: ir.Constant(I64, v)                                   # noqa: E731
-    lane = lambda v: ir.Constant(I32, v)                                    # noqa: E731
-    f8 = ir.VectorType(F32, LANES)
-    proxy = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
-    base, n = builder.ptrtoint(proxy.data, I64), builder.extract_value(proxy.shape, 0)
-    whole = builder.udiv(n, const(2 * LANES))
-    accs = [cgutils.alloca_once_value(builder, ir.Constant(f8, None)) for _ in range(4)]     # low, high, twice
-
-    def keep(ptr, value, kind):                 # ptr = value where value `kind` *ptr (< for minima, > for maxima)
-        current = builder.load(ptr)
-        builder.store(builder.select(builder.fcmp_ordered(kind, value, current), value, current), ptr)
-
-    with cgutils.for_range(builder, whole) as loop:
-        at = builder.add(base, builder.mul(loop.index, const(8 * LANES)))
-        for half in range(2):
-            v = builder.load(builder.inttoptr(builder.add(at, const(4 * LANES * half)), f8.as_pointer()), align=4)
-            keep(accs[2 * half], v, "<")
-            keep(accs[2 * half + 1], v, ">")
-    keep(accs[0], builder.load(accs[2]), "<")
-    keep(accs[1], builder.load(accs[3]), ">")
-    low, high = (cgutils.alloca_once_value(builder, ir.Constant(F32, 0.0)) for _ in range(2))
-    vectors = builder.load(accs[0]), builder.load(accs[1])
-    for k in range(LANES):
-        keep(low, builder.extract_element(vectors[0], lane(k)), "<")
-        keep(high, builder.extract_element(vectors[1], lane(k)), ">")
-    done = builder.mul(whole, const(2 * LANES))
-    with cgutils.for_range(builder, builder.sub(n, done)) as loop:
-        at = builder.add(base, builder.mul(builder.add(done, loop.index), const(4)))
-        value = builder.load(builder.inttoptr(at, F32.as_pointer()))
-        keep(low, value, "<")
-        keep(high, value, ">")
-    return context.make_tuple(builder, signature.return_type, [builder.load(low), builder.load(high)])
-
-
-@intrinsic
-def muladd(typingctx, a, b, c):
-    """a * b + c in float32, fused where the target has a fast FMA (llvm.fmuladd: x86-64-v3 and up, aarch64),
-    else a multiply and an add; numba alone never fuses them."""
-    def code(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(F32, [F32] * 3), "llvm.fmuladd.f32")
-        return builder.call(fn, args)
-    return types.float32(types.float32, types.float32, types.float32), code
 
 
 @njit(nogil=True, cache=True, inline="always")

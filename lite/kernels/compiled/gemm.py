@@ -48,8 +48,9 @@ def _tile_code(rows, vectors, context, builder, signature, args):
     """out[r + i, c + j] = prelu(clamp(start + sum_{k0 <= k < k1} A[r + i, k] panels[g, k, j], lo, hi)) for
     i < rows and j < vectors x LANES, where A[m, k] is the float at a's data + rows_at[m] + shift + k, and start
     is bias[c + j] when `first` is 1, bias[c + j] + residual[r + i, c + j] when it is 2 (zero past the residual's
-    columns, which may be fewer than out's), else out[r + i, c + j] (a later block of K); prelu(t) is t x slope[c + j] where t < 0 when `last` is 1 (a PReLU fused after the last
-    block of K), else t; the last vector is loaded and stored for its first `valid` lanes only."""
+    columns, which may be fewer than out's), else out[r + i, c + j] (a later block of K); prelu(t) is
+    t x slope[c + j] where t < 0 when `last` is 1 (a PReLU fused after the last block of K), else t; the last
+    vector is loaded and stored for its first `valid` lanes only."""
     a, rows_at, shift, r, panels, g, k0, k1, bias, c, lo, hi, out, residual, valid, first, slope, last = args
     kinds = signature.args
     vec, mask_type = ir.VectorType(F32, LANES), ir.VectorType(ir.IntType(1), LANES)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("numba")
+pytest.importorskip("numba", reason="numba not installed")
 from lite.kernels.compiled import llvm  # noqa: E402
 
 PROBE = ("import json, numba; from lite.kernels.compiled import llvm; "  # numba first: the harder order
